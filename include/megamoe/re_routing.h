@@ -1,0 +1,56 @@
+/* megamoe/re_routing.h: MoeReRouting, rearranging received tokens from rank-major to expert-major order.
+ *
+ * tokens (A, H) arrive grouped by source rank and, inside a rank, by expert; the output groups them by
+ * expert and, inside an expert, by source rank, keeping the order inside each (rank, expert) block.
+ * See seeds/moe_re_routing.en.md and docs/operators.md. Not collective: one call, one process. */
+#ifndef MEGAMOE_RE_ROUTING_H
+#define MEGAMOE_RE_ROUTING_H
+
+#include <stdint.h>
+
+#include "megamoe/dtype.h"
+#include "megamoe/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mm_re_routing_attrs {
+    int64_t expert_token_num_type; /* 0 cumulative sum, 1 counts (default 1) */
+    int64_t idx_type;              /* 0 gather index (default), 1 scatter index */
+} mm_re_routing_attrs;
+
+/* Defaults of the original operator: expert_token_num_type 1, idx_type 0. */
+mm_re_routing_attrs mm_re_routing_default_attrs(void);
+
+typedef struct mm_re_routing_inputs {
+    const mm_tensor *tokens;                    /* (A, H): F16, BF16, I8, FP8 E5M2/E4M3FN, HiFloat8, FP4 E2M1/E1M2 */
+    const mm_tensor *expert_token_num_per_rank; /* (N, E): I32 or I64 */
+    const mm_tensor *per_token_scales;          /* optional (NULL): (A) or (A, ...) F32, or E8M0 */
+} mm_re_routing_inputs;
+
+/* Outputs are caller-allocated; mm_re_routing_output_shapes says what they must be. */
+typedef struct mm_re_routing_outputs {
+    mm_tensor *permute_tokens;           /* same dtype and shape as tokens */
+    mm_tensor *permute_per_token_scales; /* same as per_token_scales; NULL when that is NULL */
+    mm_tensor *permute_token_idx;        /* (A,) I32 */
+    mm_tensor *expert_token_num;         /* (E,) same dtype as expert_token_num_per_rank */
+} mm_re_routing_outputs;
+
+/* Validate the inputs and attributes and fill the descriptors (dtype and shape, data left NULL) of
+ * the outputs. Every rule broken is reported by name, e.g.
+ * "expert_token_num_per_rank[1][0] = -3 is negative". */
+mm_status mm_re_routing_output_shapes(const mm_re_routing_inputs *in, const mm_re_routing_attrs *attrs,
+                                      mm_tensor *permute_tokens, mm_tensor *permute_per_token_scales,
+                                      mm_tensor *permute_token_idx, mm_tensor *expert_token_num,
+                                      mm_error *err);
+
+/* Validate everything (inputs, attributes, output descriptors), then rearrange. Multi-threaded.
+ * Nothing is written to the outputs when validation fails. */
+mm_status mm_re_routing(const mm_re_routing_inputs *in, const mm_re_routing_attrs *attrs,
+                        const mm_re_routing_outputs *out, mm_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

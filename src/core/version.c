@@ -1,0 +1,4 @@
+/* core/version.c: the version string compiled into the library. */
+#include "megamoe/version.h"
+
+const char *mm_version(void) { return MEGAMOE_VERSION_STRING; }

@@ -1,0 +1,35 @@
+/* tests/testlib.c: failure reporting, the closing summary line and deterministic random data. */
+#include "testlib.h"
+
+#include <stdarg.h>
+
+int mm_test_passed = 0;
+int mm_test_failed = 0;
+
+void mm_test_report_fail(const char *file, int line, const char *fmt, ...) {
+    mm_test_failed++;
+    if (mm_test_failed > 50) return; /* keep logs readable when a whole loop fails */
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s:%d: ", file, line);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int mm_test_finish(const char *name) {
+    printf("%s: %d passed, %d failed\n", name, mm_test_passed, mm_test_failed);
+    return mm_test_failed == 0 && mm_test_passed > 0 ? 0 : 1;
+}
+
+uint64_t mm_test_rand_u64(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double mm_test_rand_uniform(uint64_t *state, double lo, double hi) {
+    double u = (double)(mm_test_rand_u64(state) >> 11) * (1.0 / 9007199254740992.0);
+    return lo + (hi - lo) * u;
+}
