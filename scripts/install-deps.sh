@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what megamoe needs to build and test on Debian 12, with apt-get, as root.
+# Skips apt entirely when everything is already present, so it is cheap to call before every build.
+#   scripts/install-deps.sh           build + test dependencies
+#   scripts/install-deps.sh --ci      also the tools CI uses (clang-format)
+set -euo pipefail
+
+packages=(gcc make cmake libc6-dev pkg-config openmpi-bin libopenmpi-dev python3)
+if [ "${1:-}" = "--ci" ]; then
+  packages+=(clang-format)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]}; run as root or install them with apt-get" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
