@@ -1,0 +1,252 @@
+/* core/parallel.c: the process-wide worker pool behind mm_parallel_for.
+ *
+ * Design (see parallel.h): workers are created lazily and live until the process exits. Every
+ * mm_parallel_for call is a job living on the caller's stack, linked into a mutex-protected list;
+ * tasks are handed out by an atomic counter so the hot path takes no lock. The caller works on its
+ * own job; idle workers attach to any job that still has unclaimed tasks and fewer helpers than the
+ * thread count allows. Waiting always goes spin (with a pause) -> sched_yield -> condition variable,
+ * because this machine has 2 cores and often more runnable rank-threads than cores: a pure spinner
+ * would hold the core that the thread it waits for needs, while sleeping at once costs ~24 us per
+ * wake-up.
+ *
+ * Workers hold no heap memory (the pool state is static, jobs live on callers' stacks), so
+ * LeakSanitizer has nothing to report when the process exits with workers still parked. */
+#include "core/parallel.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MM_CPU_PAUSE() _mm_pause()
+#else
+#define MM_CPU_PAUSE() ((void)0)
+#endif
+
+enum {
+    MM_MAX_THREADS = 1024,
+    /* About 30-60 us of pause instructions: long enough to catch the next call of a tight loop of
+     * parallel calls, short enough not to starve oversubscribed rank-threads. */
+    MM_SPIN_ROUNDS = 2000,
+    MM_YIELD_ROUNDS = 64,
+};
+
+typedef struct mm_job {
+    mm_task_fn fn;
+    void *ctx;
+    int64_t n_tasks;
+    int max_helpers;                    /* workers allowed on this job at once (thread count - 1) */
+    atomic_int_fast64_t next;           /* next unclaimed task */
+    atomic_int_fast64_t done;           /* finished tasks */
+    atomic_int attached;                /* workers currently holding a pointer to this job */
+    int caller_sleeping;                /* guarded by pool.mutex */
+    struct mm_job *prev_job, *next_job; /* guarded by pool.mutex */
+} mm_job;
+
+static struct {
+    pthread_mutex_t mutex;
+    pthread_cond_t work_cond;   /* workers sleep here waiting for a new job */
+    pthread_cond_t done_cond;   /* callers sleep here waiting for their job's last task */
+    atomic_uint_fast64_t epoch; /* bumped on every submission, read lock-free by spinning workers */
+    atomic_int num_threads;     /* configured thread count, including the caller */
+    int spawned_workers;        /* guarded by mutex */
+    int sleeping_workers;       /* guarded by mutex */
+    mm_job *jobs;               /* guarded by mutex: jobs that have not yet been retired */
+} pool = {
+    .mutex = PTHREAD_MUTEX_INITIALIZER,
+    .work_cond = PTHREAD_COND_INITIALIZER,
+    .done_cond = PTHREAD_COND_INITIALIZER,
+};
+
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+
+/* Set in worker threads for their whole life and in callers while they run their own tasks, so a
+ * mm_parallel_for issued from inside a task runs serially instead of waiting on the pool it occupies. */
+static _Thread_local int inside_pool_task;
+
+static int clamp_threads(long n) {
+    if (n < 1) return 1;
+    if (n > MM_MAX_THREADS) return MM_MAX_THREADS;
+    return (int)n;
+}
+
+static void read_thread_count(void) {
+    long n = 0;
+    const char *env = getenv("MEGAMOE_NUM_THREADS");
+    if (env && *env) {
+        char *end = NULL;
+        long parsed = strtol(env, &end, 10);
+        if (end && *end == '\0' && parsed > 0) n = parsed;
+    }
+    if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
+    /* A set_num_threads that ran before the first use wins over the environment. */
+    int expected = 0;
+    atomic_compare_exchange_strong(&pool.num_threads, &expected, clamp_threads(n));
+}
+
+int mm_parallel_num_threads(void) {
+    pthread_once(&pool_once, read_thread_count);
+    return atomic_load(&pool.num_threads);
+}
+
+void mm_parallel_set_num_threads(int n) {
+    pthread_once(&pool_once, read_thread_count);
+    atomic_store(&pool.num_threads, clamp_threads(n));
+}
+
+/* Returns once the epoch differs from *seen, updating *seen. */
+static void wait_for_new_job(uint_fast64_t *seen) {
+    for (int i = 0; i < MM_SPIN_ROUNDS; i++) {
+        if (atomic_load_explicit(&pool.epoch, memory_order_acquire) != *seen) goto changed;
+        MM_CPU_PAUSE();
+    }
+    for (int i = 0; i < MM_YIELD_ROUNDS; i++) {
+        if (atomic_load_explicit(&pool.epoch, memory_order_acquire) != *seen) goto changed;
+        sched_yield();
+    }
+    pthread_mutex_lock(&pool.mutex);
+    pool.sleeping_workers++;
+    while (atomic_load(&pool.epoch) == *seen) pthread_cond_wait(&pool.work_cond, &pool.mutex);
+    pool.sleeping_workers--;
+    pthread_mutex_unlock(&pool.mutex);
+changed:
+    *seen = atomic_load_explicit(&pool.epoch, memory_order_acquire);
+}
+
+/* Runs unclaimed tasks of job until none are left. The thread that finishes the last task wakes the
+ * caller if it went to sleep. */
+static void run_tasks(mm_job *job) {
+    for (;;) {
+        int64_t task = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+        if (task >= job->n_tasks) return;
+        job->fn(job->ctx, task);
+        if (atomic_fetch_add_explicit(&job->done, 1, memory_order_acq_rel) + 1 == job->n_tasks) {
+            pthread_mutex_lock(&pool.mutex);
+            if (job->caller_sleeping) pthread_cond_broadcast(&pool.done_cond);
+            pthread_mutex_unlock(&pool.mutex);
+        }
+    }
+}
+
+/* Under the mutex: a job with unclaimed tasks and room for one more helper, attached; or NULL. */
+static mm_job *attach_to_open_job(void) {
+    mm_job *found = NULL;
+    pthread_mutex_lock(&pool.mutex);
+    for (mm_job *job = pool.jobs; job; job = job->next_job) {
+        if (atomic_load_explicit(&job->next, memory_order_relaxed) >= job->n_tasks) continue;
+        if (atomic_load(&job->attached) >= job->max_helpers) continue;
+        atomic_fetch_add(&job->attached, 1);
+        found = job;
+        break;
+    }
+    pthread_mutex_unlock(&pool.mutex);
+    return found;
+}
+
+static void *worker_main(void *unused) {
+    (void)unused;
+    inside_pool_task = 1;
+    uint_fast64_t seen = 0;
+    for (;;) {
+        wait_for_new_job(&seen);
+        /* Epoch was read before scanning, so a job submitted after the scan bumps it past `seen`. */
+        for (mm_job *job = attach_to_open_job(); job; job = attach_to_open_job()) {
+            run_tasks(job);
+            atomic_fetch_sub_explicit(&job->attached, 1, memory_order_release); /* last touch */
+        }
+    }
+    return NULL;
+}
+
+/* Under the mutex: grow the pool to `wanted` workers. A failed pthread_create just leaves fewer
+ * helpers; the caller always makes progress on its own. Workers block signals so that signal
+ * handlers keep running on the application's threads. */
+static void spawn_workers_locked(int wanted) {
+    if (pool.spawned_workers >= wanted) return;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    while (pool.spawned_workers < wanted) {
+        pthread_t thread;
+        if (pthread_create(&thread, &attr, worker_main, NULL) != 0) break;
+        pool.spawned_workers++;
+    }
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void wait_for_job_done(mm_job *job) {
+    for (int i = 0; i < MM_SPIN_ROUNDS; i++) {
+        if (atomic_load_explicit(&job->done, memory_order_acquire) == job->n_tasks) return;
+        MM_CPU_PAUSE();
+    }
+    for (int i = 0; i < MM_YIELD_ROUNDS; i++) {
+        if (atomic_load_explicit(&job->done, memory_order_acquire) == job->n_tasks) return;
+        sched_yield();
+    }
+    pthread_mutex_lock(&pool.mutex);
+    job->caller_sleeping = 1;
+    while (atomic_load(&job->done) != job->n_tasks) pthread_cond_wait(&pool.done_cond, &pool.mutex);
+    pthread_mutex_unlock(&pool.mutex);
+}
+
+static void run_serially(int64_t n_tasks, mm_task_fn fn, void *ctx) {
+    for (int64_t task = 0; task < n_tasks; task++) fn(ctx, task);
+}
+
+void mm_parallel_for(int64_t n_tasks, mm_task_fn fn, void *ctx) {
+    if (n_tasks <= 0) return;
+    int threads = mm_parallel_num_threads();
+    if (inside_pool_task || threads <= 1 || n_tasks == 1) {
+        run_serially(n_tasks, fn, ctx);
+        return;
+    }
+
+    mm_job job = {.fn = fn, .ctx = ctx, .n_tasks = n_tasks};
+    job.max_helpers = n_tasks - 1 < threads - 1 ? (int)(n_tasks - 1) : threads - 1;
+    atomic_init(&job.next, 0);
+    atomic_init(&job.done, 0);
+    atomic_init(&job.attached, 0);
+
+    pthread_mutex_lock(&pool.mutex);
+    spawn_workers_locked(threads - 1);
+    job.next_job = pool.jobs;
+    if (pool.jobs) pool.jobs->prev_job = &job;
+    pool.jobs = &job;
+    atomic_fetch_add_explicit(&pool.epoch, 1, memory_order_release);
+    if (pool.sleeping_workers > 0) {
+        if (pool.sleeping_workers <= job.max_helpers)
+            pthread_cond_broadcast(&pool.work_cond);
+        else
+            for (int i = 0; i < job.max_helpers; i++) pthread_cond_signal(&pool.work_cond);
+    }
+    pthread_mutex_unlock(&pool.mutex);
+
+    inside_pool_task = 1;
+    run_tasks(&job);
+    inside_pool_task = 0;
+    wait_for_job_done(&job);
+
+    /* Retire the job so no worker can attach, then wait for attached workers to let go of it
+     * (they only check the task counter and detach, so this is short). */
+    pthread_mutex_lock(&pool.mutex);
+    if (job.prev_job)
+        job.prev_job->next_job = job.next_job;
+    else
+        pool.jobs = job.next_job;
+    if (job.next_job) job.next_job->prev_job = job.prev_job;
+    pthread_mutex_unlock(&pool.mutex);
+    for (int spins = 0; atomic_load_explicit(&job.attached, memory_order_acquire) != 0; spins++) {
+        if (spins < MM_SPIN_ROUNDS)
+            MM_CPU_PAUSE();
+        else
+            sched_yield();
+    }
+}
