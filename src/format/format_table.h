@@ -16,14 +16,14 @@ typedef float (*mm_to_f32_fn)(uint32_t bits);
 typedef uint32_t (*mm_from_f32_fn)(float value);
 
 typedef struct mm_format_traits {
-    const char *name;            /* canonical lower-case name, e.g. "fp8_e4m3fn" */
-    const char *safetensors;     /* standard safetensors dtype string, or NULL (stored as U8 + metadata) */
-    int bits;                    /* bits per element */
-    int block_size;              /* elements sharing one scale in MX use (32), 1 otherwise */
-    int is_float;                /* 1 for floating formats (including E8M0) */
-    int computable;              /* 0 for formats only carried as bytes (E1M2, HiFloat8) */
-    mm_to_f32_fn to_f32;         /* exact decode */
-    mm_from_f32_fn from_f32;     /* RNE with the saturation rule of spec/formats.md */
+    const char *name;        /* canonical lower-case name, e.g. "fp8_e4m3fn" */
+    const char *safetensors; /* standard safetensors dtype string, or NULL (stored as U8 + metadata) */
+    int bits;                /* bits per element */
+    int block_size;          /* elements sharing one scale in MX use (32), 1 otherwise */
+    int is_float;            /* 1 for floating formats (including E8M0) */
+    int computable;          /* 0 for formats only carried as bytes (E1M2, HiFloat8) */
+    mm_to_f32_fn to_f32;     /* exact decode */
+    mm_from_f32_fn from_f32; /* RNE with the saturation rule of spec/formats.md */
 } mm_format_traits;
 
 /* Row for dtype, or NULL when dtype is out of range or MM_DTYPE_INVALID. */

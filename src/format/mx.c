@@ -1,0 +1,136 @@
+/* format/mx.c: MX block-32 quantization and dequantization (spec/formats.md "MX").
+ *
+ * Per group of 32 BF16 values: the E8M0 scale is the floor rule b = max(e(amax) - emax, 0), and each
+ * element is convert(v * 2^(127 - b)). The scaling is done inside the encoder by exponent arithmetic
+ * (mm_encode_scaled), so it is exact for every b, including groups whose BF16 subnormal elements would
+ * underflow an F32 product. */
+#include "core/error.h"
+#include "format/convert.h"
+#include "megamoe/formats.h"
+
+#define MX_GROUP 32
+#define BF16_ABS 0x7FFFu
+#define BF16_INF 0x7F80u
+
+/* emax of an MX element type (spec step 2), or -1 when the type has none. */
+static int mx_emax(mm_dtype elem) {
+    switch (elem) {
+    case MM_DTYPE_FP8_E4M3FN: return 8;
+    case MM_DTYPE_FP8_E5M2: return 15;
+    case MM_DTYPE_FP4_E2M1: return 2;
+    case MM_DTYPE_FP4_E1M2: return 0;
+    default: return -1;
+    }
+}
+
+/* Spec steps 1-3 on the largest BF16 magnitude pattern of a group (NaN patterns compare above Inf). */
+static uint8_t scale_byte_of_amax_bits(uint16_t amax_bits, int emax) {
+    if (amax_bits >= BF16_INF) return 0xFF;
+    int e = amax_bits >> 7;
+    if (e == 0) return 0;
+    return (uint8_t)(e > emax ? e - emax : 0);
+}
+
+uint8_t mm_mx_scale_byte(float amax, mm_dtype elem) {
+    int emax = mx_emax(elem);
+    if (emax < 0) return 0xFF;
+    return scale_byte_of_amax_bits((uint16_t)(mm_f32_to_bf16(amax) & BF16_ABS), emax);
+}
+
+/* The element code of a group whose amax is Inf or NaN (spec step 3): NaN with the element's sign for
+ * FP8, 0 for FP4 (no NaN code). */
+static uint8_t nan_group_element(uint16_t v, mm_dtype elem) {
+    if (elem == MM_DTYPE_FP4_E2M1) return 0;
+    return (uint8_t)(((v & 0x8000u) ? 0x80 : 0x00) | 0x7F);
+}
+
+/* Quantizes x[0..len) (one group, len <= 32) whose first element has row index `first`. */
+static void quantize_group(const uint16_t *x, int64_t len, int64_t first, mm_dtype elem, int emax, uint8_t *q,
+                           uint8_t *scale_out) {
+    uint16_t amax_bits = 0;
+    for (int64_t i = 0; i < len; i++) {
+        uint16_t a = (uint16_t)(x[i] & BF16_ABS);
+        if (a > amax_bits) amax_bits = a;
+    }
+    uint8_t scale = scale_byte_of_amax_bits(amax_bits, emax);
+    int zero_group = amax_bits < BF16_INF && (amax_bits >> 7) == 0;
+    *scale_out = scale;
+
+    uint8_t codes[MX_GROUP];
+    for (int64_t i = 0; i < len; i++) {
+        if (zero_group)
+            codes[i] = 0; /* +0 even for -0 and negative subnormals */
+        else if (scale == 0xFF)
+            codes[i] = nan_group_element(x[i], elem);
+        else
+            codes[i] = mm_encode_scaled(elem, (uint32_t)x[i] << 16, 127 - (int)scale);
+    }
+    if (elem == MM_DTYPE_FP4_E2M1) {
+        /* Groups start at even indices (32 per group), so pairs never straddle two groups. */
+        for (int64_t i = 0; i < len; i += 2) {
+            uint8_t hi = i + 1 < len ? codes[i + 1] : 0;
+            q[(first + i) >> 1] = (uint8_t)(codes[i] | (hi << 4));
+        }
+    } else {
+        for (int64_t i = 0; i < len; i++) q[first + i] = codes[i];
+    }
+}
+
+static mm_status check_mx_args(const void *x, int64_t n, mm_dtype elem, const void *q, const void *scales,
+                               mm_error *err) {
+    if (n < 0) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "n = %lld is negative", (long long)n);
+    if (elem != MM_DTYPE_FP8_E4M3FN && elem != MM_DTYPE_FP8_E5M2 && elem != MM_DTYPE_FP4_E2M1)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "elem = %s is not an MX element type (fp8_e4m3fn, fp8_e5m2 or fp4_e2m1)",
+                       mm_dtype_name(elem));
+    if (n > 0 && (!x || !q || !scales))
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s is NULL with n = %lld",
+                       !x ? "input" : (!q ? "q" : "scales"), (long long)n);
+    return MM_OK;
+}
+
+mm_status mm_mx_quantize_row_bf16(const uint16_t *x, int64_t n, mm_dtype elem, uint8_t *q, uint8_t *scales,
+                                  mm_error *err) {
+    mm_status st = check_mx_args(x, n, elem, q, scales, err);
+    if (st != MM_OK) return st;
+    int emax = mx_emax(elem);
+    for (int64_t g = 0; g * MX_GROUP < n; g++) {
+        int64_t first = g * MX_GROUP;
+        int64_t len = n - first < MX_GROUP ? n - first : MX_GROUP;
+        quantize_group(x + first, len, first, elem, emax, q, &scales[g]);
+    }
+    return MM_OK;
+}
+
+mm_status mm_mx_quantize_row_f32(const float *x, int64_t n, mm_dtype elem, uint8_t *q, uint8_t *scales,
+                                 mm_error *err) {
+    mm_status st = check_mx_args(x, n, elem, q, scales, err);
+    if (st != MM_OK) return st;
+    int emax = mx_emax(elem);
+    uint16_t group[MX_GROUP];
+    for (int64_t g = 0; g * MX_GROUP < n; g++) {
+        int64_t first = g * MX_GROUP;
+        int64_t len = n - first < MX_GROUP ? n - first : MX_GROUP;
+        for (int64_t i = 0; i < len; i++) group[i] = mm_f32_to_bf16(x[first + i]);
+        quantize_group(group, len, first, elem, emax, q, &scales[g]);
+    }
+    return MM_OK;
+}
+
+mm_status mm_mx_dequantize_row(const uint8_t *q, const uint8_t *scales, int64_t n, mm_dtype elem, float *out,
+                               mm_error *err) {
+    mm_status st = check_mx_args(q, n, elem, out, scales, err);
+    if (st != MM_OK) return st;
+    for (int64_t i = 0; i < n; i++) {
+        uint8_t b = scales[i / MX_GROUP];
+        float v;
+        if (elem == MM_DTYPE_FP4_E2M1)
+            v = mm_fp4_e2m1_to_f32(mm_nibble_get(q, i));
+        else if (elem == MM_DTYPE_FP8_E4M3FN)
+            v = mm_fp8_e4m3fn_to_f32(q[i]);
+        else
+            v = mm_fp8_e5m2_to_f32(q[i]);
+        out[i] = b == 0xFF ? mm_e8m0_to_f32(0xFF) : mm_scale_by_pow2(v, (int)b - 127);
+    }
+    return MM_OK;
+}
