@@ -1,0 +1,64 @@
+/* core/cpu.c: cpuid + xgetbv feature detection, computed once per process with pthread_once. */
+#include "core/cpu.h"
+
+#include <cpuid.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_once_t detect_once = PTHREAD_ONCE_INIT;
+static mm_cpu_features detected;
+static mm_isa detected_isa;
+
+/* XCR0 bits: 1 SSE, 2 AVX, 5 opmask, 6 ZMM_Hi256, 7 Hi16_ZMM. */
+#define XCR0_AVX512_STATE 0xE6u
+
+static uint64_t read_xcr0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static void detect(void) {
+    unsigned int eax, ebx, ecx, edx;
+    memset(&detected, 0, sizeof detected);
+    detected_isa = MM_ISA_REF;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return;
+    int osxsave = (ecx >> 27) & 1;
+    if (osxsave) detected.os_saves_zmm = (read_xcr0() & XCR0_AVX512_STATE) == XCR0_AVX512_STATE;
+    if (__get_cpuid_max(0, NULL) >= 7 && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) {
+        detected.avx512f = (ebx >> 16) & 1;
+        detected.avx512dq = (ebx >> 17) & 1;
+        detected.avx512bw = (ebx >> 30) & 1;
+        detected.avx512vl = (ebx >> 31) & 1;
+        detected.avx512_vnni = (ecx >> 11) & 1;
+        if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) detected.avx512_bf16 = (eax >> 5) & 1;
+    }
+    const mm_cpu_features *f = &detected;
+    int avx512 = f->os_saves_zmm && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq &&
+                 f->avx512_bf16 && f->avx512_vnni;
+    /* Read once here (not on every call) so that all threads agree for the whole process. */
+    const char *forced = getenv("MEGAMOE_ISA");
+    if (forced && strcmp(forced, "ref") == 0) avx512 = 0;
+    detected_isa = avx512 ? MM_ISA_AVX512 : MM_ISA_REF;
+}
+
+const mm_cpu_features *mm_cpu_features_get(void) {
+    pthread_once(&detect_once, detect);
+    return &detected;
+}
+
+mm_isa mm_cpu_isa(void) {
+    pthread_once(&detect_once, detect);
+    return detected_isa;
+}
+
+const char *mm_isa_name(mm_isa isa) {
+    switch (isa) {
+    case MM_ISA_REF: return "ref";
+    case MM_ISA_AVX512: return "avx512";
+    case MM_ISA_COUNT: break;
+    }
+    return "unknown";
+}

@@ -1,0 +1,179 @@
+/* gemm/grouped.c: mm_gemm_grouped, the framework loops around the micro-kernels.
+ *
+ * Work is cut into tasks of (group, N-block of one panel, M-block of up to M_BLOCK_TILES kernel tiles)
+ * and handed to the process-wide pool (core/parallel.h). Inside a task the panel is the outer loop, so
+ * its packed weights stay in cache while the M tiles stream past. Groups with 0 rows produce no task.
+ * Each output element is computed by exactly one kernel call over the whole K, so the result is the
+ * same for every thread count and every task schedule. */
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "core/parallel.h"
+#include "gemm/kernel_registry.h"
+
+/* Tiles per M-block: hot experts (many rows) are split so both threads get work; 16 tiles keep the
+ * per-task overhead negligible next to the kernel time. */
+#define M_BLOCK_TILES 16
+
+typedef struct grouped_job {
+    mm_dtype a_dtype;
+    const mm_gemm_group *groups;
+    const mm_gemm_kernel **kernels; /* per group */
+    int64_t *task_start;            /* per group: index of its first task; [n_groups] = total */
+    int64_t n_groups;
+    mm_gemm_epilogue_fn epilogue;
+    void *epilogue_ctx;
+} grouped_job;
+
+static int64_t activation_row_bytes(mm_dtype a_dtype, int64_t k) {
+    return mm_dtype_row_bytes(a_dtype, k);
+}
+
+static int is_mx_activation(mm_dtype d) {
+    return d == MM_DTYPE_FP8_E4M3FN || d == MM_DTYPE_FP8_E5M2 || d == MM_DTYPE_FP4_E2M1;
+}
+
+static int64_t m_block_rows(const mm_gemm_kernel *kernel) {
+    return (int64_t)kernel->mr * M_BLOCK_TILES;
+}
+
+static int64_t task_count(const mm_gemm_group *g, const mm_gemm_kernel *kernel) {
+    if (g->rows == 0) return 0;
+    int64_t m_blocks = (g->rows + m_block_rows(kernel) - 1) / m_block_rows(kernel);
+    return m_blocks * g->w->n_panels;
+}
+
+static void run_task(void *ctx, int64_t task) {
+    const grouped_job *job = ctx;
+    /* The group whose task range holds `task` (binary search over the start indices). */
+    int64_t lo = 0, hi = job->n_groups - 1;
+    while (lo < hi) {
+        int64_t mid = (lo + hi + 1) / 2;
+        if (job->task_start[mid] <= task)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const mm_gemm_group *g = &job->groups[lo];
+    const mm_gemm_kernel *kernel = job->kernels[lo];
+    const mm_gemm_packed_weights *w = g->w;
+    int64_t local = task - job->task_start[lo];
+    int64_t panel = local % w->n_panels;
+    int64_t row_begin = (local / w->n_panels) * m_block_rows(kernel);
+    int64_t row_end = row_begin + m_block_rows(kernel) < g->rows ? row_begin + m_block_rows(kernel) : g->rows;
+    int64_t col0 = panel * MM_GEMM_NR;
+    float scratch[MM_GEMM_MR_MAX * MM_GEMM_NR];
+
+    mm_ukernel_args args = {0};
+    args.k = w->k;
+    args.n = (int)(w->n - col0 < MM_GEMM_NR ? w->n - col0 : MM_GEMM_NR);
+    args.a_dtype = job->a_dtype;
+    args.a_stride = g->a_stride;
+    args.a_mx_stride = g->a_mx_stride;
+    args.w_dtype = w->dtype;
+    args.b = mm_packed_panel(w, panel);
+    if (w->col_scale) args.col_scale = w->col_scale + col0;
+    if (w->col_offset) args.col_offset = w->col_offset + col0;
+    if (w->col_sum_x128) args.col_sum_x128 = w->col_sum_x128 + col0;
+    if (w->mx_scale) args.b_mx_scale = w->mx_scale + panel * w->k_blocks * MM_GEMM_NR;
+    for (int64_t row0 = row_begin; row0 < row_end; row0 += kernel->mr) {
+        args.m = (int)(row_end - row0 < kernel->mr ? row_end - row0 : kernel->mr);
+        args.a = (const uint8_t *)g->a + row0 * g->a_stride;
+        if (g->a_row_scales) args.a_row_scales = g->a_row_scales + row0;
+        if (g->a_mx_scales) args.a_mx_scales = g->a_mx_scales + row0 * g->a_mx_stride;
+        if (g->c) {
+            args.c = g->c + row0 * g->ldc + col0;
+            args.ldc = g->ldc;
+        } else {
+            args.c = scratch;
+            args.ldc = MM_GEMM_NR;
+        }
+        kernel->fn(&args);
+        if (job->epilogue) job->epilogue(job->epilogue_ctx, lo, row0, col0, args.m, args.n, args.c, args.ldc);
+    }
+}
+
+static mm_status validate_group(mm_dtype a_dtype, int64_t gi, const mm_gemm_group *g,
+                                const mm_gemm_options *opts, const mm_gemm_kernel **kernel, mm_error *err) {
+    *kernel = NULL;
+    if (g->rows < 0)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "groups[%lld].rows = %lld is negative", (long long)gi,
+                       (long long)g->rows);
+    if (g->rows == 0) return MM_OK;
+    if (!g->w)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "groups[%lld].w is NULL with %lld rows", (long long)gi,
+                       (long long)g->rows);
+    const mm_gemm_packed_weights *w = g->w;
+    *kernel = opts && opts->kernel ? opts->kernel : mm_gemm_kernel_select(a_dtype, w->dtype);
+    if (!*kernel)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "groups[%lld]: activation dtype %s with weight dtype %s is not a supported GEMM pair",
+                       (long long)gi, mm_dtype_name(a_dtype), mm_dtype_name(w->dtype));
+    if ((*kernel)->mr < 1 || (*kernel)->mr > MM_GEMM_MR_MAX)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "kernel %s has MR = %d outside [1, %d]", (*kernel)->name,
+                       (*kernel)->mr, MM_GEMM_MR_MAX);
+    if (!g->a)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "groups[%lld].a is NULL with %lld rows", (long long)gi,
+                       (long long)g->rows);
+    int64_t row_bytes = activation_row_bytes(a_dtype, w->k);
+    if (g->rows > 1 && g->a_stride < row_bytes)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "groups[%lld].a_stride = %lld is below the row size %lld bytes (K = %lld)",
+                       (long long)gi, (long long)g->a_stride, (long long)row_bytes, (long long)w->k);
+    if (a_dtype == MM_DTYPE_I8 && !g->a_row_scales)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "groups[%lld].a_row_scales is NULL: int8 activations need a scale per row",
+                       (long long)gi);
+    if (is_mx_activation(a_dtype)) {
+        int64_t blocks = (w->k + 31) / 32;
+        if (!g->a_mx_scales)
+            return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                           "groups[%lld].a_mx_scales is NULL: MX activations need E8M0 scales",
+                           (long long)gi);
+        if (g->rows > 1 && g->a_mx_stride < blocks)
+            return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                           "groups[%lld].a_mx_stride = %lld is below ceil(K/32) = %lld", (long long)gi,
+                           (long long)g->a_mx_stride, (long long)blocks);
+    }
+    if (!g->c && !(opts && opts->epilogue))
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "groups[%lld].c is NULL and there is no epilogue to take the output", (long long)gi);
+    if (g->c && g->rows > 1 && g->ldc < w->n)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "groups[%lld].ldc = %lld is below N = %lld",
+                       (long long)gi, (long long)g->ldc, (long long)w->n);
+    return MM_OK;
+}
+
+mm_status mm_gemm_grouped(mm_dtype a_dtype, int64_t n_groups, const mm_gemm_group *groups,
+                          const mm_gemm_options *opts, mm_error *err) {
+    mm_status st = MM_OK;
+    grouped_job job = {0};
+    if (n_groups < 0)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "n_groups = %lld is negative", (long long)n_groups);
+    if (n_groups == 0) return MM_OK;
+    if (!groups)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "groups is NULL with n_groups = %lld",
+                       (long long)n_groups);
+    job.kernels = calloc((size_t)n_groups, sizeof *job.kernels);
+    job.task_start = calloc((size_t)n_groups + 1, sizeof *job.task_start);
+    if (!job.kernels || !job.task_start) {
+        st = mm_fail(err, MM_ERR_OUT_OF_MEMORY, "grouped GEMM task table for %lld groups: out of memory",
+                     (long long)n_groups);
+        goto fail;
+    }
+    for (int64_t gi = 0; gi < n_groups; gi++) {
+        if ((st = validate_group(a_dtype, gi, &groups[gi], opts, &job.kernels[gi], err)) != MM_OK) goto fail;
+        job.task_start[gi + 1] = job.task_start[gi] + task_count(&groups[gi], job.kernels[gi]);
+    }
+    job.a_dtype = a_dtype;
+    job.groups = groups;
+    job.n_groups = n_groups;
+    job.epilogue = opts ? opts->epilogue : NULL;
+    job.epilogue_ctx = opts ? opts->epilogue_ctx : NULL;
+    if (job.task_start[n_groups] > 0) mm_parallel_for(job.task_start[n_groups], run_task, &job);
+
+fail:
+    free(job.kernels);
+    free(job.task_start);
+    return st;
+}

@@ -1,0 +1,77 @@
+/* gemm/kernel_registry.c: the registration lists of each ISA and the per-pair selection table.
+ *
+ * The lists live here, in a baseline-ISA file, because a registration function compiled with AVX-512
+ * flags could itself contain AVX-512 instructions and fault on older CPUs. */
+#include "gemm/kernel_registry.h"
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "gemm/kernels/kernels.h"
+
+typedef struct registration {
+    mm_dtype a_dtype;
+    mm_dtype w_dtype;
+    mm_gemm_kernel kernel;
+} registration;
+
+#define REF(fn, label)                                                                                       \
+    { label "_ref_4x32", MM_ISA_REF, MM_GEMM_REF_MR, fn }
+#define AVX512(fn, label)                                                                                    \
+    { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, fn }
+
+/* Every supported pair, reference first. The FP8 pairs cover the mixed E4M3/E5M2 cases that an
+ * activation_out_dtype override produces (spec/mega_moe.md). */
+static const registration registrations[] = {
+    {MM_DTYPE_BF16, MM_DTYPE_BF16, REF(mm_ukernel_bf16_bf16_ref, "bf16xbf16")},
+    {MM_DTYPE_I8, MM_DTYPE_I8, REF(mm_ukernel_i8_i8_ref, "i8xi8")},
+    {MM_DTYPE_I8, MM_DTYPE_INT4, REF(mm_ukernel_i8_i4_ref, "i8xi4")},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, REF(mm_ukernel_fp8_fp8_ref, "e4m3xe4m3")},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, REF(mm_ukernel_fp8_fp8_ref, "e5m2xe5m2")},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, REF(mm_ukernel_fp8_fp8_ref, "e5m2xe4m3")},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, REF(mm_ukernel_fp8_fp8_ref, "e4m3xe5m2")},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, REF(mm_ukernel_fp8_fp4_ref, "e4m3xfp4")},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, REF(mm_ukernel_fp8_fp4_ref, "e5m2xfp4")},
+    {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, REF(mm_ukernel_fp4_fp4_ref, "fp4xfp4")},
+    {MM_DTYPE_BF16, MM_DTYPE_BF16, AVX512(mm_ukernel_bf16_bf16_avx512, "bf16xbf16")},
+    {MM_DTYPE_I8, MM_DTYPE_I8, AVX512(mm_ukernel_i8_i8_avx512, "i8xi8")},
+};
+#define N_REGISTRATIONS (sizeof registrations / sizeof registrations[0])
+
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+static const mm_gemm_kernel *selected[MM_DTYPE_COUNT][MM_DTYPE_COUNT];
+
+static int isa_available(mm_isa isa) {
+    if (isa == MM_ISA_REF) return 1;
+    const mm_cpu_features *f = mm_cpu_features_get();
+    return f->os_saves_zmm && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512_bf16 &&
+           f->avx512_vnni;
+}
+
+static void build_table(void) {
+    mm_isa allowed = mm_cpu_isa();
+    /* Registration order is ISA order, so a later entry for a pair overrides an earlier one. */
+    for (size_t i = 0; i < N_REGISTRATIONS; i++) {
+        const registration *r = &registrations[i];
+        if (r->kernel.isa <= allowed) selected[r->a_dtype][r->w_dtype] = &r->kernel;
+    }
+}
+
+static int dtype_in_range(mm_dtype d) {
+    return d > MM_DTYPE_INVALID && d < MM_DTYPE_COUNT;
+}
+
+const mm_gemm_kernel *mm_gemm_kernel_select(mm_dtype a_dtype, mm_dtype w_dtype) {
+    if (!dtype_in_range(a_dtype) || !dtype_in_range(w_dtype)) return NULL;
+    pthread_once(&table_once, build_table);
+    return selected[a_dtype][w_dtype];
+}
+
+const mm_gemm_kernel *mm_gemm_kernel_lookup(mm_isa isa, mm_dtype a_dtype, mm_dtype w_dtype) {
+    if (!isa_available(isa)) return NULL;
+    for (size_t i = 0; i < N_REGISTRATIONS; i++) {
+        const registration *r = &registrations[i];
+        if (r->kernel.isa == isa && r->a_dtype == a_dtype && r->w_dtype == w_dtype) return &r->kernel;
+    }
+    return NULL;
+}

@@ -1,0 +1,64 @@
+/* gemm/kernels/avx512/i8_avx512.c: INT8 x INT8 micro-kernel, 8 x 32 tile, vpdpbusd.
+ *
+ * vpdpbusd multiplies unsigned by signed bytes. The activations are signed, so each broadcast quad is
+ * flipped to u = a + 128 (xor 0x80) and the kernel computes sum (a + 128) * w = acc + 128 * colsum(w);
+ * the packed panel carries 128 * colsum per column (gemm/pack.c), subtracted afterwards. All in INT32
+ * and exact for K <= MM_GEMM_INT_MAX_K, then scaled exactly as the reference (ref_int.c):
+ * c = ((float)acc * s_W[n]) * s_X[row]. Bit-exact against the reference, by construction and by test. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "gemm/kernels/kernels.h"
+
+#define MR MM_GEMM_AVX512_MR
+
+void mm_ukernel_i8_i8_avx512(const mm_ukernel_args *p) {
+    __m512i acc[MR][2];
+    const uint8_t *rows[MR];
+    /* Rows beyond m repeat row 0: computed, never stored, never read out of bounds. */
+    for (int r = 0; r < MR; r++) rows[r] = p->a + (r < p->m ? r : 0) * p->a_stride;
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+
+    const __m512i flip = _mm512_set1_epi32((int)0x80808080u);
+    const __m512i *b = (const __m512i *)(const void *)p->b;
+    int64_t quads = p->k / 4;
+    for (int64_t q = 0; q < quads; q++) {
+        __m512i b0 = _mm512_load_si512(b + 2 * q);
+        __m512i b1 = _mm512_load_si512(b + 2 * q + 1);
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; r++) {
+            uint32_t v;
+            memcpy(&v, rows[r] + 4 * q, sizeof v);
+            __m512i a = _mm512_xor_si512(_mm512_set1_epi32((int)v), flip);
+            acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], a, b0);
+            acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], a, b1);
+        }
+    }
+    int tail = (int)(p->k & 3);
+    if (tail) {
+        /* The panel pads K with zero weights; missing activation bytes are 0 (then 128 after the flip),
+         * which meet those zeros and add nothing. */
+        __m512i b0 = _mm512_load_si512(b + 2 * quads);
+        __m512i b1 = _mm512_load_si512(b + 2 * quads + 1);
+        for (int r = 0; r < MR; r++) {
+            uint32_t v = 0;
+            memcpy(&v, rows[r] + 4 * quads, (size_t)tail);
+            __m512i a = _mm512_xor_si512(_mm512_set1_epi32((int)v), flip);
+            acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], a, b0);
+            acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], a, b1);
+        }
+    }
+
+    __m512i corr0 = _mm512_loadu_si512(p->col_sum_x128), corr1 = _mm512_loadu_si512(p->col_sum_x128 + 16);
+    __m512 scale0 = _mm512_loadu_ps(p->col_scale), scale1 = _mm512_loadu_ps(p->col_scale + 16);
+    __mmask16 mask0 = p->n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << p->n) - 1);
+    __mmask16 mask1 = p->n >= 32 ? (__mmask16)0xFFFF : p->n <= 16 ? 0 : (__mmask16)((1u << (p->n - 16)) - 1);
+    for (int r = 0; r < p->m; r++) {
+        __m512 row_scale = _mm512_set1_ps(p->a_row_scales[r]);
+        __m512 h0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][0], corr0)), scale0);
+        __m512 h1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][1], corr1)), scale1);
+        _mm512_mask_storeu_ps(p->c + r * p->ldc, mask0, _mm512_mul_ps(h0, row_scale));
+        _mm512_mask_storeu_ps(p->c + r * p->ldc + 16, mask1, _mm512_mul_ps(h1, row_scale));
+    }
+}

@@ -1,0 +1,22 @@
+/* gemm/kernels/kernels.h: declarations of every micro-kernel, so that the registry (compiled for the
+ * baseline ISA) can take their addresses without including any ISA-specific code. */
+#ifndef MEGAMOE_GEMM_KERNELS_H
+#define MEGAMOE_GEMM_KERNELS_H
+
+#include "gemm/kernel.h"
+
+/* Portable reference set: MR = MM_GEMM_REF_MR, any weight layout of gemm/packed.h. */
+#define MM_GEMM_REF_MR 4
+void mm_ukernel_bf16_bf16_ref(const mm_ukernel_args *args);
+void mm_ukernel_i8_i8_ref(const mm_ukernel_args *args);
+void mm_ukernel_i8_i4_ref(const mm_ukernel_args *args);
+void mm_ukernel_fp8_fp8_ref(const mm_ukernel_args *args);
+void mm_ukernel_fp8_fp4_ref(const mm_ukernel_args *args);
+void mm_ukernel_fp4_fp4_ref(const mm_ukernel_args *args);
+
+/* AVX-512 set (files kernels/avx512/NAME_avx512.c): call only when mm_cpu_isa() >= MM_ISA_AVX512. */
+#define MM_GEMM_AVX512_MR 8
+void mm_ukernel_bf16_bf16_avx512(const mm_ukernel_args *args);
+void mm_ukernel_i8_i8_avx512(const mm_ukernel_args *args);
+
+#endif

@@ -1,0 +1,25 @@
+/* gemm/kernels/ref/ref_bf16.c: portable BF16 x BF16 micro-kernel, the reference for the AVX-512 one.
+ *
+ * Arithmetic: c = sum over k = 0..K-1, in k order, of f32(a[k]) * f32(w[k]) with one F32 accumulator per
+ * output element. A BF16 x BF16 product is exact in F32, so the only roundings are the additions. */
+#include <string.h>
+
+#include "gemm/kernels/kernels.h"
+#include "megamoe/formats.h"
+
+void mm_ukernel_bf16_bf16_ref(const mm_ukernel_args *p) {
+    float acc[MM_GEMM_REF_MR][MM_GEMM_NR];
+    float wv[MM_GEMM_NR];
+    memset(acc, 0, sizeof acc);
+    for (int64_t k = 0; k < p->k; k++) {
+        for (int c = 0; c < p->n; c++)
+            wv[c] = mm_bf16_to_f32((uint16_t)mm_packed_code(MM_DTYPE_BF16, p->b, k, c));
+        for (int r = 0; r < p->m; r++) {
+            uint16_t bits;
+            memcpy(&bits, p->a + r * p->a_stride + 2 * k, sizeof bits);
+            float av = mm_bf16_to_f32(bits);
+            for (int c = 0; c < p->n; c++) acc[r][c] += av * wv[c];
+        }
+    }
+    for (int r = 0; r < p->m; r++) memcpy(p->c + r * p->ldc, acc[r], (size_t)p->n * sizeof(float));
+}

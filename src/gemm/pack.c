@@ -1,0 +1,189 @@
+/* gemm/pack.c: mm_gemm_pack_weights, from the API form of one expert's weights to the panel layout of
+ * gemm/packed.h, plus everything that depends on the weights only (F32 scales, column sums, offsets). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "gemm/format_luts.h"
+#include "gemm/packed.h"
+#include "megamoe/formats.h"
+
+int mm_gemm_k_group(mm_dtype dtype) {
+    switch (dtype) {
+    case MM_DTYPE_BF16: return 2;
+    case MM_DTYPE_I8: return 4;
+    case MM_DTYPE_INT4: return 8;
+    case MM_DTYPE_FP8_E4M3FN:
+    case MM_DTYPE_FP8_E5M2:
+    case MM_DTYPE_FP4_E2M1: return 2;
+    default: return 0;
+    }
+}
+
+static int is_mx(mm_dtype d) {
+    return d == MM_DTYPE_FP8_E4M3FN || d == MM_DTYPE_FP8_E5M2 || d == MM_DTYPE_FP4_E2M1;
+}
+
+/* Raw code of element (k, n) in the API form (4-bit: the nibble, 0..15). */
+static uint32_t api_code(const mm_gemm_weight_desc *d, int64_t k, int64_t n) {
+    int64_t row = d->transposed ? n : k, col = d->transposed ? k : n;
+    int64_t row_len = d->transposed ? d->k : d->n;
+    const uint8_t *bytes = d->data;
+    switch (d->dtype) {
+    case MM_DTYPE_BF16: {
+        uint16_t v;
+        memcpy(&v, bytes + 2 * (row * row_len + col), sizeof v);
+        return v;
+    }
+    case MM_DTYPE_INT4:
+    case MM_DTYPE_FP4_E2M1: return mm_nibble_get(bytes + row * ((row_len + 1) / 2), col);
+    default: return bytes[row * row_len + col];
+    }
+}
+
+/* The inverse of mm_packed_code: stores a code at (k, c) of a zero-initialised panel. */
+static void store_code(mm_dtype dtype, uint8_t *panel, int64_t k, int c, uint32_t code) {
+    switch (dtype) {
+    case MM_DTYPE_BF16: {
+        uint16_t v = (uint16_t)code;
+        memcpy(panel + 2 * (((k >> 1) * MM_GEMM_NR + c) * 2 + (k & 1)), &v, sizeof v);
+        break;
+    }
+    case MM_DTYPE_I8: panel[((k >> 2) * MM_GEMM_NR + c) * 4 + (k & 3)] = (uint8_t)code; break;
+    case MM_DTYPE_INT4:
+        panel[((k >> 3) * MM_GEMM_NR + c) * 4 + (k & 3)] |= (uint8_t)(code << ((k & 4) ? 4 : 0));
+        break;
+    case MM_DTYPE_FP4_E2M1: panel[(k >> 1) * MM_GEMM_NR + c] |= (uint8_t)(code << ((k & 1) * 4)); break;
+    default: panel[((k >> 1) * MM_GEMM_NR + c) * 2 + (k & 1)] = (uint8_t)code; break;
+    }
+}
+
+static mm_status validate(const mm_gemm_weight_desc *d, mm_error *err) {
+    if (!d) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "weight descriptor is NULL");
+    if (mm_gemm_k_group(d->dtype) == 0)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "weight dtype %s is not a GEMM weight type (bf16, int8, int4, fp8_e4m3fn, fp8_e5m2, "
+                       "fp4_e2m1)",
+                       mm_dtype_name(d->dtype));
+    if (d->k < 1 || d->n < 1)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "weight shape K = %lld, N = %lld: both must be >= 1",
+                       (long long)d->k, (long long)d->n);
+    if (!d->data) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "weight data is NULL");
+    int is_int = d->dtype == MM_DTYPE_I8 || d->dtype == MM_DTYPE_INT4;
+    if (is_int && d->k > MM_GEMM_INT_MAX_K)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "weight K = %lld exceeds %d, the largest K whose INT32 accumulation stays exact",
+                       (long long)d->k, MM_GEMM_INT_MAX_K);
+    if (is_int && !d->scales)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "weight scales are NULL: %s weights need (N,) F32 scales", mm_dtype_name(d->dtype));
+    if (d->bias && d->dtype != MM_DTYPE_INT4)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "weight bias is given for %s weights: only int4 takes a bias",
+                       mm_dtype_name(d->dtype));
+    if (is_mx(d->dtype) && !d->mx_scales)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "weight mx_scales are NULL: %s weights need (N, ceil(K/64), 2) E8M0 scales",
+                       mm_dtype_name(d->dtype));
+    return MM_OK;
+}
+
+static void fill_panels(const mm_gemm_weight_desc *d, mm_gemm_packed_weights *w) {
+    for (int64_t p = 0; p < w->n_panels; p++) {
+        uint8_t *panel = w->panels + p * w->panel_bytes;
+        for (int c = 0; c < MM_GEMM_NR && p * MM_GEMM_NR + c < d->n; c++)
+            for (int64_t k = 0; k < d->k; k++)
+                store_code(d->dtype, panel, k, c, api_code(d, k, p * MM_GEMM_NR + c));
+    }
+}
+
+static void fill_int_columns(const mm_gemm_weight_desc *d, mm_gemm_packed_weights *w) {
+    for (int64_t n = 0; n < d->n; n++) {
+        int64_t sum = 0;
+        for (int64_t k = 0; k < d->k; k++) {
+            uint32_t code = api_code(d, k, n);
+            sum += d->dtype == MM_DTYPE_INT4 ? (int64_t)(code ^ 8u) - 8 : (int64_t)(int8_t)code;
+        }
+        float s = d->scales[n];
+        w->col_scale[n] = s;
+        w->col_sum_x128[n] = (int32_t)(sum * 128);
+        /* The A8W4-INT bracket's second term, evaluated left to right as the spec writes it. */
+        if (d->dtype == MM_DTYPE_INT4 && d->bias) w->col_offset[n] = d->bias[n] - 8.0f * s * (float)sum;
+    }
+}
+
+static void fill_mx_scales(const mm_gemm_weight_desc *d, mm_gemm_packed_weights *w) {
+    const float *e8m0 = mm_gemm_lut(MM_DTYPE_E8M0);
+    for (int64_t n = 0; n < d->n; n++) {
+        float *dst = w->mx_scale + (n / MM_GEMM_NR) * w->k_blocks * MM_GEMM_NR + n % MM_GEMM_NR;
+        for (int64_t g = 0; g < w->k_blocks; g++)
+            dst[g * MM_GEMM_NR] = e8m0[mm_mx_weight_scale(d->mx_scales, n, d->k, g)];
+    }
+}
+
+mm_status mm_gemm_pack_weights(const mm_gemm_weight_desc *desc, mm_gemm_packed_weights **out, mm_error *err) {
+    mm_status st = MM_OK;
+    mm_gemm_packed_weights *w = NULL;
+    if (!out) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "out is NULL");
+    *out = NULL;
+    if ((st = validate(desc, err)) != MM_OK) return st;
+
+    w = calloc(1, sizeof *w);
+    if (!w) goto oom;
+    w->dtype = desc->dtype;
+    w->k = desc->k;
+    w->n = desc->n;
+    w->k_group = mm_gemm_k_group(desc->dtype);
+    w->k_padded = (desc->k + w->k_group - 1) / w->k_group * w->k_group;
+    w->n_panels = (desc->n + MM_GEMM_NR - 1) / MM_GEMM_NR;
+    int bits = mm_dtype_bits(desc->dtype);
+    int64_t bytes = w->k_padded * MM_GEMM_NR * bits / 8;
+    /* Rounded to whole cache lines so every panel starts 64-byte aligned. */
+    w->panel_bytes = (bytes + 63) / 64 * 64;
+    w->panels = aligned_alloc(64, (size_t)(w->panel_bytes * w->n_panels));
+    if (!w->panels) goto oom;
+    memset(w->panels, 0, (size_t)(w->panel_bytes * w->n_panels));
+    fill_panels(desc, w);
+
+    int64_t padded_n = w->n_panels * MM_GEMM_NR;
+    if (desc->dtype == MM_DTYPE_I8 || desc->dtype == MM_DTYPE_INT4) {
+        w->col_scale = calloc((size_t)padded_n, sizeof *w->col_scale);
+        w->col_offset = calloc((size_t)padded_n, sizeof *w->col_offset);
+        w->col_sum_x128 = calloc((size_t)padded_n, sizeof *w->col_sum_x128);
+        if (!w->col_scale || !w->col_offset || !w->col_sum_x128) goto oom;
+        fill_int_columns(desc, w);
+    }
+    if (is_mx(desc->dtype)) {
+        w->k_blocks = (desc->k + 31) / 32;
+        w->mx_scale = calloc((size_t)(padded_n * w->k_blocks), sizeof *w->mx_scale);
+        if (!w->mx_scale) goto oom;
+        fill_mx_scales(desc, w);
+    }
+    *out = w;
+    return MM_OK;
+
+oom:
+    mm_gemm_packed_free(w);
+    return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "packing %s weights K = %lld, N = %lld: out of memory",
+                   mm_dtype_name(desc->dtype), (long long)desc->k, (long long)desc->n);
+}
+
+void mm_gemm_packed_free(mm_gemm_packed_weights *w) {
+    if (!w) return;
+    free(w->panels);
+    free(w->col_scale);
+    free(w->col_offset);
+    free(w->col_sum_x128);
+    free(w->mx_scale);
+    free(w);
+}
+
+int64_t mm_gemm_packed_k(const mm_gemm_packed_weights *w) {
+    return w->k;
+}
+int64_t mm_gemm_packed_n(const mm_gemm_packed_weights *w) {
+    return w->n;
+}
+mm_dtype mm_gemm_packed_dtype(const mm_gemm_packed_weights *w) {
+    return w->dtype;
+}
