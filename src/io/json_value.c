@@ -1,0 +1,190 @@
+/* io/json_value.c: reading values out of a parsed JSON document, and the literal helpers the case
+ * runner uses to parse attribute strings from case-file metadata (see json.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "io/io_util.h"
+#include "io/json.h"
+
+const char *mm_json_type_name(mm_json_type type) {
+    switch (type) {
+    case MM_JSON_NULL: return "null";
+    case MM_JSON_BOOL: return "boolean";
+    case MM_JSON_NUMBER: return "number";
+    case MM_JSON_STRING: return "string";
+    case MM_JSON_ARRAY: return "array";
+    case MM_JSON_OBJECT: return "object";
+    }
+    return "unknown";
+}
+
+const mm_json_value *mm_json_object_get(const mm_json_value *obj, const char *key) {
+    if (!obj || obj->type != MM_JSON_OBJECT || !key) return NULL;
+    size_t n = strlen(key);
+    for (size_t i = 0; i < obj->u.object.count; i++) {
+        const mm_json_member *m = &obj->u.object.members[i];
+        if (m->key_len == n && memcmp(m->key, key, n) == 0) return m->value;
+    }
+    return NULL;
+}
+
+int mm_json_number_to_int64(const mm_json_value *v, int64_t min, int64_t max, int64_t *out, char *why,
+                            size_t why_cap) {
+    if (!v || v->type != MM_JSON_NUMBER) {
+        snprintf(why, why_cap, "is a %s, not an integer", v ? mm_json_type_name(v->type) : "missing value");
+        return 0;
+    }
+    const mm_json_number *n = &v->u.number;
+    if (!n->is_integer) {
+        snprintf(why, why_cap, "is not an integer (fraction or exponent)");
+        return 0;
+    }
+    /* The magnitude fits int64 when <= INT64_MAX, or == 2^63 for a negative value. */
+    int64_t value;
+    if (n->magnitude_overflow || (!n->negative && n->magnitude > (uint64_t)INT64_MAX) ||
+        (n->negative && n->magnitude > (uint64_t)INT64_MAX + 1)) {
+        snprintf(why, why_cap, "is outside the 64-bit integer range");
+        return 0;
+    }
+    if (n->negative)
+        value = n->magnitude == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)n->magnitude;
+    else
+        value = (int64_t)n->magnitude;
+    if (value < min) {
+        snprintf(why, why_cap, "is below the minimum %lld", (long long)min);
+        return 0;
+    }
+    if (value > max) {
+        snprintf(why, why_cap, "is above the maximum %lld", (long long)max);
+        return 0;
+    }
+    *out = value;
+    return 1;
+}
+
+/* Parses text as JSON; on failure the message is "<label> = "<text>" is not valid JSON (...)". */
+static mm_status parse_literal(const char *label, const char *text, mm_json_doc **doc, mm_error *err) {
+    if (!label || !text) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "JSON literal: label or text is NULL");
+    mm_error inner;
+    mm_error_clear(&inner);
+    mm_status st = mm_json_parse(text, strlen(text), doc, &inner);
+    if (st == MM_OK) return MM_OK;
+    char q[MM_IO_QUOTE_BUF];
+    return mm_fail(err, st, "%s = \"%s\" is not valid JSON (%s)", label,
+                   mm_io_quote(q, sizeof q, text, strlen(text)), inner.message);
+}
+
+static mm_status literal_fail(mm_error *err, const char *label, const char *text, const char *why) {
+    char q[MM_IO_QUOTE_BUF];
+    return mm_fail(err, MM_ERR_INVALID_FILE, "%s = \"%s\" %s", label,
+                   mm_io_quote(q, sizeof q, text, strlen(text)), why);
+}
+
+static int number_to_double(const mm_json_value *v, double *out, char *why, size_t why_cap) {
+    if (v->type != MM_JSON_NUMBER) {
+        snprintf(why, why_cap, "is a %s, not a number", mm_json_type_name(v->type));
+        return 0;
+    }
+    if (v->u.number.real_overflow) {
+        snprintf(why, why_cap, "is outside the range of a double");
+        return 0;
+    }
+    *out = v->u.number.real;
+    return 1;
+}
+
+mm_status mm_json_literal_int64(const char *label, const char *text, int64_t *out, mm_error *err) {
+    mm_json_doc *doc = NULL;
+    mm_status st = parse_literal(label, text, &doc, err);
+    if (st != MM_OK) return st;
+    char why[160];
+    int64_t value;
+    if (!mm_json_number_to_int64(mm_json_doc_root(doc), INT64_MIN, INT64_MAX, &value, why, sizeof why))
+        st = literal_fail(err, label, text, why);
+    else if (out)
+        *out = value;
+    mm_json_doc_free(doc);
+    return st;
+}
+
+mm_status mm_json_literal_double(const char *label, const char *text, double *out, mm_error *err) {
+    mm_json_doc *doc = NULL;
+    mm_status st = parse_literal(label, text, &doc, err);
+    if (st != MM_OK) return st;
+    char why[160];
+    double value;
+    if (!number_to_double(mm_json_doc_root(doc), &value, why, sizeof why))
+        st = literal_fail(err, label, text, why);
+    else if (out)
+        *out = value;
+    mm_json_doc_free(doc);
+    return st;
+}
+
+mm_status mm_json_literal_bool(const char *label, const char *text, int *out, mm_error *err) {
+    mm_json_doc *doc = NULL;
+    mm_status st = parse_literal(label, text, &doc, err);
+    if (st != MM_OK) return st;
+    const mm_json_value *v = mm_json_doc_root(doc);
+    if (v->type != MM_JSON_BOOL) {
+        char why[160];
+        snprintf(why, sizeof why, "is a %s, not true or false", mm_json_type_name(v->type));
+        st = literal_fail(err, label, text, why);
+    } else if (out) {
+        *out = v->u.boolean;
+    }
+    mm_json_doc_free(doc);
+    return st;
+}
+
+/* Shared body of the two list helpers: checks the array shape, then converts each element. */
+static mm_status literal_list(const char *label, const char *text, double *out_double, int64_t *out_int,
+                              size_t capacity, size_t *count, mm_error *err) {
+    mm_json_doc *doc = NULL;
+    mm_status st = parse_literal(label, text, &doc, err);
+    if (st != MM_OK) return st;
+    const mm_json_value *v = mm_json_doc_root(doc);
+    char why[256];
+    if (v->type != MM_JSON_ARRAY) {
+        snprintf(why, sizeof why, "is a %s, not a list", mm_json_type_name(v->type));
+        st = literal_fail(err, label, text, why);
+        goto done;
+    }
+    if (v->u.array.count > capacity) {
+        snprintf(why, sizeof why, "has %zu elements, at most %zu are allowed", v->u.array.count, capacity);
+        st = literal_fail(err, label, text, why);
+        goto done;
+    }
+    for (size_t i = 0; i < v->u.array.count; i++) {
+        const mm_json_value *item = v->u.array.items[i];
+        char item_why[96];
+        int ok = out_double ? number_to_double(item, &out_double[i], item_why, sizeof item_why)
+                            : mm_json_number_to_int64(item, INT64_MIN, INT64_MAX, &out_int[i], item_why,
+                                                      sizeof item_why);
+        if (!ok) {
+            snprintf(why, sizeof why, "is not a list of %s: element %zu %s",
+                     out_double ? "numbers" : "integers", i, item_why);
+            st = literal_fail(err, label, text, why);
+            goto done;
+        }
+    }
+    if (count) *count = v->u.array.count;
+done:
+    mm_json_doc_free(doc);
+    return st;
+}
+
+mm_status mm_json_literal_double_list(const char *label, const char *text, double *out, size_t capacity,
+                                      size_t *count, mm_error *err) {
+    if (!out && capacity) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "JSON literal: output list is NULL");
+    double unused;
+    return literal_list(label, text, out ? out : &unused, NULL, capacity, count, err);
+}
+
+mm_status mm_json_literal_int64_list(const char *label, const char *text, int64_t *out, size_t capacity,
+                                     size_t *count, mm_error *err) {
+    if (!out && capacity) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "JSON literal: output list is NULL");
+    int64_t unused;
+    return literal_list(label, text, NULL, out ? out : &unused, capacity, count, err);
+}
