@@ -1,0 +1,201 @@
+/* case/case_context.c: inputs, attributes and outputs of an operator adapter, with named errors. */
+#include "case/case_context.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "io/io_util.h"
+#include "io/json.h"
+
+void mm_case_tensor_name(char *buf, size_t cap, int64_t rank, const char *name) {
+    if (rank < 0)
+        snprintf(buf, cap, "%s", name);
+    else
+        snprintf(buf, cap, "rank%" PRId64 ".%s", rank, name);
+}
+
+static int track(mm_case_ctx *ctx, void *p) {
+    if (ctx->owned_count == ctx->owned_cap) {
+        size_t cap = ctx->owned_cap ? 2 * ctx->owned_cap : 16;
+        void **grown = realloc(ctx->owned, cap * sizeof *grown);
+        if (!grown) return -1;
+        ctx->owned = grown;
+        ctx->owned_cap = cap;
+    }
+    ctx->owned[ctx->owned_count++] = p;
+    return 0;
+}
+
+void *mm_case_alloc(mm_case_ctx *ctx, size_t nbytes) {
+    void *p = calloc(nbytes ? nbytes : 1, 1);
+    if (!p) return NULL;
+    if (track(ctx, p) != 0) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+mm_status mm_case_alloc_tensor(mm_case_ctx *ctx, mm_tensor *t, const char *what, mm_error *err) {
+    int64_t nbytes = mm_tensor_nbytes(t);
+    if (nbytes < 0 || (uint64_t)nbytes > SIZE_MAX)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s: size of the output overflows", what);
+    t->data = mm_case_alloc(ctx, (size_t)nbytes);
+    if (!t->data)
+        return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "%s: cannot allocate %" PRId64 " bytes", what, nbytes);
+    return MM_OK;
+}
+
+void mm_case_ctx_release(mm_case_ctx *ctx) {
+    for (size_t i = 0; i < ctx->owned_count; i++) free(ctx->owned[i]);
+    free(ctx->owned);
+    ctx->owned = NULL;
+    ctx->owned_count = ctx->owned_cap = 0;
+}
+
+/* "f16, bf16, i8" from a mask, for messages. */
+static void dtype_list(uint64_t mask, char *buf, size_t cap) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int d = MM_DTYPE_INVALID + 1; d < MM_DTYPE_COUNT && at < cap; d++) {
+        if (!(mask & MM_CASE_DTYPE(d))) continue;
+        int n = snprintf(buf + at, cap - at, "%s%s", at ? ", " : "", mm_dtype_name((mm_dtype)d));
+        if (n < 0) break;
+        at += (size_t)n;
+    }
+}
+
+static void shape_text(const int64_t *shape, int ndim, char *buf, size_t cap) {
+    size_t at = 0;
+    int n = snprintf(buf, cap, "[");
+    at = n > 0 ? (size_t)n : 0;
+    for (int i = 0; i < ndim && at < cap; i++) {
+        n = snprintf(buf + at, cap - at, "%s%" PRId64, i ? ", " : "", shape[i]);
+        if (n < 0) break;
+        at += (size_t)n;
+    }
+    if (at < cap) snprintf(buf + at, cap - at, "]");
+}
+
+mm_status mm_case_input(mm_case_ctx *ctx, int64_t rank, const char *name, int required, uint64_t dtype_mask,
+                        int ndim_min, int ndim_max, mm_tensor *out, int *present, mm_error *err) {
+    char full[160];
+    mm_case_tensor_name(full, sizeof full, rank, name);
+    memset(out, 0, sizeof *out);
+    if (present) *present = 0;
+    const mm_st_tensor_info *info = mm_st_find(ctx->reader, full);
+    if (!info) {
+        if (!required) return MM_OK;
+        return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" is missing (required by %s)", full,
+                       ctx->op->name);
+    }
+    if (!(dtype_mask & MM_CASE_DTYPE(info->dtype))) {
+        char allowed[256];
+        dtype_list(dtype_mask, allowed, sizeof allowed);
+        return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" has dtype %s; %s accepts %s", full,
+                       mm_dtype_name(info->dtype), ctx->op->name, allowed);
+    }
+    if (info->ndim < ndim_min || info->ndim > ndim_max) {
+        char shape[200], expected[48];
+        shape_text(info->shape, info->ndim, shape, sizeof shape);
+        if (ndim_min == ndim_max)
+            snprintf(expected, sizeof expected, "%d", ndim_min);
+        else
+            snprintf(expected, sizeof expected, "%d to %d", ndim_min, ndim_max);
+        return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" has %d dimensions (shape %s); expected %s",
+                       full, info->ndim, shape, expected);
+    }
+    mm_tensor t = mm_tensor_make(info->dtype, info->ndim, info->shape, NULL);
+    if (info->nbytes > SIZE_MAX)
+        return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "tensor \"%s\" is too large", full);
+    t.data = mm_case_alloc(ctx, (size_t)info->nbytes);
+    if (!t.data)
+        return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "tensor \"%s\": cannot allocate %" PRIu64 " bytes", full,
+                       info->nbytes);
+    mm_status st = mm_st_read(ctx->reader, info, t.data, err);
+    if (st != MM_OK) return st;
+    *out = t;
+    if (present) *present = 1;
+    return MM_OK;
+}
+
+/* The label every attribute message starts with. */
+static void attr_label(char *buf, size_t cap, const char *name) {
+    snprintf(buf, cap, "attribute \"%s\"", name);
+}
+
+mm_status mm_case_attr_int64(mm_case_ctx *ctx, const char *name, int64_t default_value, int64_t min,
+                             int64_t max, int64_t *out, mm_error *err) {
+    const char *text = mm_st_metadata(ctx->reader, name);
+    char label[96];
+    *out = default_value;
+    if (!text) return MM_OK;
+    attr_label(label, sizeof label, name);
+    int64_t v;
+    mm_status st = mm_json_literal_int64(label, text, &v, err);
+    if (st != MM_OK) return st;
+    if (v < min || v > max)
+        return mm_fail(err, MM_ERR_INVALID_FILE, "%s = %" PRId64 " is outside [%" PRId64 ", %" PRId64 "]",
+                       label, v, min, max);
+    *out = v;
+    return MM_OK;
+}
+
+mm_status mm_case_attr_double(mm_case_ctx *ctx, const char *name, double default_value, double min,
+                              double max, double *out, mm_error *err) {
+    const char *text = mm_st_metadata(ctx->reader, name);
+    char label[96];
+    *out = default_value;
+    if (!text) return MM_OK;
+    attr_label(label, sizeof label, name);
+    double v;
+    mm_status st = mm_json_literal_double(label, text, &v, err);
+    if (st != MM_OK) return st;
+    if (!(v >= min && v <= max))
+        return mm_fail(err, MM_ERR_INVALID_FILE, "%s = %.17g is outside [%.17g, %.17g]", label, v, min, max);
+    *out = v;
+    return MM_OK;
+}
+
+mm_status mm_case_attr_bool(mm_case_ctx *ctx, const char *name, int default_value, int *out, mm_error *err) {
+    const char *text = mm_st_metadata(ctx->reader, name);
+    char label[96];
+    *out = default_value;
+    if (!text) return MM_OK;
+    attr_label(label, sizeof label, name);
+    return mm_json_literal_bool(label, text, out, err);
+}
+
+mm_status mm_case_attr_choice(mm_case_ctx *ctx, const char *name, const char *default_value,
+                              const char *const *allowed, const char **out, mm_error *err) {
+    const char *text = mm_st_metadata(ctx->reader, name);
+    *out = default_value;
+    if (!text) return MM_OK;
+    char list[256];
+    size_t at = 0;
+    list[0] = '\0';
+    for (size_t i = 0; allowed[i]; i++) {
+        if (strcmp(text, allowed[i]) == 0) {
+            *out = allowed[i];
+            return MM_OK;
+        }
+        int n = snprintf(list + at, sizeof list - at, "%s%s", i ? ", " : "", allowed[i]);
+        if (n > 0 && (size_t)n < sizeof list - at) at += (size_t)n;
+    }
+    char quoted[MM_IO_QUOTE_BUF];
+    mm_io_quote(quoted, sizeof quoted, text, strlen(text));
+    return mm_fail(err, MM_ERR_INVALID_FILE, "attribute \"%s\" = \"%s\" is not one of: %s", name, quoted,
+                   list);
+}
+
+mm_status mm_case_output(mm_case_ctx *ctx, int64_t rank, const char *name, const mm_tensor *t,
+                         mm_error *err) {
+    char full[160];
+    mm_case_tensor_name(full, sizeof full, rank, name);
+    mm_status st = mm_st_writer_add(ctx->writer, full, t, err);
+    if (st != MM_OK) mm_error_prefix(err, "output \"%s\"", full);
+    return st;
+}

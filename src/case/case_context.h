@@ -1,0 +1,67 @@
+/* case/case_context.h: what an operator adapter sees of a case: its inputs, attributes and outputs.
+ *
+ * The context owns every buffer an adapter takes from it (input tensors, scratch, outputs), so an
+ * adapter has no cleanup of its own, and every error message names the tensor or attribute as the
+ * case file spells it. The runner (case_run.c) builds the context after the generic checks (known op,
+ * known metadata keys, known tensor names) and writes the outputs only when the adapter succeeded. */
+#ifndef MEGAMOE_CASE_CONTEXT_H
+#define MEGAMOE_CASE_CONTEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "case/case_ops.h"
+#include "megamoe/case.h"
+#include "megamoe/dtype.h"
+#include "megamoe/safetensors.h"
+
+/* Bit of a dtype in an accepted-dtype mask. */
+#define MM_CASE_DTYPE(d) (UINT64_C(1) << (d))
+
+/* Passed as rank for plain (non per-rank) tensor names. */
+#define MM_CASE_NO_RANK (-1)
+
+struct mm_case_ctx {
+    const mm_case_op *op;
+    mm_case_options options;
+    mm_st_reader *reader;
+    mm_st_writer *writer; /* outputs; created by the runner before run */
+    int64_t ranks;        /* "ranks" of a collective op; 0 otherwise */
+    int process_rank;     /* this process under the MPI backend; 0 otherwise */
+    int process_count;    /* MPI processes; 1 otherwise */
+    void **owned;         /* buffers freed with the context */
+    size_t owned_count, owned_cap;
+};
+
+/* Tensor name as stored: "name" or "rank<g>.name". */
+void mm_case_tensor_name(char *buf, size_t cap, int64_t rank, const char *name);
+
+/* Reads input `name` (of `rank`, or MM_CASE_NO_RANK) into *out, checking that its dtype is in
+ * dtype_mask and its rank (number of dimensions) in [ndim_min, ndim_max]. When the tensor is absent:
+ * a required one is an error; an optional one gives *present = 0 and *out zeroed. present may be
+ * NULL for required tensors. The data belongs to the context. */
+mm_status mm_case_input(mm_case_ctx *ctx, int64_t rank, const char *name, int required, uint64_t dtype_mask,
+                        int ndim_min, int ndim_max, mm_tensor *out, int *present, mm_error *err);
+
+/* Attributes: absent -> default; present -> must be a JSON literal of the type, within the range. */
+mm_status mm_case_attr_int64(mm_case_ctx *ctx, const char *name, int64_t default_value, int64_t min,
+                             int64_t max, int64_t *out, mm_error *err);
+mm_status mm_case_attr_double(mm_case_ctx *ctx, const char *name, double default_value, double min,
+                              double max, double *out, mm_error *err);
+mm_status mm_case_attr_bool(mm_case_ctx *ctx, const char *name, int default_value, int *out, mm_error *err);
+/* A bare string that must be one of the NULL-terminated `allowed` values. */
+mm_status mm_case_attr_choice(mm_case_ctx *ctx, const char *name, const char *default_value,
+                              const char *const *allowed, const char **out, mm_error *err);
+
+/* Zeroed scratch or output memory (at least 1 byte) owned by the context; NULL when out of memory. */
+void *mm_case_alloc(mm_case_ctx *ctx, size_t nbytes);
+/* Allocates the data of a descriptor whose dtype and shape are set. */
+mm_status mm_case_alloc_tensor(mm_case_ctx *ctx, mm_tensor *t, const char *what, mm_error *err);
+
+/* Adds an output (copied into the output file) under "name" or "rank<g>.name". */
+mm_status mm_case_output(mm_case_ctx *ctx, int64_t rank, const char *name, const mm_tensor *t, mm_error *err);
+
+/* Frees everything the context owns (not the reader or writer). */
+void mm_case_ctx_release(mm_case_ctx *ctx);
+
+#endif

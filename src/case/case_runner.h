@@ -1,0 +1,23 @@
+/* case/case_runner.h: the steps of mm_case_run, shared by the in-process runner (case_run.c) and the
+ * MPI runner (case_mpi.c). */
+#ifndef MEGAMOE_CASE_RUNNER_H
+#define MEGAMOE_CASE_RUNNER_H
+
+#include "case/case_context.h"
+
+/* Opens in_path and does the checks that need no tensor data: "op" names a known operator, every
+ * metadata key and every tensor name belongs to it, "ranks" is valid for collective ops. On success
+ * ctx holds the open reader; release it with mm_case_close whatever happens next. */
+mm_status mm_case_open(const char *in_path, const mm_case_options *options, mm_case_ctx *ctx, mm_error *err);
+
+/* Runs the operator's adapter and, when it succeeds, writes out_path (temporary file + rename).
+ * write_output = 0 runs without writing (MPI processes other than 0). */
+mm_status mm_case_execute(mm_case_ctx *ctx, const char *out_path, int write_output, mm_error *err);
+
+void mm_case_close(mm_case_ctx *ctx);
+
+/* The MPI backend (case_mpi.c); MM_ERR_UNSUPPORTED in builds without MPI. */
+mm_status mm_case_run_mpi(const char *in_path, const char *out_path, const mm_case_options *options,
+                          mm_error *err);
+
+#endif
