@@ -1,6 +1,8 @@
 /* tests/test_re_routing.c: MoeReRouting against the spec's worked example, the naive reference of
  * test_re_routing_case.h over random shapes, every token and scale format, INT32/INT64 counts, both index
  * and count types, long rows and empty cases. Validation rules are in test_re_routing_validation.c. */
+#include <pthread.h>
+
 #include "core/parallel.h"
 #include "test_re_routing_case.h"
 
@@ -166,6 +168,41 @@ static void test_empty(void) {
         }
 }
 
+/* Ranks running as threads call the operator at once, each on its own tensors. */
+typedef struct rank_call {
+    uint64_t seed;
+    int64_t bad;
+} rank_call;
+
+static void *run_rank(void *arg) {
+    rank_call *call = arg;
+    int64_t counts[4 * 8];
+    for (int iter = 0; iter < 10; iter++) {
+        int64_t a = random_counts(counts, 4, 8, 200, &call->seed);
+        rr_case c;
+        case_init(&c, MM_DTYPE_BF16, a, 96, MM_DTYPE_I64, 4, 8, counts, MM_DTYPE_F32, 1, 0, &call->seed);
+        mm_re_routing_attrs attrs = {.expert_token_num_type = iter % 2, .idx_type = (iter / 2) % 2};
+        if (mm_re_routing(&c.in, &attrs, &c.out, NULL) != MM_OK)
+            call->bad++;
+        else
+            call->bad += check_against_reference(&c, &attrs);
+        case_free(&c);
+    }
+    return NULL;
+}
+
+static void test_concurrent_ranks(void) {
+    enum { RANKS = 6 };
+    pthread_t threads[RANKS];
+    rank_call calls[RANKS];
+    for (int r = 0; r < RANKS; r++) {
+        calls[r] = (rank_call){.seed = 1000 + (uint64_t)r, .bad = 0};
+        CHECK_EQ_INT(pthread_create(&threads[r], NULL, run_rank, &calls[r]), 0);
+    }
+    for (int r = 0; r < RANKS; r++) pthread_join(threads[r], NULL);
+    for (int r = 0; r < RANKS; r++) CHECK_EQ_INT(calls[r].bad, 0);
+}
+
 int main(void) {
     mm_parallel_set_num_threads(4); /* exercise the pool even on small machines */
     test_worked_example();
@@ -174,5 +211,6 @@ int main(void) {
     test_large_parallel();
     test_long_rows();
     test_empty();
+    test_concurrent_ranks();
     return mm_test_finish("test_re_routing");
 }
