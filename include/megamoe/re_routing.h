@@ -24,21 +24,22 @@ typedef struct mm_re_routing_attrs {
 mm_re_routing_attrs mm_re_routing_default_attrs(void);
 
 typedef struct mm_re_routing_inputs {
-    const mm_tensor *tokens;                    /* (A, H): F16, BF16, I8, FP8 E5M2/E4M3FN, HiFloat8, FP4 E2M1/E1M2 */
+    const mm_tensor *tokens; /* (A, H): F16, BF16, I8, FP8 E5M2/E4M3FN, HiFloat8, FP4 E2M1/E1M2 */
     const mm_tensor *expert_token_num_per_rank; /* (N, E): I32 or I64 */
     const mm_tensor *per_token_scales;          /* optional (NULL): (A) or (A, ...) F32, or E8M0 */
 } mm_re_routing_inputs;
 
 /* Outputs are caller-allocated; mm_re_routing_output_shapes says what they must be. */
 typedef struct mm_re_routing_outputs {
-    mm_tensor *permute_tokens;           /* same dtype and shape as tokens */
-    mm_tensor *permute_per_token_scales; /* same as per_token_scales; NULL when that is NULL */
-    mm_tensor *permute_token_idx;        /* (A,) I32 */
-    mm_tensor *expert_token_num;         /* (E,) same dtype as expert_token_num_per_rank */
+    mm_tensor *permute_tokens; /* same dtype and shape as tokens */
+    mm_tensor
+        *permute_per_token_scales; /* same as per_token_scales; ignored (may be NULL) when that is NULL */
+    mm_tensor *permute_token_idx;  /* (A,) I32 */
+    mm_tensor *expert_token_num;   /* (E,) same dtype as expert_token_num_per_rank */
 } mm_re_routing_outputs;
 
-/* Validate the inputs and attributes and fill the descriptors (dtype and shape, data left NULL) of
- * the outputs. Every rule broken is reported by name, e.g.
+/* Validate the inputs and attributes (NULL = defaults) and fill the descriptors (dtype and shape, data
+ * left NULL) of the outputs whose pointers are not NULL. Every rule broken is reported by name, e.g.
  * "expert_token_num_per_rank[1][0] = -3 is negative". */
 mm_status mm_re_routing_output_shapes(const mm_re_routing_inputs *in, const mm_re_routing_attrs *attrs,
                                       mm_tensor *permute_tokens, mm_tensor *permute_per_token_scales,
@@ -46,7 +47,9 @@ mm_status mm_re_routing_output_shapes(const mm_re_routing_inputs *in, const mm_r
                                       mm_error *err);
 
 /* Validate everything (inputs, attributes, output descriptors), then rearrange. Multi-threaded.
- * Nothing is written to the outputs when validation fails. */
+ * Nothing is written to the outputs when validation fails. attrs may be NULL (the defaults). Outputs
+ * must not overlap the inputs or each other. Odd H is allowed for 4-bit tokens (rows of ceil(H/2) bytes);
+ * H has no upper limit. */
 mm_status mm_re_routing(const mm_re_routing_inputs *in, const mm_re_routing_attrs *attrs,
                         const mm_re_routing_outputs *out, mm_error *err);
 
