@@ -65,10 +65,14 @@ int mm_test_finish(const char *name);
         if (s_ == e_) mm_test_passed++;                                                       \
         else mm_test_report_fail(__FILE__, __LINE__, "%s returned %s, expected %s (%s)", #st, \
                                  mm_status_name(s_), mm_status_name(e_),                      \
-                                 (errp) ? (errp)->message : "");                              \
+                                 mm_test_error_text(errp));                                   \
     } while (0)
 
 #define CHECK_OK(st, errp) CHECK_STATUS(st, MM_OK, errp)
+
+/* The message of an error record, "" for NULL (a function so that `&err` arguments do not trip
+ * -Waddress in the CHECK_STATUS macro). */
+const char *mm_test_error_text(const mm_error *err);
 
 /* Deterministic pseudo-random numbers for test data (splitmix64). */
 uint64_t mm_test_rand_u64(uint64_t *state);
