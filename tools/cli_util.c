@@ -1,6 +1,7 @@
 /* tools/cli_util.c: one-line diagnostics, exit statuses and strict option-value parsing. */
 #include "cli_util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -87,7 +88,16 @@ int cli_parse_double(const char *command, const char *option, const char *text, 
 int cli_parse_dtype(const char *command, const char *option, const char *text, mm_dtype *out) {
     mm_dtype d = mm_dtype_from_name(text);
     if (d == MM_DTYPE_INVALID) {
-        cli_usage_error(command, "%s '%s' is not a dtype name (e.g. bf16, f16, i8, fp8_e4m3fn)", option,
+        /* Also the safetensors spellings in any case: i32, I32, f8_e4m3. */
+        char upper[32];
+        size_t n = strlen(text);
+        if (n < sizeof upper) {
+            for (size_t i = 0; i <= n; i++) upper[i] = (char)toupper((unsigned char)text[i]);
+            d = mm_dtype_from_name(upper);
+        }
+    }
+    if (d == MM_DTYPE_INVALID) {
+        cli_usage_error(command, "%s '%s' is not a dtype name (e.g. bf16, f16, int8, fp8_e4m3fn)", option,
                         text);
         return -1;
     }

@@ -39,9 +39,9 @@ static const char re_routing_usage[] =
     "      --hidden H                 token length, 0 < H < 16384 (default 32)\n"
     "      --ranks N                  source ranks (default 4)\n"
     "      --experts E                experts on this card (default 8)\n"
-    "      --dtype NAME               dtype of tokens: f16, bf16, i8, fp8_e5m2, fp8_e4m3fn, hifloat8,\n"
+    "      --dtype NAME               dtype of tokens: f16, bf16, int8, fp8_e5m2, fp8_e4m3fn, hifloat8,\n"
     "                                 fp4_e2m1, fp4_e1m2 (default bf16)\n"
-    "      --count-dtype NAME         i32 or i64 (default i32)\n"
+    "      --count-dtype NAME         int32 or int64 (default int32)\n"
     "      --scales NAME              none, f32 or e8m0 (default none)\n"
     "      --scale-cols K             scales per token: 1 gives shape (A), K > 1 gives (A, K) (default 1)\n"
     "      --expert-token-num-type T  0 cumulative sum, 1 counts (default 1)\n"
@@ -165,7 +165,7 @@ static int generate_re_routing(int argc, char **argv) {
         case OPT_COUNT_DTYPE:
             bad = cli_parse_dtype(cmd, "--count-dtype", optarg, &count_dtype);
             if (!bad && count_dtype != MM_DTYPE_I32 && count_dtype != MM_DTYPE_I64)
-                return cli_usage_error(cmd, "--count-dtype '%s' is not i32 or i64", optarg);
+                return cli_usage_error(cmd, "--count-dtype '%s' is not int32 or int64", optarg);
             break;
         case OPT_SCALES:
             if (strcmp(optarg, "none") == 0)
