@@ -1,0 +1,309 @@
+/* ref/expert_ref.c: scenario table, dispatch-side quantization and the per-row expert FFN of the
+ * reference (spec/mega_moe.md steps 1-6). Plain loops over float64; every conversion goes through
+ * include/megamoe/formats.h so that the reference and the fast path share one set of format rules. */
+#include "ref/expert_ref.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "megamoe/formats.h"
+
+static int is_mx_dtype(mm_dtype d) {
+    return d == MM_DTYPE_FP8_E4M3FN || d == MM_DTYPE_FP8_E5M2 || d == MM_DTYPE_FP4_E2M1;
+}
+
+static const char *dtype_or_none(mm_dtype d) {
+    return d == MM_DTYPE_INVALID ? "none" : mm_dtype_name(d);
+}
+
+const char *mm_ref_scenario_name(mm_ref_scenario scenario) {
+    switch (scenario) {
+    case MM_REF_SCENARIO_A16W16: return "A16W16";
+    case MM_REF_SCENARIO_A8W8_INT: return "A8W8-INT";
+    case MM_REF_SCENARIO_A8W4_INT: return "A8W4-INT";
+    case MM_REF_SCENARIO_A8W8_FP: return "A8W8-FP";
+    case MM_REF_SCENARIO_A8W4_FP: return "A8W4-FP";
+    case MM_REF_SCENARIO_A4W4_FP: return "A4W4-FP";
+    default: return "invalid";
+    }
+}
+
+mm_ref_scenario mm_ref_scenario_of(mm_dtype weight_dtype, mm_dtype input_dtype) {
+    switch (weight_dtype) {
+    case MM_DTYPE_BF16:
+        return input_dtype == MM_DTYPE_INVALID ? MM_REF_SCENARIO_A16W16 : MM_REF_SCENARIO_INVALID;
+    case MM_DTYPE_I8: return input_dtype == MM_DTYPE_I8 ? MM_REF_SCENARIO_A8W8_INT : MM_REF_SCENARIO_INVALID;
+    case MM_DTYPE_INT4:
+        return input_dtype == MM_DTYPE_I8 ? MM_REF_SCENARIO_A8W4_INT : MM_REF_SCENARIO_INVALID;
+    case MM_DTYPE_FP8_E4M3FN:
+    case MM_DTYPE_FP8_E5M2:
+        return input_dtype == weight_dtype ? MM_REF_SCENARIO_A8W8_FP : MM_REF_SCENARIO_INVALID;
+    case MM_DTYPE_FP4_E2M1:
+        if (input_dtype == MM_DTYPE_FP8_E4M3FN) return MM_REF_SCENARIO_A8W4_FP;
+        if (input_dtype == MM_DTYPE_FP4_E2M1) return MM_REF_SCENARIO_A4W4_FP;
+        return MM_REF_SCENARIO_INVALID;
+    default: return MM_REF_SCENARIO_INVALID;
+    }
+}
+
+mm_status mm_ref_plan_make(mm_dtype weight_dtype, mm_dtype input_dtype, mm_dtype activation_out_dtype,
+                           const char *what, mm_ref_plan *plan, mm_error *err) {
+    mm_ref_plan p = {mm_ref_scenario_of(weight_dtype, input_dtype), input_dtype, MM_DTYPE_INVALID};
+    switch (p.scenario) {
+    case MM_REF_SCENARIO_INVALID:
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "%s weight dtype %s does not pair with quantization dtype %s (spec scenario table)",
+                       what, mm_dtype_name(weight_dtype), dtype_or_none(input_dtype));
+    case MM_REF_SCENARIO_A16W16: p.gemm2_dtype = MM_DTYPE_BF16; break;
+    case MM_REF_SCENARIO_A8W8_INT:
+    case MM_REF_SCENARIO_A8W4_INT: p.gemm2_dtype = MM_DTYPE_I8; break;
+    case MM_REF_SCENARIO_A8W8_FP: p.gemm2_dtype = input_dtype; break;
+    case MM_REF_SCENARIO_A8W4_FP:
+    case MM_REF_SCENARIO_A4W4_FP: p.gemm2_dtype = MM_DTYPE_FP8_E4M3FN; break;
+    }
+    if (activation_out_dtype != MM_DTYPE_INVALID) {
+        int fp = p.gemm2_dtype != MM_DTYPE_BF16 && p.gemm2_dtype != MM_DTYPE_I8;
+        if (!fp || (activation_out_dtype != MM_DTYPE_FP8_E4M3FN && activation_out_dtype != MM_DTYPE_FP8_E5M2))
+            return mm_fail(
+                err, MM_ERR_INVALID_ARGUMENT,
+                "activation_out_dtype = %s: only fp8_e4m3fn or fp8_e5m2 in an FP scenario (%s is %s)",
+                mm_dtype_name(activation_out_dtype), what, mm_ref_scenario_name(p.scenario));
+        p.gemm2_dtype = activation_out_dtype;
+    }
+    *plan = p;
+    return MM_OK;
+}
+
+mm_status mm_ref_dispatch_row(const mm_ref_plan *plan, int64_t hidden, const uint16_t *x_bf16,
+                              const uint8_t *x_quant, const uint8_t *x_scales, mm_ref_row *row,
+                              mm_error *err) {
+    mm_status st = MM_OK;
+    float *xf = malloc((size_t)hidden * sizeof *xf);
+    int8_t *q8 = malloc((size_t)hidden);
+    uint8_t *qmx = NULL, *smx = NULL;
+    if (!xf || !q8) goto oom;
+    row->scale = 1.0f;
+    if (plan->input_dtype == MM_DTYPE_INVALID) { /* A16W16: the BF16 values themselves */
+        for (int64_t k = 0; k < hidden; k++) row->values[k] = mm_bf16_to_f32(x_bf16[k]);
+    } else if (plan->input_dtype == MM_DTYPE_I8) { /* div-away per-token INT8 */
+        for (int64_t k = 0; k < hidden; k++) xf[k] = mm_bf16_to_f32(x_bf16[k]);
+        mm_int8_quantize_row_div_away(xf, hidden, q8, &row->scale);
+        for (int64_t k = 0; k < hidden; k++) row->values[k] = q8[k];
+    } else if (x_quant) { /* pre-quantized MX pass-through */
+        st = mm_mx_dequantize_row(x_quant, x_scales, hidden, plan->input_dtype, xf, err);
+        if (st != MM_OK) goto fail;
+        for (int64_t k = 0; k < hidden; k++) row->values[k] = xf[k];
+    } else { /* MX quantization of the BF16 row in the dispatch dtype */
+        qmx = malloc((size_t)mm_dtype_row_bytes(plan->input_dtype, hidden));
+        smx = malloc((size_t)((hidden + 31) / 32));
+        if (!qmx || !smx) goto oom;
+        st = mm_mx_quantize_row_bf16(x_bf16, hidden, plan->input_dtype, qmx, smx, err);
+        if (st == MM_OK) st = mm_mx_dequantize_row(qmx, smx, hidden, plan->input_dtype, xf, err);
+        if (st != MM_OK) goto fail;
+        for (int64_t k = 0; k < hidden; k++) row->values[k] = xf[k];
+    }
+    goto done;
+oom:
+    st = mm_fail(err, MM_ERR_OUT_OF_MEMORY, "reference dispatch row of hidden = %lld", (long long)hidden);
+fail:
+done:
+    free(xf);
+    free(q8);
+    free(qmx);
+    free(smx);
+    return st;
+}
+
+/* Decodes one stored row of `len` elements of dtype into doubles (raw integers for INT8/INT4,
+ * element values for BF16 and the MX element types, before their block scale). */
+static void decode_row(mm_dtype dtype, const uint8_t *row, int64_t len, int8_t *int4_tmp, double *out) {
+    switch (dtype) {
+    case MM_DTYPE_BF16:
+        for (int64_t i = 0; i < len; i++) {
+            uint16_t bits;
+            memcpy(&bits, row + 2 * i, sizeof bits);
+            out[i] = mm_bf16_to_f32(bits);
+        }
+        break;
+    case MM_DTYPE_I8:
+        for (int64_t i = 0; i < len; i++) out[i] = (int8_t)row[i];
+        break;
+    case MM_DTYPE_INT4:
+        mm_int4_unpack(row, len, int4_tmp);
+        for (int64_t i = 0; i < len; i++) out[i] = int4_tmp[i];
+        break;
+    case MM_DTYPE_FP4_E2M1:
+        for (int64_t i = 0; i < len; i++) out[i] = mm_fp4_e2m1_to_f32(mm_nibble_get(row, i));
+        break;
+    default: /* FP8 */
+        for (int64_t i = 0; i < len; i++) out[i] = mm_dtype_to_f32(dtype, row[i]);
+        break;
+    }
+}
+
+/* Decodes the (k_len x n_len) weight matrix of expert `index` into w[n * k_len + k]; stored as
+ * (k_len, n_len) rows, or (n_len, k_len) when transposed. MX element values are multiplied by the
+ * E8M0 scale of their K-group (exact in double). */
+static mm_status decode_matrix(mm_dtype dtype, const void *data, const uint8_t *mx_scales, int64_t index,
+                               int64_t k_len, int64_t n_len, int transposed, double *w, mm_error *err) {
+    int64_t rows = transposed ? n_len : k_len, row_len = transposed ? k_len : n_len;
+    int64_t row_bytes = mm_dtype_row_bytes(dtype, row_len);
+    const uint8_t *base = (const uint8_t *)data + index * rows * row_bytes;
+    double *line = malloc((size_t)row_len * sizeof *line);
+    int8_t *int4_tmp = malloc((size_t)row_len);
+    if (!line || !int4_tmp) {
+        free(line);
+        free(int4_tmp);
+        return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "reference weight decode of %lld x %lld", (long long)k_len,
+                       (long long)n_len);
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        decode_row(dtype, base + r * row_bytes, row_len, int4_tmp, line);
+        for (int64_t c = 0; c < row_len; c++) {
+            int64_t k = transposed ? c : r, n = transposed ? r : c;
+            w[n * k_len + k] = line[c];
+        }
+    }
+    if (is_mx_dtype(dtype)) {
+        int64_t pairs = (k_len + 63) / 64;
+        const uint8_t *scales = mx_scales + index * n_len * pairs * 2;
+        for (int64_t n = 0; n < n_len; n++)
+            for (int64_t k = 0; k < k_len; k++)
+                w[n * k_len + k] *= (double)mm_e8m0_to_f32(mm_mx_weight_scale(scales, n, k_len, k / 32));
+    }
+    free(line);
+    free(int4_tmp);
+    return MM_OK;
+}
+
+static double *column_sums(const double *w, int64_t k_len, int64_t n_len) {
+    double *sums = calloc((size_t)n_len, sizeof *sums);
+    if (!sums) return NULL;
+    for (int64_t n = 0; n < n_len; n++)
+        for (int64_t k = 0; k < k_len; k++) sums[n] += w[n * k_len + k];
+    return sums;
+}
+
+void mm_ref_expert_free(mm_ref_expert *ex) {
+    free(ex->w1);
+    free(ex->w2);
+    free(ex->colsum1);
+    free(ex->colsum2);
+    free(ex->h);
+    free(ex->a);
+    free(ex->a_deq);
+    free(ex->a_q);
+    free(ex->a_mx);
+    free(ex->a_mx_scales);
+    free(ex->x2);
+    memset(ex, 0, sizeof *ex);
+}
+
+mm_status mm_ref_expert_load(mm_ref_expert *ex, const mm_ref_plan *plan, const mm_ref_weights *weights,
+                             int64_t index, const mm_ref_attrs *attrs, mm_error *err) {
+    mm_status st = MM_OK;
+    memset(ex, 0, sizeof *ex);
+    ex->plan = *plan;
+    ex->act = &attrs->activation;
+    ex->hidden = attrs->hidden;
+    ex->inter = attrs->inter;
+    ex->n1 = 2 * attrs->inter;
+    ex->act_width = mm_ref_activation_out_width(attrs->activation.kind, attrs->inter);
+    size_t hidden = (size_t)ex->hidden, n1 = (size_t)ex->n1, width = (size_t)ex->act_width;
+    ex->w1 = malloc(n1 * hidden * sizeof *ex->w1);
+    ex->w2 = malloc(hidden * width * sizeof *ex->w2);
+    ex->h = malloc(n1 * sizeof *ex->h);
+    ex->a = malloc(n1 * sizeof *ex->a);
+    ex->a_deq = malloc(n1 * sizeof *ex->a_deq);
+    ex->a_q = malloc(n1);
+    ex->a_mx = malloc(n1);
+    ex->a_mx_scales = malloc((n1 + 31) / 32);
+    ex->x2 = malloc(n1 * sizeof *ex->x2);
+    if (!ex->w1 || !ex->w2 || !ex->h || !ex->a || !ex->a_deq || !ex->a_q || !ex->a_mx || !ex->a_mx_scales ||
+        !ex->x2)
+        goto oom;
+    st = decode_matrix(weights->dtype, weights->weight1, weights->mx_scales1, index, ex->hidden, ex->n1,
+                       attrs->transpose_weight1, ex->w1, err);
+    if (st == MM_OK)
+        st = decode_matrix(weights->dtype, weights->weight2, weights->mx_scales2, index, ex->act_width,
+                           ex->hidden, attrs->transpose_weight2, ex->w2, err);
+    if (st != MM_OK) goto fail;
+    if (plan->scenario == MM_REF_SCENARIO_A8W8_INT || plan->scenario == MM_REF_SCENARIO_A8W4_INT) {
+        ex->scales1 = weights->scales1 + index * ex->n1;
+        ex->scales2 = weights->scales2 + index * ex->hidden;
+    }
+    if (plan->scenario == MM_REF_SCENARIO_A8W4_INT) {
+        ex->bias1 = weights->bias1 + index * ex->n1;
+        ex->bias2 = weights->bias2 + index * ex->hidden;
+        ex->colsum1 = column_sums(ex->w1, ex->hidden, ex->n1);
+        ex->colsum2 = column_sums(ex->w2, ex->act_width, ex->hidden);
+        if (!ex->colsum1 || !ex->colsum2) goto oom;
+    }
+    return MM_OK;
+oom:
+    st = mm_fail(err, MM_ERR_OUT_OF_MEMORY, "reference expert of hidden = %lld, inter = %lld",
+                 (long long)attrs->hidden, (long long)attrs->inter);
+fail:
+    mm_ref_expert_free(ex);
+    return st;
+}
+
+/* The GEMM output of channel n from its float64 dot product, evaluated in double in the order the
+ * spec writes it and rounded once to F32. row_scale is the per-row INT8 scale (INT scenarios). */
+static float gemm_output(mm_ref_scenario scenario, double dot, const float *scales, const float *bias,
+                         const double *colsum, int64_t n, float row_scale) {
+    switch (scenario) {
+    case MM_REF_SCENARIO_A8W8_INT: return (float)(dot * (double)scales[n] * (double)row_scale);
+    case MM_REF_SCENARIO_A8W4_INT: {
+        double s = scales[n];
+        return (float)((dot * s + ((double)bias[n] - 8.0 * s * colsum[n])) * (double)row_scale);
+    }
+    default: return (float)dot;
+    }
+}
+
+static double dot(const double *a, const double *b, int64_t len) {
+    double sum = 0.0;
+    for (int64_t k = 0; k < len; k++) sum += a[k] * b[k];
+    return sum;
+}
+
+mm_status mm_ref_expert_row(mm_ref_expert *ex, const mm_ref_row *row, int weighted, float weight,
+                            uint16_t *out, mm_error *err) {
+    mm_status st = MM_OK;
+    mm_ref_scenario sc = ex->plan.scenario;
+    /* GEMM1 (step 2) */
+    for (int64_t n = 0; n < ex->n1; n++) {
+        double d = dot(row->values, ex->w1 + n * ex->hidden, ex->hidden);
+        float h = gemm_output(sc, d, ex->scales1, ex->bias1, ex->colsum1, n, row->scale);
+        if (sc == MM_REF_SCENARIO_A16W16) h = mm_bf16_to_f32(mm_f32_to_bf16(h));
+        ex->h[n] = h;
+    }
+    /* activation (step 3) and the early gating weight (step 4) */
+    mm_ref_activation_row(ex->act, ex->h, ex->inter, ex->a);
+    if (weighted)
+        for (int64_t j = 0; j < ex->act_width; j++) ex->a[j] = ex->a[j] * weight;
+    /* GEMM2 input (step 5) */
+    float a_scale = 1.0f;
+    if (ex->plan.gemm2_dtype == MM_DTYPE_BF16) {
+        for (int64_t j = 0; j < ex->act_width; j++) ex->x2[j] = mm_bf16_to_f32(mm_f32_to_bf16(ex->a[j]));
+    } else if (ex->plan.gemm2_dtype == MM_DTYPE_I8) {
+        mm_int8_quantize_row_mul_even(ex->a, ex->act_width, MM_INT8_SCALE_AMAX_DIV_127, ex->a_q, &a_scale);
+        for (int64_t j = 0; j < ex->act_width; j++) ex->x2[j] = ex->a_q[j];
+    } else {
+        st = mm_mx_quantize_row_f32(ex->a, ex->act_width, ex->plan.gemm2_dtype, ex->a_mx, ex->a_mx_scales,
+                                    err);
+        if (st == MM_OK)
+            st = mm_mx_dequantize_row(ex->a_mx, ex->a_mx_scales, ex->act_width, ex->plan.gemm2_dtype,
+                                      ex->a_deq, err);
+        if (st != MM_OK) return st;
+        for (int64_t j = 0; j < ex->act_width; j++) ex->x2[j] = ex->a_deq[j];
+    }
+    /* GEMM2 (step 6): F32, then the BF16 expert output row */
+    for (int64_t n = 0; n < ex->hidden; n++) {
+        double d = dot(ex->x2, ex->w2 + n * ex->act_width, ex->act_width);
+        out[n] = mm_f32_to_bf16(gemm_output(sc, d, ex->scales2, ex->bias2, ex->colsum2, n, a_scale));
+    }
+    return MM_OK;
+}
