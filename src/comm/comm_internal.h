@@ -1,0 +1,89 @@
+/* comm/comm_internal.h: what the generic communicator layer and its backends share.
+ *
+ * The public functions (comm.c, symm.c, and one file per generic collective) check arguments, refuse
+ * to run on a poisoned communicator and poison it after a timeout; the backends (threads/, mpi/) only
+ * move bytes and wait. A backend provides a barrier and a byte alltoallv that both name missing ranks
+ * on timeout; allgather, allreduce, agree and split are built on top of those, once, for every backend. */
+#ifndef MEGAMOE_COMM_INTERNAL_H
+#define MEGAMOE_COMM_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "megamoe/comm.h"
+
+typedef struct mm_comm_vtable {
+    const char *name;
+    mm_comm_backend backend;
+    mm_status (*barrier)(mm_comm *c, mm_error *err);
+    mm_status (*alltoallv)(mm_comm *c, const void *send, const size_t *send_counts, const size_t *send_displs,
+                           void *recv, const size_t *recv_counts, const size_t *recv_displs, mm_error *err);
+    /* Collective over the alive ranks of c, after the generic split has agreed on the members of the
+     * caller's group (members[0..n) are old ranks in new-rank order; the caller is
+     * members[my_new_rank]). Every alive rank of c calls it once, whatever its group. */
+    mm_status (*create_group)(mm_comm *c, const int *members, int n, int my_new_rank, mm_comm **out,
+                              mm_error *err);
+    mm_status (*split_node)(mm_comm *c, mm_comm **out, mm_error *err);
+    mm_status (*destroy)(mm_comm *c, mm_error *err);
+    mm_status (*symm_alloc)(mm_comm *c, size_t bytes, mm_symm **out, mm_error *err);
+    mm_status (*symm_free)(mm_symm *s, mm_error *err);
+    mm_status (*put)(mm_symm *s, int peer, size_t offset, const void *src, size_t bytes, mm_error *err);
+    mm_status (*signal)(mm_symm *s, int peer, uint64_t add, mm_error *err);
+    /* Acquire load of my counter for sender peer; may drive the backend's progress engine. */
+    uint64_t (*signal_value)(mm_symm *s, int peer);
+    void *(*peer_ptr)(mm_symm *s, int peer);
+} mm_comm_vtable;
+
+struct mm_comm {
+    const mm_comm_vtable *vt;
+    void *impl; /* backend state */
+    int rank, size;
+    double timeout; /* seconds, per wait */
+    uint64_t epoch; /* collectives entered by this rank: numbers flags and message tags */
+    int poisoned;   /* set by a timeout, cleared by mm_comm_set_survivors */
+    char poison_reason[160];
+    int alive_count;
+    unsigned char alive[MM_COMM_MAX_RANKS];
+};
+
+struct mm_symm {
+    mm_comm *comm;
+    size_t bytes;
+    void *local;
+    void *impl;
+};
+
+/* Fills the fields every backend sets the same way (all ranks alive, timeout from the environment). */
+void mm_comm_init_common(mm_comm *c, const mm_comm_vtable *vt, void *impl, int rank, int size,
+                         double timeout);
+
+/* MEGAMOE_COMM_TIMEOUT in seconds when set and valid (> 0), else 60. */
+double mm_comm_default_timeout(void);
+
+/* ---- waiting ------------------------------------------------------------------------------------
+ * Spin briefly, then yield, then sleep in growing steps: several ranks per core must let the rank
+ * they wait for run (a pure spin barrier with 4 threads on 2 cores costs ~4 ms here, spin-then-yield
+ * ~3 us), while a short wait must not pay the ~24 us of waking a sleeping thread. */
+typedef struct mm_waiter {
+    uint64_t rounds, sleeps;
+    double start, deadline;
+} mm_waiter;
+
+double mm_comm_now(void); /* monotonic seconds */
+void mm_waiter_start(mm_waiter *w, double timeout);
+/* Pauses once; returns 0 when the deadline has passed (the caller then reports a timeout). */
+int mm_waiter_pause(mm_waiter *w);
+
+/* Formats "<op>: rank 3 did not arrive within 0.2 s" (or "ranks 1, 3 did not ...") for the ranks with
+ * missing[r] != 0, returns MM_ERR_TIMEOUT. */
+mm_status mm_comm_fail_missing(mm_comm *c, mm_error *err, const char *op, const unsigned char *missing);
+
+/* Start of every public collective: fails fast (MM_ERR_PEER) on a poisoned communicator. */
+mm_status mm_comm_enter(mm_comm *c, const char *op, mm_error *err);
+/* End of every public collective: copies the backend's local error to err and poisons c on timeout. */
+mm_status mm_comm_leave(mm_comm *c, mm_status st, const mm_error *local, mm_error *err);
+
+/* Backend constructors. */
+mm_status mm_comm_mpi_wrap(const void *mpi_comm, mm_comm **out, mm_error *err);
+
+#endif

@@ -1,0 +1,176 @@
+/* comm/threads/threads_group.c: life of a threads-backend group: the launcher that runs one thread per
+ * rank, sub-groups made by split, and their collective destruction.
+ *
+ * A group is one allocation shared by its ranks; each rank's mm_comm handle lives inside it, so a rank
+ * that leaves early (removed by the elastic API) owns nothing that others must free. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/threads/threads_internal.h"
+#include "core/error.h"
+
+static mm_status thr_create_group(mm_comm *c, const int *members, int n, int my_new_rank, mm_comm **out,
+                                  mm_error *err);
+static mm_status thr_split_node(mm_comm *c, mm_comm **out, mm_error *err);
+static mm_status thr_destroy(mm_comm *c, mm_error *err);
+
+const mm_comm_vtable mm_thr_vtable = {
+    .name = "threads",
+    .backend = MM_COMM_THREADS,
+    .barrier = mm_thr_barrier,
+    .alltoallv = mm_thr_alltoallv,
+    .create_group = thr_create_group,
+    .split_node = thr_split_node,
+    .destroy = thr_destroy,
+    .symm_alloc = mm_thr_symm_alloc,
+    .symm_free = mm_thr_symm_free,
+    .put = mm_thr_put,
+    .signal = mm_thr_signal,
+    .signal_value = mm_thr_signal_value,
+    .peer_ptr = mm_thr_peer_ptr,
+};
+
+static void *aligned_zalloc(size_t bytes) {
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (p) memset(p, 0, rounded ? rounded : 64);
+    return p;
+}
+
+thr_group *mm_thr_group_new(int size, double timeout) {
+    thr_group *g = aligned_zalloc(sizeof *g);
+    if (!g) return NULL;
+    g->size = size;
+    g->slots = aligned_zalloc((size_t)size * sizeof *g->slots);
+    g->acks = aligned_zalloc((size_t)size * (size_t)size * sizeof *g->acks);
+    g->comms = aligned_zalloc((size_t)size * sizeof *g->comms);
+    if (!g->slots || !g->acks || !g->comms) {
+        mm_thr_group_delete(g);
+        return NULL;
+    }
+    for (int r = 0; r < size; r++) mm_comm_init_common(&g->comms[r], &mm_thr_vtable, g, r, size, timeout);
+    return g;
+}
+
+void mm_thr_group_delete(thr_group *g) {
+    if (!g) return;
+    free(g->slots);
+    free(g->acks);
+    free(g->comms);
+    free(g);
+}
+
+/* The first member allocates the group; one allgather over the parent hands its address to the
+ * others (the ranks share one address space). */
+static mm_status thr_create_group(mm_comm *c, const int *members, int n, int my_new_rank, mm_comm **out,
+                                  mm_error *err) {
+    thr_group *mine = NULL;
+    if (members[0] == c->rank) mine = mm_thr_group_new(n, c->timeout);
+    thr_group *all[MM_COMM_MAX_RANKS];
+    mm_status st = mm_comm_allgather(c, &mine, sizeof mine, all, err);
+    if (st) {
+        mm_thr_group_delete(mine);
+        return st;
+    }
+    thr_group *g = all[members[0]];
+    if (!g)
+        return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "rank %d could not allocate a group of %d ranks",
+                       members[0], n);
+    mm_comm *h = &g->comms[my_new_rank];
+    h->timeout = c->timeout; /* each rank keeps its own setting */
+    *out = h;
+    return MM_OK;
+}
+
+static mm_status thr_split_node(mm_comm *c, mm_comm **out, mm_error *err) {
+    /* All threads share this machine's memory: the node is everyone alive. */
+    return mm_comm_split(c, 0, c->rank, out, err);
+}
+
+/* Collective over the alive members: a barrier guarantees nobody still uses the group, then the
+ * lowest alive rank frees it once every other member has said it will not touch the group again. */
+static mm_status thr_destroy(mm_comm *c, mm_error *err) {
+    thr_group *g = thr_group_of(c);
+    if (g->owned_by_launcher)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "mm_comm_free: the communicator of mm_comm_run_threads belongs to the launcher");
+    mm_status st = mm_comm_barrier(c, err);
+    if (st) return mm_error_prefix(err, "mm_comm_free (the group is leaked)"), st;
+    int leader = 0;
+    while (!c->alive[leader]) leader++;
+    if (c->rank != leader) {
+        atomic_fetch_add_explicit(&g->departed.v, 1, memory_order_acq_rel);
+        return MM_OK;
+    }
+    mm_waiter w;
+    mm_waiter_start(&w, c->timeout);
+    while (atomic_load_explicit(&g->departed.v, memory_order_acquire) < (uint64_t)(c->alive_count - 1))
+        if (!mm_waiter_pause(&w))
+            return mm_fail(err, MM_ERR_TIMEOUT,
+                           "mm_comm_free: members did not leave within %g s (the group is leaked)",
+                           c->timeout);
+    mm_thr_group_delete(g);
+    return MM_OK;
+}
+
+/* ---- launcher ---------------------------------------------------------------------------------- */
+
+typedef struct thr_rank_run {
+    mm_comm *comm;
+    mm_comm_rank_fn fn;
+    void *arg;
+    mm_status status;
+    mm_error *err;
+} thr_rank_run;
+
+static void *thr_rank_main(void *p) {
+    thr_rank_run *run = p;
+    run->status = run->fn(run->comm, run->arg, run->err);
+    if (run->status != MM_OK && run->err->status == MM_OK) run->err->status = run->status;
+    return NULL;
+}
+
+mm_status mm_comm_run_threads(int nranks, mm_comm_rank_fn fn, void *arg, mm_status *per_rank_status,
+                              mm_error *per_rank_err, mm_error *err) {
+    if (nranks < 1 || nranks > MM_COMM_MAX_RANKS)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "mm_comm_run_threads: nranks = %d is outside [1, %d]",
+                       nranks, MM_COMM_MAX_RANKS);
+    if (!fn) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "mm_comm_run_threads: fn is NULL");
+    mm_status st = MM_OK;
+    thr_rank_run *runs = calloc((size_t)nranks, sizeof *runs);
+    mm_error *errs = per_rank_err ? per_rank_err : calloc((size_t)nranks, sizeof *errs);
+    pthread_t *threads = calloc((size_t)nranks, sizeof *threads);
+    thr_group *g = mm_thr_group_new(nranks, mm_comm_default_timeout());
+    int started = 0;
+    if (!runs || !errs || !threads || !g) {
+        st = mm_fail(err, MM_ERR_OUT_OF_MEMORY, "mm_comm_run_threads: no memory for %d ranks", nranks);
+        goto done;
+    }
+    g->owned_by_launcher = 1;
+    for (int r = 0; r < nranks; r++) {
+        mm_error_clear(&errs[r]);
+        runs[r] = (thr_rank_run){&g->comms[r], fn, arg, MM_OK, &errs[r]};
+    }
+    for (; started < nranks; started++) {
+        if (pthread_create(&threads[started], NULL, thr_rank_main, &runs[started]) != 0) {
+            /* The ranks already running will time out waiting for this one and report it. */
+            st = mm_fail(err, MM_ERR_INTERNAL, "mm_comm_run_threads: could not start the thread of rank %d",
+                         started);
+            break;
+        }
+    }
+    for (int r = 0; r < started; r++) pthread_join(threads[r], NULL);
+    if (st) goto done;
+    for (int r = 0; r < nranks; r++) {
+        if (per_rank_status) per_rank_status[r] = runs[r].status;
+        if (runs[r].status != MM_OK && st == MM_OK)
+            st = mm_fail(err, runs[r].status, "rank %d: %s", r, errs[r].message);
+    }
+done:
+    if (errs != per_rank_err) free(errs);
+    free(threads);
+    free(runs);
+    mm_thr_group_delete(g);
+    return st;
+}

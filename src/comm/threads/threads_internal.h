@@ -1,0 +1,57 @@
+/* comm/threads/threads_internal.h: shared state of the threads backend (ranks are threads of one
+ * process, so every rank can read and write every other rank's memory directly).
+ *
+ * Synchronization is by monotonic 64-bit flags, each on its own cache line so that a rank spinning on
+ * one flag never steals the line another rank is writing:
+ *   - slots[r].posted: the number of the last collective rank r entered (its "epoch"); rank r publishes
+ *     the arguments of that collective in slots[r] before the release store of posted;
+ *   - acks[s * size + r]: 2 * epoch (+1 on a count mismatch) once rank r has finished reading rank s's
+ *     send buffer for that collective, so rank s may return and reuse it.
+ * Flags only grow, so no flag ever needs resetting and a late reader never confuses two collectives. */
+#ifndef MEGAMOE_COMM_THREADS_INTERNAL_H
+#define MEGAMOE_COMM_THREADS_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "comm/comm_internal.h"
+
+typedef struct thr_slot {
+    _Alignas(64) _Atomic uint64_t posted;
+    const void *send;
+    const size_t *send_counts;
+    const size_t *send_displs;
+} thr_slot;
+
+typedef struct thr_flag {
+    _Alignas(64) _Atomic uint64_t v;
+} thr_flag;
+
+typedef struct thr_group {
+    int size;
+    int owned_by_launcher; /* the world of mm_comm_run_threads: freed by the launcher, not mm_comm_free */
+    thr_flag departed;     /* members done with the group during mm_comm_free */
+    thr_slot *slots;       /* size */
+    thr_flag *acks;        /* size * size, [sender * size + reader] */
+    mm_comm *comms;        /* size: each rank's own handle */
+} thr_group;
+
+extern const mm_comm_vtable mm_thr_vtable;
+
+thr_group *mm_thr_group_new(int size, double timeout);
+void mm_thr_group_delete(thr_group *g);
+
+static inline thr_group *thr_group_of(const mm_comm *c) {
+    return (thr_group *)c->impl;
+}
+
+mm_status mm_thr_barrier(mm_comm *c, mm_error *err);
+mm_status mm_thr_alltoallv(mm_comm *c, const void *send, const size_t *send_counts, const size_t *send_displs,
+                           void *recv, const size_t *recv_counts, const size_t *recv_displs, mm_error *err);
+mm_status mm_thr_symm_alloc(mm_comm *c, size_t bytes, mm_symm **out, mm_error *err);
+mm_status mm_thr_symm_free(mm_symm *s, mm_error *err);
+mm_status mm_thr_put(mm_symm *s, int peer, size_t offset, const void *src, size_t bytes, mm_error *err);
+mm_status mm_thr_signal(mm_symm *s, int peer, uint64_t add, mm_error *err);
+uint64_t mm_thr_signal_value(mm_symm *s, int peer);
+void *mm_thr_peer_ptr(mm_symm *s, int peer);
+
+#endif
