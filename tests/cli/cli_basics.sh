@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# tests/cli/cli_basics.sh: --help, version and the exit status of bad usage of the megamoe CLI.
+# Usage: bash cli_basics.sh <path-to-megamoe> <source-dir>
+set -u
+MEGAMOE=${1:?path to megamoe}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+
+# expect STATUS DESCRIPTION -- ARGS...: runs megamoe ARGS, checks the exit status; keeps stdout/stderr.
+expect() {
+    local want=$1 what=$2
+    shift 3
+    timeout 60 "$MEGAMOE" "$@" >"$WORK/out" 2>"$WORK/err"
+    local got=$?
+    if [ "$got" -eq "$want" ]; then ok; else bad "$what: exit $got, expected $want ($(head -c 300 "$WORK/err"))"; fi
+}
+# stderr_is_one_line NEEDLE: the last command printed exactly one stderr line containing NEEDLE.
+stderr_is_one_line() {
+    local lines
+    lines=$(wc -l <"$WORK/err")
+    if [ "$lines" -eq 1 ] && grep -qF -- "$1" "$WORK/err"; then ok; else bad "stderr should be one line with '$1': $(cat "$WORK/err")"; fi
+}
+stdout_has() { if grep -qF -- "$1" "$WORK/out"; then ok; else bad "stdout lacks '$1'"; fi; }
+stderr_empty() { if [ ! -s "$WORK/err" ]; then ok; else bad "stderr not empty: $(cat "$WORK/err")"; fi; }
+
+version=$(sed -n 's/^project(megamoe VERSION \([0-9.]*\).*/\1/p' "${2:?source dir}/CMakeLists.txt")
+
+expect 0 "--help" -- --help
+stdout_has "usage: megamoe <command>"
+for cmd in run case case-gen bench version; do stdout_has "  $cmd "; done
+stderr_empty
+expect 0 "-h" -- -h
+stdout_has "commands:"
+expect 0 "version" -- version
+if [ "$(cat "$WORK/out")" = "megamoe $version" ]; then ok; else bad "version printed '$(cat "$WORK/out")', expected 'megamoe $version'"; fi
+expect 0 "--version" -- --version
+if [ "$(cat "$WORK/out")" = "megamoe $version" ]; then ok; else bad "--version printed '$(cat "$WORK/out")'"; fi
+expect 0 "help case" -- help case
+stdout_has "usage: megamoe case IN"
+
+# Every command has --help on stdout with status 0.
+for cmd in run case case-gen bench version; do
+    expect 0 "$cmd --help" -- "$cmd" --help
+    stdout_has "usage: megamoe $cmd"
+    stderr_empty
+done
+expect 0 "case-gen re_routing --help" -- case-gen re_routing --help
+stdout_has "--expert-token-num-type"
+expect 0 "bench rerouting --help" -- bench rerouting --help
+stdout_has "--repetitions"
+expect 0 "bench lists" -- bench
+stdout_has "rerouting"
+
+# Bad usage: status 2 and exactly one line on stderr that says what is wrong.
+expect 2 "no command" --
+stderr_is_one_line "no command"
+expect 2 "unknown command" -- frobnicate
+stderr_is_one_line "unknown command 'frobnicate'"
+expect 2 "unknown global option" -- --frobnicate
+stderr_is_one_line "unknown option '--frobnicate'"
+expect 2 "case without input" -- case -o "$WORK/o.st"
+stderr_is_one_line "missing input file"
+expect 2 "case without -o" -- case "$WORK/in.st"
+stderr_is_one_line "missing output file"
+expect 2 "case unknown option" -- case "$WORK/in.st" -o "$WORK/o.st" --fast
+stderr_is_one_line "unknown option '--fast'"
+expect 2 "case -o without value" -- case "$WORK/in.st" -o
+stderr_is_one_line "option '-o' needs a value"
+expect 2 "case bad backend" -- case "$WORK/in.st" -o "$WORK/o.st" --backend gpu
+stderr_is_one_line "--backend 'gpu'"
+expect 2 "case bad timeout" -- case "$WORK/in.st" -o "$WORK/o.st" --timeout soon
+stderr_is_one_line "--timeout 'soon' is not a number"
+expect 2 "case two inputs" -- case "$WORK/a.st" "$WORK/b.st" -o "$WORK/o.st"
+stderr_is_one_line "unexpected argument"
+expect 2 "run bad tokens" -- run --tokens many
+stderr_is_one_line "--tokens 'many' is not an integer"
+expect 2 "run hidden out of range" -- run --hidden 16384
+stderr_is_one_line "--hidden 16384 is outside [1, 16383]"
+expect 2 "run bad dtype" -- run --dtype float128
+stderr_is_one_line "--dtype 'float128'"
+expect 2 "bench unknown" -- bench nope
+stderr_is_one_line "unknown benchmark 'nope'"
+expect 2 "bench rerouting bad option" -- bench rerouting --warp 9
+stderr_is_one_line "unknown option '--warp'"
+expect 2 "case-gen unknown op" -- case-gen mega_blob -o "$WORK/x.st"
+stderr_is_one_line "unknown operator 'mega_blob'"
+expect 2 "case-gen without -o" -- case-gen re_routing
+stderr_is_one_line "missing output file"
+expect 2 "case-gen bad idx type" -- case-gen re_routing -o "$WORK/x.st" --idx-type 2
+stderr_is_one_line "--idx-type 2 is outside [0, 1]"
+expect 2 "version with argument" -- version extra
+stderr_is_one_line "unexpected argument 'extra'"
+if [ ! -e "$WORK/x.st" ] && [ ! -e "$WORK/o.st" ]; then ok; else bad "a failed command created a file"; fi
+
+# A missing input file is an I/O failure: status 1, one line naming the file.
+expect 1 "case missing input" -- case "$WORK/absent.st" -o "$WORK/o.st"
+stderr_is_one_line "absent.st"
+
+echo "cli_basics: $passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
