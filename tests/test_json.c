@@ -162,16 +162,16 @@ static void test_numbers(void) {
     expect_reject("1e+", "expected a digit in the exponent");
     expect_reject("NaN", "unexpected 'N'");
     expect_reject("Infinity", "unexpected 'I'");
-    expect_reject("0x10", "after the end of the JSON value");
+    expect_reject("0x10", "expected the end of input after the JSON value");
 }
 
 static void test_syntax_errors(void) {
     expect_reject("", "unexpected end of input");
     expect_reject("   ", "unexpected end of input");
-    expect_reject("{} x", "JSON at byte 3: unexpected characters after the end");
-    expect_reject("[1] ]", "after the end");
-    expect_reject("1 2", "after the end");
-    expect_reject_n("[1]\0", 4, "after the end");
+    expect_reject("{} x", "JSON at byte 3: unexpected 'x', expected the end of input after the JSON value");
+    expect_reject("[1] ]", "expected the end of input after the JSON value");
+    expect_reject("1 2", "expected the end of input after the JSON value");
+    expect_reject_n("[1]\0", 4, "expected the end of input after the JSON value");
     expect_reject("[1,]", "JSON at byte 3: unexpected ']', expected a value");
     expect_reject("{\"a\":1,}", "expected a string key");
     expect_reject("{\"a\" 1}", "expected ':'");
@@ -250,7 +250,7 @@ static void test_literals(void) {
     CHECK_STATUS(mm_json_literal_double("eps", "1e999", &d, err), MM_ERR_INVALID_FILE, err);
     CHECK_STR_CONTAINS(err->message, "eps = \"1e999\" is outside the range of a double");
     CHECK_STATUS(mm_json_literal_double("eps", "null", &d, err), MM_ERR_INVALID_FILE, err);
-    CHECK_STR_CONTAINS(err->message, "is a null, not a number");
+    CHECK_STR_CONTAINS(err->message, "is null, not a number");
 
     int b = -1;
     CHECK_OK(mm_json_literal_bool("flag", "true", &b, err), err);

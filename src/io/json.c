@@ -499,7 +499,7 @@ mm_status mm_json_parse(const char *text, size_t len, mm_json_doc **out, mm_erro
     if (st != MM_OK) goto fail;
     skip_whitespace(&p);
     if (p.pos != len) {
-        st = parse_error(&p, p.pos, "unexpected characters after the end of the JSON value");
+        st = unexpected(&p, "the end of input after the JSON value");
         goto fail;
     }
     *out = doc;

@@ -19,6 +19,18 @@ const char *mm_json_type_name(mm_json_type type) {
     return "unknown";
 }
 
+const char *mm_json_type_phrase(mm_json_type type) {
+    switch (type) {
+    case MM_JSON_NULL: return "null";
+    case MM_JSON_BOOL: return "a boolean";
+    case MM_JSON_NUMBER: return "a number";
+    case MM_JSON_STRING: return "a string";
+    case MM_JSON_ARRAY: return "an array";
+    case MM_JSON_OBJECT: return "an object";
+    }
+    return "of unknown type";
+}
+
 const mm_json_value *mm_json_object_get(const mm_json_value *obj, const char *key) {
     if (!obj || obj->type != MM_JSON_OBJECT || !key) return NULL;
     size_t n = strlen(key);
@@ -32,7 +44,7 @@ const mm_json_value *mm_json_object_get(const mm_json_value *obj, const char *ke
 int mm_json_number_to_int64(const mm_json_value *v, int64_t min, int64_t max, int64_t *out, char *why,
                             size_t why_cap) {
     if (!v || v->type != MM_JSON_NUMBER) {
-        snprintf(why, why_cap, "is a %s, not an integer", v ? mm_json_type_name(v->type) : "missing value");
+        snprintf(why, why_cap, "is %s, not an integer", v ? mm_json_type_phrase(v->type) : "missing");
         return 0;
     }
     const mm_json_number *n = &v->u.number;
@@ -83,7 +95,7 @@ static mm_status literal_fail(mm_error *err, const char *label, const char *text
 
 static int number_to_double(const mm_json_value *v, double *out, char *why, size_t why_cap) {
     if (v->type != MM_JSON_NUMBER) {
-        snprintf(why, why_cap, "is a %s, not a number", mm_json_type_name(v->type));
+        snprintf(why, why_cap, "is %s, not a number", mm_json_type_phrase(v->type));
         return 0;
     }
     if (v->u.number.real_overflow) {
@@ -129,7 +141,7 @@ mm_status mm_json_literal_bool(const char *label, const char *text, int *out, mm
     const mm_json_value *v = mm_json_doc_root(doc);
     if (v->type != MM_JSON_BOOL) {
         char why[160];
-        snprintf(why, sizeof why, "is a %s, not true or false", mm_json_type_name(v->type));
+        snprintf(why, sizeof why, "is %s, not true or false", mm_json_type_phrase(v->type));
         st = literal_fail(err, label, text, why);
     } else if (out) {
         *out = v->u.boolean;
@@ -147,7 +159,7 @@ static mm_status literal_list(const char *label, const char *text, double *out_d
     const mm_json_value *v = mm_json_doc_root(doc);
     char why[256];
     if (v->type != MM_JSON_ARRAY) {
-        snprintf(why, sizeof why, "is a %s, not a list", mm_json_type_name(v->type));
+        snprintf(why, sizeof why, "is %s, not a list", mm_json_type_phrase(v->type));
         st = literal_fail(err, label, text, why);
         goto done;
     }

@@ -41,8 +41,8 @@ static const char *shape_text(char *buf, size_t cap, int ndim, const int64_t *sh
 static mm_status read_shape(const mm_json_value *v, const char *what, int *ndim, int64_t *shape,
                             mm_error *err) {
     if (v->type != MM_JSON_ARRAY)
-        return mm_fail(err, MM_ERR_INVALID_FILE, "%s is a %s, must be a list of integers", what,
-                       mm_json_type_name(v->type));
+        return mm_fail(err, MM_ERR_INVALID_FILE, "%s is %s, must be a list of integers", what,
+                       mm_json_type_phrase(v->type));
     if (v->u.array.count > MM_MAX_DIMS)
         return mm_fail(err, MM_ERR_INVALID_FILE, "%s has %zu dimensions, at most %d are allowed", what,
                        v->u.array.count, MM_MAX_DIMS);
@@ -90,8 +90,8 @@ static mm_status read_entry(const mm_json_member *m, uint64_t data_size, mm_st_t
         return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\": the name contains a NUL character", name);
     const mm_json_value *e = m->value;
     if (e->type != MM_JSON_OBJECT)
-        return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\": entry is a %s, must be an object", name,
-                       mm_json_type_name(e->type));
+        return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\": entry is %s, must be an object", name,
+                       mm_json_type_phrase(e->type));
     for (size_t i = 0; i < e->u.object.count; i++) {
         const char *k = e->u.object.members[i].key;
         if (strcmp(k, "dtype") != 0 && strcmp(k, "shape") != 0 && strcmp(k, "data_offsets") != 0) {
@@ -109,8 +109,8 @@ static mm_status read_entry(const mm_json_member *m, uint64_t data_size, mm_st_t
                        : !shape ? "shape"
                                 : "data_offsets");
     if (dtype->type != MM_JSON_STRING)
-        return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\": dtype is a %s, must be a string", name,
-                       mm_json_type_name(dtype->type));
+        return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\": dtype is %s, must be a string", name,
+                       mm_json_type_phrase(dtype->type));
     info->dtype = mm_st_dtype_from_string(dtype->u.string.chars);
     if (info->dtype == MM_DTYPE_INVALID || strlen(dtype->u.string.chars) != dtype->u.string.len) {
         char q[MM_IO_QUOTE_BUF];
@@ -152,8 +152,8 @@ static int compare_meta(const void *a, const void *b) {
 
 static mm_status read_metadata(mm_st_reader *r, const mm_json_value *meta, mm_error *err) {
     if (meta->type != MM_JSON_OBJECT)
-        return mm_fail(err, MM_ERR_INVALID_FILE, "__metadata__ is a %s, must be an object of strings",
-                       mm_json_type_name(meta->type));
+        return mm_fail(err, MM_ERR_INVALID_FILE, "__metadata__ is %s, must be an object of strings",
+                       mm_json_type_phrase(meta->type));
     size_t n = meta->u.object.count;
     r->meta = malloc((n ? n : 1) * sizeof *r->meta);
     if (!r->meta) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "header: out of memory");
@@ -163,8 +163,8 @@ static mm_status read_metadata(mm_st_reader *r, const mm_json_value *meta, mm_er
         mm_io_quote(q, sizeof q, m->key, m->key_len);
         if (m->value->type != MM_JSON_STRING)
             return mm_fail(err, MM_ERR_INVALID_FILE,
-                           "__metadata__ \"%s\" is a %s, metadata values must be strings", q,
-                           mm_json_type_name(m->value->type));
+                           "__metadata__ \"%s\" is %s, metadata values must be strings", q,
+                           mm_json_type_phrase(m->value->type));
         if (strlen(m->key) != m->key_len || strlen(m->value->u.string.chars) != m->value->u.string.len)
             return mm_fail(err, MM_ERR_INVALID_FILE,
                            "__metadata__ \"%s\": key or value contains a NUL character", q);
