@@ -6,6 +6,8 @@
  * that computes each group in double arithmetic from the code tables. */
 #include <math.h>
 
+#include "format/convert.h"
+#include "format/mx_code_table.h"
 #include "megamoe/formats.h"
 #include "testlib.h"
 
@@ -271,6 +273,39 @@ static void test_random_against_reference(void) {
     }
 }
 
+/* The table-driven element encoder must equal the exact scaled encoder for every element a finite group
+ * can hold: all scale bytes b, every BF16 exponent from the subnormals up to b + emax, both signs, all
+ * mantissas (exponents far below the table are included: they must give signed zero). */
+static void test_code_table_matches_exact_encoder(void) {
+    static const mm_dtype elems[3] = {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1};
+    static const int emaxes[3] = {8, 15, 2};
+    long long bad = 0, checked = 0;
+    CHECK(mm_mx_code_table_of(MM_DTYPE_BF16) == NULL);
+    for (int t = 0; t < 3; t++) {
+        const mm_mx_code_table *table = mm_mx_code_table_of(elems[t]);
+        CHECK(table != NULL);
+        if (!table) continue;
+        for (int b = 0; b <= 254; b++) {
+            int top = b + emaxes[t] < 254 ? b + emaxes[t] : 254;
+            int low = b + table->min_exp - 3;
+            for (int ev = 0; ev <= top; ev++) {
+                if (ev > 2 && ev < low) continue; /* the same "rounds to zero" branch as ev = low */
+                for (uint32_t sm = 0; sm < 256; sm++) {
+                    uint16_t v = (uint16_t)((sm & 0x80u) << 8 | (uint32_t)ev << 7 | (sm & 0x7Fu));
+                    uint8_t fast = mm_mx_encode_element(elems[t], table, v, b);
+                    uint8_t exact = mm_encode_scaled(elems[t], (uint32_t)v << 16, 127 - b);
+                    checked++;
+                    if (fast != exact && bad++ < 5)
+                        mm_test_report_fail(__FILE__, __LINE__, "%s v 0x%04x b %d: table 0x%x, exact 0x%x",
+                                            mm_dtype_name(elems[t]), v, b, fast, exact);
+                }
+            }
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(checked > 3000000);
+}
+
 static void test_argument_errors(void) {
     mm_error err_record, *err = &err_record;
     uint16_t x[2] = {0};
@@ -296,6 +331,7 @@ int main(void) {
     test_short_group_and_variants();
     test_saturation_and_scale_extremes();
     test_random_against_reference();
+    test_code_table_matches_exact_encoder();
     test_argument_errors();
     return mm_test_finish("test_format_mx");
 }

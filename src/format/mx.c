@@ -2,10 +2,11 @@
  *
  * Per group of 32 BF16 values: the E8M0 scale is the floor rule b = max(e(amax) - emax, 0), and each
  * element is convert(v * 2^(127 - b)). The scaling is done inside the encoder by exponent arithmetic
- * (mm_encode_scaled), so it is exact for every b, including groups whose BF16 subnormal elements would
- * underflow an F32 product. */
+ * (mm_encode_scaled, or its table form in mx_code_table.c), so it is exact for every b, including
+ * groups whose BF16 subnormal elements would lose bits in an F32 product. */
 #include "core/error.h"
 #include "format/convert.h"
+#include "format/mx_code_table.h"
 #include "megamoe/formats.h"
 
 #define MX_GROUP 32
@@ -56,6 +57,7 @@ static void quantize_group(const uint16_t *x, int64_t len, int64_t first, mm_dty
     int zero_group = amax_bits < BF16_INF && (amax_bits >> 7) == 0;
     *scale_out = scale;
 
+    const mm_mx_code_table *table = mm_mx_code_table_of(elem);
     uint8_t codes[MX_GROUP];
     for (int64_t i = 0; i < len; i++) {
         if (zero_group)
@@ -63,7 +65,7 @@ static void quantize_group(const uint16_t *x, int64_t len, int64_t first, mm_dty
         else if (scale == 0xFF)
             codes[i] = nan_group_element(x[i], elem);
         else
-            codes[i] = mm_encode_scaled(elem, (uint32_t)x[i] << 16, 127 - (int)scale);
+            codes[i] = mm_mx_encode_element(elem, table, x[i], scale);
     }
     if (elem == MM_DTYPE_FP4_E2M1) {
         /* Groups start at even indices (32 per group), so pairs never straddle two groups. */
