@@ -1,3 +1,0 @@
-file(REMOVE_RECURSE
-  "libmegamoe_testlib.a"
-)
