@@ -175,6 +175,8 @@ static void check_validation(void) {
 
 int main(void) {
     check_pair(MM_DTYPE_BF16, MM_DTYPE_BF16, 77, 70);
+    check_pair(MM_DTYPE_BF16, MM_DTYPE_BF16, 601, 40); /* several K blocks */
+    check_pair(MM_DTYPE_I8, MM_DTYPE_I8, 515, 33);
     check_pair(MM_DTYPE_I8, MM_DTYPE_I8, 75, 66);
     check_pair(MM_DTYPE_I8, MM_DTYPE_INT4, 71, 33);
     check_pair(MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, 70, 40);

@@ -1,7 +1,8 @@
 /* tests/test_gemm_kernels.c: every registered micro-kernel against the independent float64 / exact-INT
  * expectation of test_gemm_common.h, on edge shapes (rows 0..2*MR+1, K and N off the tile sizes, odd K,
- * K not a multiple of 32, both weight layouts), run through mm_gemm_grouped with the kernel forced; and
- * the AVX-512 kernels against the reference kernels (bit-exact for INT, documented tolerance for BF16). */
+ * K not a multiple of 32, K spanning several MM_GEMM_KC blocks, both weight layouts), run through
+ * mm_gemm_grouped with the kernel forced; and the AVX-512 kernels against the reference kernels (bit-exact
+ * for INT, documented tolerance for BF16). */
 #include "core/cpu.h"
 #include "gemm/kernel_registry.h"
 #include "test_gemm_common.h"
@@ -115,7 +116,7 @@ static void check_kernel(const pair *p, const mm_gemm_kernel *kernel) {
     for (int64_t rows = 0; rows <= 2 * kernel->mr + 1; rows++)
         check_case(p, kernel, rows, 37, 45, rows & 1, bias, seed + (uint64_t)rows);
     /* K: 1, odd, just below / above 32 and 64 (MX groups), N: 1, below/above a panel, several panels. */
-    static const int64_t ks[] = {1, 2, 3, 5, 31, 33, 63, 65, 100, 131};
+    static const int64_t ks[] = {1, 2, 3, 5, 31, 33, 63, 65, 100, 131, 256, 257, 555};
     static const int64_t ns[] = {1, 16, 17, 31, 32, 33, 70};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
         for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)

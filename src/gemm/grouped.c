@@ -63,6 +63,8 @@ static void run_task(void *ctx, int64_t task) {
     int64_t row_end = row_begin + m_block_rows(kernel) < g->rows ? row_begin + m_block_rows(kernel) : g->rows;
     int64_t col0 = panel * MM_GEMM_NR;
     float scratch[MM_GEMM_MR_MAX * MM_GEMM_NR];
+    /* Running accumulators of every tile of the M-block between K blocks. */
+    uint32_t partial[M_BLOCK_TILES * MM_GEMM_MR_MAX * MM_GEMM_NR];
 
     mm_ukernel_args args = {0};
     args.k = w->k;
@@ -76,20 +78,30 @@ static void run_task(void *ctx, int64_t task) {
     if (w->col_offset) args.col_offset = w->col_offset + col0;
     if (w->col_sum_x128) args.col_sum_x128 = w->col_sum_x128 + col0;
     if (w->mx_scale) args.b_mx_scale = w->mx_scale + panel * w->k_blocks * MM_GEMM_NR;
-    for (int64_t row0 = row_begin; row0 < row_end; row0 += kernel->mr) {
-        args.m = (int)(row_end - row0 < kernel->mr ? row_end - row0 : kernel->mr);
-        args.a = (const uint8_t *)g->a + row0 * g->a_stride;
-        if (g->a_row_scales) args.a_row_scales = g->a_row_scales + row0;
-        if (g->a_mx_scales) args.a_mx_scales = g->a_mx_scales + row0 * g->a_mx_stride;
-        if (g->c) {
-            args.c = g->c + row0 * g->ldc + col0;
-            args.ldc = g->ldc;
-        } else {
-            args.c = scratch;
-            args.ldc = MM_GEMM_NR;
+    /* K outer, M tiles inner: the panel's K block stays in L1 while the tiles stream past it. */
+    for (int64_t k_begin = 0; k_begin < w->k; k_begin += MM_GEMM_KC) {
+        args.k_begin = k_begin;
+        args.k_end = w->k - k_begin < MM_GEMM_KC ? w->k : k_begin + MM_GEMM_KC;
+        args.first = k_begin == 0;
+        args.last = args.k_end == w->k;
+        for (int64_t row0 = row_begin; row0 < row_end; row0 += kernel->mr) {
+            int64_t tile = (row0 - row_begin) / kernel->mr;
+            args.partial = partial + tile * MM_GEMM_MR_MAX * MM_GEMM_NR;
+            args.m = (int)(row_end - row0 < kernel->mr ? row_end - row0 : kernel->mr);
+            args.a = (const uint8_t *)g->a + row0 * g->a_stride;
+            if (g->a_row_scales) args.a_row_scales = g->a_row_scales + row0;
+            if (g->a_mx_scales) args.a_mx_scales = g->a_mx_scales + row0 * g->a_mx_stride;
+            if (g->c) {
+                args.c = g->c + row0 * g->ldc + col0;
+                args.ldc = g->ldc;
+            } else {
+                args.c = scratch;
+                args.ldc = MM_GEMM_NR;
+            }
+            kernel->fn(&args);
+            if (args.last && job->epilogue)
+                job->epilogue(job->epilogue_ctx, lo, row0, col0, args.m, args.n, args.c, args.ldc);
         }
-        kernel->fn(&args);
-        if (job->epilogue) job->epilogue(job->epilogue_ctx, lo, row0, col0, args.m, args.n, args.c, args.ldc);
     }
 }
 

@@ -1,7 +1,12 @@
 /* gemm/kernel.h: the one micro-kernel signature and the kernel descriptor.
  *
  * A micro-kernel computes one register tile: up to MR rows of activations times one packed panel of
- * MM_GEMM_NR weight columns, reduced over the whole K, and writes the F32 results (it never reads C).
+ * MM_GEMM_NR weight columns, reduced over one block [k_begin, k_end) of K. The framework walks K in
+ * blocks of MM_GEMM_KC so that the panel's slice stays in L1 while the M tiles stream past; between
+ * blocks the running accumulators (F32 or INT32, the kernel's choice) live in `partial`. The first
+ * block starts from zero, the last one applies the format's scalars and writes the F32 results to C
+ * (the kernel never reads C). A float kernel continues the same chain of additions from `partial`, so
+ * its summation order does not depend on the block size.
  * It handles partial tiles itself (m < MR rows, n < NR columns): it must not read activation rows at or
  * beyond m, and must not write outside the m x n corner of C. It contains no loop over tiles, groups or
  * experts: those belong to the framework (grouped.c). Which scalars it applies after the reduction is
@@ -17,9 +22,15 @@
 
 /* Largest MR of any kernel (sizes the framework's scratch tile). */
 #define MM_GEMM_MR_MAX 16
+/* K per block: a multiple of every k_group and of the MX block (32); 256 BF16 x 32 columns = 16 KiB of
+ * panel, half of L1. */
+#define MM_GEMM_KC 256
 
 typedef struct mm_ukernel_args {
     int64_t k;                   /* logical reduction length (the panel is padded beyond it with zeros) */
+    int64_t k_begin, k_end;      /* this call's block of K; k_begin is a multiple of MM_GEMM_KC */
+    int first, last;             /* first / last block of K for this tile */
+    void *partial;               /* MR x NR 32-bit accumulators carried between blocks (row-major) */
     int m;                       /* valid rows, 1..MR */
     int n;                       /* valid columns, 1..NR */
     mm_dtype a_dtype;            /* activation element type */

@@ -28,12 +28,15 @@ void mm_ukernel_bf16_bf16_avx512(const mm_ukernel_args *p) {
     const uint8_t *rows[MR];
     /* Rows beyond m repeat row 0: they are computed and never stored, and never read out of bounds. */
     for (int r = 0; r < MR; r++) rows[r] = p->a + (r < p->m ? r : 0) * p->a_stride;
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    float *partial = p->partial;
+    for (int r = 0; r < MR; r++) {
+        acc[r][0] = p->first ? _mm512_setzero_ps() : _mm512_loadu_ps(partial + r * MM_GEMM_NR);
+        acc[r][1] = p->first ? _mm512_setzero_ps() : _mm512_loadu_ps(partial + r * MM_GEMM_NR + 16);
+    }
 
     const __m512i *b = (const __m512i *)(const void *)p->b;
-    int64_t pairs = p->k / 2;
-    for (int64_t kp = 0; kp < pairs; kp++) {
+    int64_t pairs = p->k_end / 2;
+    for (int64_t kp = p->k_begin / 2; kp < pairs; kp++) {
         __m512bh b0 = (__m512bh)_mm512_load_si512(b + 2 * kp);
         __m512bh b1 = (__m512bh)_mm512_load_si512(b + 2 * kp + 1);
 #pragma GCC unroll 8
@@ -43,7 +46,7 @@ void mm_ukernel_bf16_bf16_avx512(const mm_ukernel_args *p) {
             acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, b1);
         }
     }
-    if (p->k & 1) {
+    if (p->k_end & 1) {
         /* Odd K: the last pair holds one real value; the panel's padding weight is 0, and the
          * activation's missing half is set to 0 rather than read past the row. */
         __m512bh b0 = (__m512bh)_mm512_load_si512(b + 2 * pairs);
@@ -57,6 +60,13 @@ void mm_ukernel_bf16_bf16_avx512(const mm_ukernel_args *p) {
         }
     }
 
+    if (!p->last) {
+        for (int r = 0; r < MR; r++) {
+            _mm512_storeu_ps(partial + r * MM_GEMM_NR, acc[r][0]);
+            _mm512_storeu_ps(partial + r * MM_GEMM_NR + 16, acc[r][1]);
+        }
+        return;
+    }
     __mmask16 mask0 = p->n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << p->n) - 1);
     __mmask16 mask1 = p->n >= 32 ? (__mmask16)0xFFFF : p->n <= 16 ? 0 : (__mmask16)((1u << (p->n - 16)) - 1);
     for (int r = 0; r < p->m; r++) {

@@ -17,13 +17,17 @@ void mm_ukernel_i8_i8_avx512(const mm_ukernel_args *p) {
     const uint8_t *rows[MR];
     /* Rows beyond m repeat row 0: computed, never stored, never read out of bounds. */
     for (int r = 0; r < MR; r++) rows[r] = p->a + (r < p->m ? r : 0) * p->a_stride;
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+    /* Between K blocks the partial holds the raw sums of (a + 128) * w. */
+    int32_t *partial = p->partial;
+    for (int r = 0; r < MR; r++) {
+        acc[r][0] = p->first ? _mm512_setzero_si512() : _mm512_loadu_si512(partial + r * MM_GEMM_NR);
+        acc[r][1] = p->first ? _mm512_setzero_si512() : _mm512_loadu_si512(partial + r * MM_GEMM_NR + 16);
+    }
 
     const __m512i flip = _mm512_set1_epi32((int)0x80808080u);
     const __m512i *b = (const __m512i *)(const void *)p->b;
-    int64_t quads = p->k / 4;
-    for (int64_t q = 0; q < quads; q++) {
+    int64_t quads = p->k_end / 4;
+    for (int64_t q = p->k_begin / 4; q < quads; q++) {
         __m512i b0 = _mm512_load_si512(b + 2 * q);
         __m512i b1 = _mm512_load_si512(b + 2 * q + 1);
 #pragma GCC unroll 8
@@ -35,7 +39,7 @@ void mm_ukernel_i8_i8_avx512(const mm_ukernel_args *p) {
             acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], a, b1);
         }
     }
-    int tail = (int)(p->k & 3);
+    int tail = (int)(p->k_end & 3);
     if (tail) {
         /* The panel pads K with zero weights; missing activation bytes are 0 (then 128 after the flip),
          * which meet those zeros and add nothing. */
@@ -50,6 +54,13 @@ void mm_ukernel_i8_i8_avx512(const mm_ukernel_args *p) {
         }
     }
 
+    if (!p->last) {
+        for (int r = 0; r < MR; r++) {
+            _mm512_storeu_si512(partial + r * MM_GEMM_NR, acc[r][0]);
+            _mm512_storeu_si512(partial + r * MM_GEMM_NR + 16, acc[r][1]);
+        }
+        return;
+    }
     __m512i corr0 = _mm512_loadu_si512(p->col_sum_x128), corr1 = _mm512_loadu_si512(p->col_sum_x128 + 16);
     __m512 scale0 = _mm512_loadu_ps(p->col_scale), scale1 = _mm512_loadu_ps(p->col_scale + 16);
     __mmask16 mask0 = p->n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << p->n) - 1);

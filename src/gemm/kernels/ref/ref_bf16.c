@@ -10,8 +10,11 @@
 void mm_ukernel_bf16_bf16_ref(const mm_ukernel_args *p) {
     float acc[MM_GEMM_REF_MR][MM_GEMM_NR];
     float wv[MM_GEMM_NR];
-    memset(acc, 0, sizeof acc);
-    for (int64_t k = 0; k < p->k; k++) {
+    if (p->first)
+        memset(acc, 0, sizeof acc);
+    else
+        memcpy(acc, p->partial, sizeof acc);
+    for (int64_t k = p->k_begin; k < p->k_end; k++) {
         for (int c = 0; c < p->n; c++)
             wv[c] = mm_bf16_to_f32((uint16_t)mm_packed_code(MM_DTYPE_BF16, p->b, k, c));
         for (int r = 0; r < p->m; r++) {
@@ -20,6 +23,10 @@ void mm_ukernel_bf16_bf16_ref(const mm_ukernel_args *p) {
             float av = mm_bf16_to_f32(bits);
             for (int c = 0; c < p->n; c++) acc[r][c] += av * wv[c];
         }
+    }
+    if (!p->last) {
+        memcpy(p->partial, acc, sizeof acc);
+        return;
     }
     for (int r = 0; r < p->m; r++) memcpy(p->c + r * p->ldc, acc[r], (size_t)p->n * sizeof(float));
 }

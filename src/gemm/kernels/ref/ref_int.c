@@ -12,8 +12,11 @@
 static void int_tile(const mm_ukernel_args *p, int weights_are_int4) {
     int32_t acc[MM_GEMM_REF_MR][MM_GEMM_NR];
     int32_t wv[MM_GEMM_NR];
-    memset(acc, 0, sizeof acc);
-    for (int64_t k = 0; k < p->k; k++) {
+    if (p->first)
+        memset(acc, 0, sizeof acc);
+    else
+        memcpy(acc, p->partial, sizeof acc);
+    for (int64_t k = p->k_begin; k < p->k_end; k++) {
         for (int c = 0; c < p->n; c++) {
             uint32_t code = mm_packed_code(p->w_dtype, p->b, k, c);
             wv[c] = weights_are_int4 ? (int32_t)(code ^ 8u) - 8 : (int32_t)(int8_t)code;
@@ -22,6 +25,10 @@ static void int_tile(const mm_ukernel_args *p, int weights_are_int4) {
             int32_t av = (int8_t)p->a[r * p->a_stride + k];
             for (int c = 0; c < p->n; c++) acc[r][c] += av * wv[c];
         }
+    }
+    if (!p->last) {
+        memcpy(p->partial, acc, sizeof acc);
+        return;
     }
     for (int r = 0; r < p->m; r++) {
         float row_scale = p->a_row_scales[r];

@@ -23,8 +23,11 @@ static void mx_tile(const mm_ukernel_args *p) {
     const float *w_lut = mm_gemm_lut(p->w_dtype);
     const float *e8m0 = mm_gemm_lut(MM_DTYPE_E8M0);
     int a_nibbles = p->a_dtype == MM_DTYPE_FP4_E2M1;
-    memset(acc, 0, sizeof acc);
-    for (int64_t k = 0; k < p->k; k++) {
+    if (p->first)
+        memset(acc, 0, sizeof acc);
+    else
+        memcpy(acc, p->partial, sizeof acc);
+    for (int64_t k = p->k_begin; k < p->k_end; k++) {
         const float *w_scale = p->b_mx_scale + (k >> 5) * MM_GEMM_NR;
         for (int c = 0; c < p->n; c++) wv[c] = w_lut[mm_packed_code(p->w_dtype, p->b, k, c)] * w_scale[c];
         for (int r = 0; r < p->m; r++) {
@@ -33,6 +36,10 @@ static void mx_tile(const mm_ukernel_args *p) {
                        e8m0[p->a_mx_scales[r * p->a_mx_stride + (k >> 5)]];
             for (int c = 0; c < p->n; c++) acc[r][c] += av * wv[c];
         }
+    }
+    if (!p->last) {
+        memcpy(p->partial, acc, sizeof acc);
+        return;
     }
     for (int r = 0; r < p->m; r++) memcpy(p->c + r * p->ldc, acc[r], (size_t)p->n * sizeof(float));
 }
