@@ -343,6 +343,8 @@ static void test_truncation(void) {
         r = NULL;
         mm_status st = mm_st_open(path, &r, err);
         CHECK_STATUS(st, prefixes[i] == im.size ? MM_OK : MM_ERR_INVALID_FILE, err);
+        if (st == MM_ERR_INVALID_FILE)
+            CHECK_STR_CONTAINS(err->message, path); /* content errors name the file */
         if (r) check_consistent(r, im.size);
         mm_st_close(r);
     }

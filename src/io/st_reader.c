@@ -135,6 +135,11 @@ mm_status mm_st_open(const char *path, mm_st_reader **out, mm_error *err) {
     *out = r;
     return MM_OK;
 fail:
+    /* Name the file in content errors too (I/O errors already do). */
+    if (st == MM_ERR_INVALID_FILE && err) {
+        char q[MM_IO_QUOTE_BUF];
+        mm_error_prefix(err, "\"%s\"", mm_io_quote(q, sizeof q, path, strlen(path)));
+    }
     free(header);
     mm_st_close(r);
     return st;
