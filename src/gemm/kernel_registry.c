@@ -35,6 +35,7 @@ static const registration registrations[] = {
     {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, REF(mm_ukernel_fp4_fp4_ref, "fp4xfp4")},
     {MM_DTYPE_BF16, MM_DTYPE_BF16, AVX512(mm_ukernel_bf16_bf16_avx512, "bf16xbf16")},
     {MM_DTYPE_I8, MM_DTYPE_I8, AVX512(mm_ukernel_i8_i8_avx512, "i8xi8")},
+    {MM_DTYPE_I8, MM_DTYPE_INT4, AVX512(mm_ukernel_i8_i4_avx512, "i8xi4")},
 };
 #define N_REGISTRATIONS (sizeof registrations / sizeof registrations[0])
 

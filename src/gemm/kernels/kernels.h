@@ -18,5 +18,6 @@ void mm_ukernel_fp4_fp4_ref(const mm_ukernel_args *args);
 #define MM_GEMM_AVX512_MR 8
 void mm_ukernel_bf16_bf16_avx512(const mm_ukernel_args *args);
 void mm_ukernel_i8_i8_avx512(const mm_ukernel_args *args);
+void mm_ukernel_i8_i4_avx512(const mm_ukernel_args *args);
 
 #endif
