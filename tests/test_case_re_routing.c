@@ -315,7 +315,7 @@ typedef struct broken_case {
 } broken_case;
 
 static void write_broken(const broken_case *b) {
-    uint16_t tokens[7 * 4] = {0};
+    uint64_t tokens[7 * 4] = {0}; /* room for every dtype the cases try */
     int32_t counts[4] = {1, 2, 3, 1};
     if (b->counts[0] || b->counts[1] || b->counts[2] || b->counts[3])
         memcpy(counts, b->counts, sizeof counts);

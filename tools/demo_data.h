@@ -53,7 +53,7 @@ enum { CLI_OPT_TOKENS = 300, CLI_OPT_HIDDEN, CLI_OPT_RANKS, CLI_OPT_EXPERTS, CLI
     "      --hidden H        token length, 0 < H < 16384 (default 7168)\n"                                   \
     "      --ranks N         source ranks (default 8)\n"                                                     \
     "      --experts E       local experts (default 16)\n"                                                   \
-    "      --dtype NAME      dtype of tokens: bf16, f16, int8, fp8_e4m3fn, fp8_e5m2, hifloat8, fp4_e2m1,\n"    \
+    "      --dtype NAME      dtype of tokens: bf16, f16, int8, fp8_e4m3fn, fp8_e5m2, hifloat8, fp4_e2m1,\n"  \
     "                        fp4_e1m2 (default bf16)\n"                                                      \
     "      --seed S          random seed of counts and token bytes (default 1)\n"
 

@@ -12,6 +12,11 @@ failed=0
 ok() { passed=$((passed + 1)); }
 bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+# In a sanitizer build, leak checking is off for this script only: Open MPI keeps thousands of start-up
+# allocations until exit, many in plugins it has already unloaded, which no suppression can name. The
+# code this script adds over the threads backend (case/case_mpi.c) allocates nothing itself; the shared
+# runner is leak-checked by test_case_re_routing and the other CLI scripts.
+export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 
 "$MEGAMOE" case-gen re_routing -o "$WORK/in.st" --tokens 300 --hidden 48 --scales f32 --seed 9 || bad "case-gen failed"
 "$MEGAMOE" case "$WORK/in.st" -o "$WORK/threads.st" || bad "threads backend failed"
