@@ -116,6 +116,8 @@ static void test_entry_rules(void) {
                   "tensor \"a\": unknown field \"extra\" (allowed: dtype, shape, data_offsets)");
     expect_reject("{\"a\":{\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
                   "tensor \"a\": missing field \"dtype\"");
+    expect_reject("{\"a\":{\"dtype\":\"U8\",\"dtype\\u0000x\":1,\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
+                  "tensor \"a\": unknown field \"dtype\\x00x\"");
     expect_reject("{\"a\":{\"dtype\":\"U8\",\"data_offsets\":[0,1]}}", 1,
                   "tensor \"a\": missing field \"shape\"");
     expect_reject("{\"a\":{\"dtype\":\"U8\",\"shape\":[1]}}", 1,
@@ -283,13 +285,15 @@ static void test_logical_dtype_rules(void) {
 }
 
 /* A valid file with several dtypes, metadata and a logical tensor, built by hand. */
+static const char valid_header[] =
+    "{\"__metadata__\":{\"op\":\"moe_re_routing\",\"dtype.w\":\"int4\",\"shape.w\":\"[2,3]\"},"
+    "\"tokens\":{\"dtype\":\"BF16\",\"shape\":[2,3],\"data_offsets\":[0,12]},"
+    "\"w\":{\"dtype\":\"U8\",\"shape\":[2,2],\"data_offsets\":[12,16]},"
+    "\"n\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[16,24]},"
+    "\"f\":{\"dtype\":\"F4\",\"shape\":[1,3],\"data_offsets\":[24,26]}}  ";
+
 static image valid_image(void) {
-    return build("{\"__metadata__\":{\"op\":\"moe_re_routing\",\"dtype.w\":\"int4\",\"shape.w\":\"[2,3]\"},"
-                 "\"tokens\":{\"dtype\":\"BF16\",\"shape\":[2,3],\"data_offsets\":[0,12]},"
-                 "\"w\":{\"dtype\":\"U8\",\"shape\":[2,2],\"data_offsets\":[12,16]},"
-                 "\"n\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[16,24]},"
-                 "\"f\":{\"dtype\":\"F4\",\"shape\":[1,3],\"data_offsets\":[24,26]}}  ",
-                 26);
+    return build(valid_header, 26);
 }
 
 /* Whatever opened must be self-consistent: every tensor inside the file, its byte count matching its
@@ -397,6 +401,57 @@ static void test_random_corruption(void) {
     free(im.bytes);
 }
 
+/* Edits of the header text with the length field kept right, so that the corruption gets past the
+ * JSON syntax into the entry, tiling and logical-dtype rules: digits changed, characters deleted,
+ * tokens inserted. */
+static void test_structural_corruption(void) {
+    static const char tokens[] = "0123456789012345678901234567890123456789,[]{}\" -.e";
+    size_t n = sizeof valid_header - 1;
+    char *text = malloc(n + 8);
+    uint64_t seed = 0xc0ffee;
+    int opened = 0, rejected = 0;
+    for (int iter = 0; iter < 4000; iter++) {
+        memcpy(text, valid_header, n);
+        size_t len = n;
+        int edits = 1 + (int)(mm_test_rand_u64(&seed) % 3);
+        for (int e = 0; e < edits; e++) {
+            size_t at = (size_t)(mm_test_rand_u64(&seed) % len);
+            char c = tokens[mm_test_rand_u64(&seed) % (sizeof tokens - 1)];
+            switch (mm_test_rand_u64(&seed) % 3) {
+            case 0: text[at] = c; break;
+            case 1:
+                memmove(text + at, text + at + 1, len - at - 1);
+                len--;
+                break;
+            default:
+                memmove(text + at + 1, text + at, len - at);
+                text[at] = c;
+                len++;
+            }
+        }
+        image im = build_n(text, len, 26);
+        mm_st_reader *r = NULL;
+        mm_error err_store, *err = &err_store;
+        mm_error_clear(err);
+        mm_status st = open_image(&im, &r, err);
+        if (st == MM_OK) {
+            opened++;
+            check_consistent(r, im.size);
+        } else if (st == MM_ERR_INVALID_FILE && r == NULL && err->message[0]) {
+            rejected++;
+        } else {
+            mm_test_report_fail(__FILE__, __LINE__, "edit %d: status %s (%s)", iter, mm_status_name(st),
+                                err->message);
+        }
+        mm_st_close(r);
+        free(im.bytes);
+    }
+    CHECK(rejected > 2000);
+    CHECK(opened > 0); /* e.g. edits inside the padding or a metadata value */
+    printf("structural corruption: %d opened, %d rejected\n", opened, rejected);
+    free(text);
+}
+
 int main(void) {
     test_container_rules();
     test_metadata_rules();
@@ -405,5 +460,6 @@ int main(void) {
     test_logical_dtype_rules();
     test_truncation();
     test_random_corruption();
+    test_structural_corruption();
     return mm_test_finish("test_safetensors_reject");
 }

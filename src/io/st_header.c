@@ -94,7 +94,10 @@ static mm_status read_entry(const mm_json_member *m, uint64_t data_size, mm_st_t
                        mm_json_type_phrase(e->type));
     for (size_t i = 0; i < e->u.object.count; i++) {
         const char *k = e->u.object.members[i].key;
-        if (strcmp(k, "dtype") != 0 && strcmp(k, "shape") != 0 && strcmp(k, "data_offsets") != 0) {
+        /* strcmp would stop at an embedded NUL ("dtype\u0000x"); compare lengths too. */
+        size_t kl = e->u.object.members[i].key_len;
+        if (kl != strlen(k) ||
+            (strcmp(k, "dtype") != 0 && strcmp(k, "shape") != 0 && strcmp(k, "data_offsets") != 0)) {
             char q[MM_IO_QUOTE_BUF];
             return mm_fail(err, MM_ERR_INVALID_FILE,
                            "tensor \"%s\": unknown field \"%s\" (allowed: dtype, shape, data_offsets)", name,
