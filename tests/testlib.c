@@ -22,7 +22,9 @@ int mm_test_finish(const char *name) {
     return mm_test_failed == 0 && mm_test_passed > 0 ? 0 : 1;
 }
 
-const char *mm_test_error_text(const mm_error *err) { return err ? err->message : ""; }
+const char *mm_test_error_text(const mm_error *err) {
+    return err ? err->message : "";
+}
 
 uint64_t mm_test_rand_u64(uint64_t *state) {
     uint64_t z = (*state += 0x9E3779B97F4A7C15ull);

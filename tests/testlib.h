@@ -19,53 +19,62 @@ void mm_test_report_fail(const char *file, int line, const char *fmt, ...);
 /* Prints "<name>: N passed, N failed" and returns the process exit status. */
 int mm_test_finish(const char *name);
 
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (cond) mm_test_passed++;                                                   \
-        else mm_test_report_fail(__FILE__, __LINE__, "CHECK(%s) failed", #cond);      \
+#define CHECK(cond)                                                                                          \
+    do {                                                                                                     \
+        if (cond)                                                                                            \
+            mm_test_passed++;                                                                                \
+        else                                                                                                 \
+            mm_test_report_fail(__FILE__, __LINE__, "CHECK(%s) failed", #cond);                              \
     } while (0)
 
-#define CHECK_EQ_INT(a, b)                                                            \
-    do {                                                                              \
-        long long va_ = (long long)(a), vb_ = (long long)(b);                         \
-        if (va_ == vb_) mm_test_passed++;                                             \
-        else mm_test_report_fail(__FILE__, __LINE__, "%s = %lld, expected %s = %lld", \
-                                 #a, va_, #b, vb_);                                   \
+#define CHECK_EQ_INT(a, b)                                                                                   \
+    do {                                                                                                     \
+        long long va_ = (long long)(a), vb_ = (long long)(b);                                                \
+        if (va_ == vb_)                                                                                      \
+            mm_test_passed++;                                                                                \
+        else                                                                                                 \
+            mm_test_report_fail(__FILE__, __LINE__, "%s = %lld, expected %s = %lld", #a, va_, #b, vb_);      \
     } while (0)
 
-#define CHECK_EQ_HEX(a, b)                                                                  \
-    do {                                                                                    \
-        unsigned long long va_ = (unsigned long long)(a), vb_ = (unsigned long long)(b);    \
-        if (va_ == vb_) mm_test_passed++;                                                   \
-        else mm_test_report_fail(__FILE__, __LINE__, "%s = 0x%llx, expected %s = 0x%llx",   \
-                                 #a, va_, #b, vb_);                                         \
+#define CHECK_EQ_HEX(a, b)                                                                                   \
+    do {                                                                                                     \
+        unsigned long long va_ = (unsigned long long)(a), vb_ = (unsigned long long)(b);                     \
+        if (va_ == vb_)                                                                                      \
+            mm_test_passed++;                                                                                \
+        else                                                                                                 \
+            mm_test_report_fail(__FILE__, __LINE__, "%s = 0x%llx, expected %s = 0x%llx", #a, va_, #b, vb_);  \
     } while (0)
 
-#define CHECK_NEAR(a, b, tol)                                                                 \
-    do {                                                                                      \
-        double va_ = (double)(a), vb_ = (double)(b), vt_ = (double)(tol);                     \
-        double d_ = va_ > vb_ ? va_ - vb_ : vb_ - va_;                                        \
-        if (d_ <= vt_) mm_test_passed++;                                                      \
-        else mm_test_report_fail(__FILE__, __LINE__, "%s = %.9g, expected %s = %.9g (tol %g)", \
-                                 #a, va_, #b, vb_, vt_);                                      \
+#define CHECK_NEAR(a, b, tol)                                                                                \
+    do {                                                                                                     \
+        double va_ = (double)(a), vb_ = (double)(b), vt_ = (double)(tol);                                    \
+        double d_ = va_ > vb_ ? va_ - vb_ : vb_ - va_;                                                       \
+        if (d_ <= vt_)                                                                                       \
+            mm_test_passed++;                                                                                \
+        else                                                                                                 \
+            mm_test_report_fail(__FILE__, __LINE__, "%s = %.9g, expected %s = %.9g (tol %g)", #a, va_, #b,   \
+                                vb_, vt_);                                                                   \
     } while (0)
 
-#define CHECK_STR_CONTAINS(haystack, needle)                                                  \
-    do {                                                                                      \
-        const char *h_ = (haystack), *n_ = (needle);                                          \
-        if (h_ && strstr(h_, n_)) mm_test_passed++;                                           \
-        else mm_test_report_fail(__FILE__, __LINE__, "\"%s\" does not contain \"%s\"",        \
-                                 h_ ? h_ : "(null)", n_);                                     \
+#define CHECK_STR_CONTAINS(haystack, needle)                                                                 \
+    do {                                                                                                     \
+        const char *h_ = (haystack), *n_ = (needle);                                                         \
+        if (h_ && strstr(h_, n_))                                                                            \
+            mm_test_passed++;                                                                                \
+        else                                                                                                 \
+            mm_test_report_fail(__FILE__, __LINE__, "\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)",    \
+                                n_);                                                                         \
     } while (0)
 
 /* Checks a status; on mismatch prints the error message too. */
-#define CHECK_STATUS(st, expected, errp)                                                      \
-    do {                                                                                      \
-        mm_status s_ = (st), e_ = (expected);                                                 \
-        if (s_ == e_) mm_test_passed++;                                                       \
-        else mm_test_report_fail(__FILE__, __LINE__, "%s returned %s, expected %s (%s)", #st, \
-                                 mm_status_name(s_), mm_status_name(e_),                      \
-                                 mm_test_error_text(errp));                                   \
+#define CHECK_STATUS(st, expected, errp)                                                                     \
+    do {                                                                                                     \
+        mm_status s_ = (st), e_ = (expected);                                                                \
+        if (s_ == e_)                                                                                        \
+            mm_test_passed++;                                                                                \
+        else                                                                                                 \
+            mm_test_report_fail(__FILE__, __LINE__, "%s returned %s, expected %s (%s)", #st,                 \
+                                mm_status_name(s_), mm_status_name(e_), mm_test_error_text(errp));           \
     } while (0)
 
 #define CHECK_OK(st, errp) CHECK_STATUS(st, MM_OK, errp)

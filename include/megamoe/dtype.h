@@ -23,7 +23,7 @@ typedef enum mm_dtype {
     MM_DTYPE_I16,
     MM_DTYPE_I32,
     MM_DTYPE_I64,
-    MM_DTYPE_U64,       /* also Ascend's packed weight scale: low 32 bits = F32 pattern, high 32 = 0 */
+    MM_DTYPE_U64, /* also Ascend's packed weight scale: low 32 bits = F32 pattern, high 32 = 0 */
     MM_DTYPE_F16,
     MM_DTYPE_BF16,
     MM_DTYPE_F32,
@@ -32,8 +32,8 @@ typedef enum mm_dtype {
     MM_DTYPE_FP8_E5M2,
     MM_DTYPE_E8M0,
     MM_DTYPE_FP4_E2M1,
-    MM_DTYPE_FP4_E1M2,  /* carried only, never computed */
-    MM_DTYPE_HIFLOAT8,  /* carried only, opaque bytes */
+    MM_DTYPE_FP4_E1M2, /* carried only, never computed */
+    MM_DTYPE_HIFLOAT8, /* carried only, opaque bytes */
     MM_DTYPE_INT4,
     MM_DTYPE_COUNT
 } mm_dtype;
@@ -42,9 +42,9 @@ typedef enum mm_dtype {
 
 typedef struct mm_tensor {
     mm_dtype dtype;
-    int ndim;                     /* 0 .. MM_MAX_DIMS; a 0-d tensor holds one element */
+    int ndim; /* 0 .. MM_MAX_DIMS; a 0-d tensor holds one element */
     int64_t shape[MM_MAX_DIMS];
-    void *data;                   /* may be NULL when the tensor has no elements */
+    void *data; /* may be NULL when the tensor has no elements */
 } mm_tensor;
 
 /* Canonical lower-case name ("bf16", "fp8_e4m3fn", "int4", ...), "invalid" for out-of-range values. */

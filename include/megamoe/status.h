@@ -17,11 +17,11 @@ typedef enum mm_status {
     MM_ERR_INVALID_ARGUMENT = 1, /* a parameter breaks a documented rule (shape, dtype, range, ...) */
     MM_ERR_INVALID_FILE = 2,     /* a file (case file, safetensors) is malformed or inconsistent */
     MM_ERR_OUT_OF_MEMORY = 3,
-    MM_ERR_IO = 4,               /* the operating system refused a read or write */
-    MM_ERR_UNSUPPORTED = 5,      /* valid request that this build cannot serve (e.g. MPI absent) */
-    MM_ERR_TIMEOUT = 6,          /* a peer rank did not arrive in time; the message names it */
-    MM_ERR_PEER = 7,             /* another rank of the collective failed; the message is its message */
-    MM_ERR_INTERNAL = 8          /* a bug in megamoe: please report it with the message */
+    MM_ERR_IO = 4,          /* the operating system refused a read or write */
+    MM_ERR_UNSUPPORTED = 5, /* valid request that this build cannot serve (e.g. MPI absent) */
+    MM_ERR_TIMEOUT = 6,     /* a peer rank did not arrive in time; the message names it */
+    MM_ERR_PEER = 7,        /* another rank of the collective failed; the message is its message */
+    MM_ERR_INTERNAL = 8     /* a bug in megamoe: please report it with the message */
 } mm_status;
 
 #define MM_ERROR_MESSAGE_MAX 512

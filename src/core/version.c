@@ -1,4 +1,6 @@
 /* core/version.c: the version string compiled into the library. */
 #include "megamoe/version.h"
 
-const char *mm_version(void) { return MEGAMOE_VERSION_STRING; }
+const char *mm_version(void) {
+    return MEGAMOE_VERSION_STRING;
+}
