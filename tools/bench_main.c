@@ -11,6 +11,8 @@
 static const mm_cli_bench bench_table[] = {
     {"rerouting", "mm_re_routing vs memcpy (1 thread and N threads) of the same bytes",
      mm_bench_rerouting_main},
+    {"comm", "alltoallv latency and bandwidth: threads / MPI backends vs MPI_Alltoallv and memcpy",
+     mm_bench_comm_main},
 };
 static const size_t bench_count = sizeof bench_table / sizeof bench_table[0];
 

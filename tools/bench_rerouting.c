@@ -105,7 +105,8 @@ int mm_bench_rerouting_main(int argc, char **argv) {
     }
 
     char memcpy_n_name[32];
-    snprintf(memcpy_n_name, sizeof memcpy_n_name, "memcpy %lld threads", (long long)threads);
+    snprintf(memcpy_n_name, sizeof memcpy_n_name, "memcpy %lld thread%s", (long long)threads,
+             threads == 1 ? "" : "s");
     const char *names[METHOD_COUNT] = {"re-routing", "memcpy 1 thread", memcpy_n_name};
     cli_time_stats stats[METHOD_COUNT];
     for (int m = 0; m < METHOD_COUNT; m++)
@@ -120,9 +121,9 @@ int mm_bench_rerouting_main(int argc, char **argv) {
     for (int m = 0; m < METHOD_COUNT; m++)
         printf("%-20s %12.3f %12.3f %12.3f %10.2f\n", names[m], stats[m].median * 1e3, stats[m].min * 1e3,
                stats[m].max * 1e3, gb / stats[m].median);
-    printf("ratio (speed of re-routing / speed of memcpy, medians): %.2f vs 1 thread, %.2f vs %lld threads\n",
-           stats[METHOD_MEMCPY_1].median / stats[METHOD_REROUTING].median,
-           stats[METHOD_MEMCPY_N].median / stats[METHOD_REROUTING].median, (long long)threads);
+    printf("ratio (speed of re-routing / speed of memcpy, medians): %.2f vs %s, %.2f vs %s\n",
+           stats[METHOD_MEMCPY_1].median / stats[METHOD_REROUTING].median, names[METHOD_MEMCPY_1],
+           stats[METHOD_MEMCPY_N].median / stats[METHOD_REROUTING].median, names[METHOD_MEMCPY_N]);
     printf("check: ok (every output row equals the input row its index names)\n");
     rc = MM_CLI_EXIT_OK;
 done:

@@ -105,8 +105,8 @@ mm_status mm_case_input(mm_case_ctx *ctx, int64_t rank, const char *name, int re
             snprintf(expected, sizeof expected, "%d", ndim_min);
         else
             snprintf(expected, sizeof expected, "%d to %d", ndim_min, ndim_max);
-        return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" has %d dimensions (shape %s); expected %s",
-                       full, info->ndim, shape, expected);
+        return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" has %d dimension%s (shape %s); %s expects %s",
+                       full, info->ndim, info->ndim == 1 ? "" : "s", shape, ctx->op->name, expected);
     }
     mm_tensor t = mm_tensor_make(info->dtype, info->ndim, info->shape, NULL);
     if (info->nbytes > SIZE_MAX)

@@ -61,7 +61,7 @@ st("tokens_f32", '"tokens" has dtype f32', [("tokens", "F32", [7, 2], bytes(56))
 st("counts_f32", '"expert_token_num_per_rank" has dtype f32',
    [TOKENS, ("expert_token_num_per_rank", "F32", [2, 2], bytes(16))], OP)
 st("scales_bf16", '"per_token_scales" has dtype bf16', [TOKENS, COUNTS, ("per_token_scales", "BF16", [7], bytes(14))], OP)
-st("tokens_1d", '"tokens" has 1 dimensions', [("tokens", "BF16", [28], bytes(56)), COUNTS], OP)
+st("tokens_1d", '"tokens" has 1 dimension (', [("tokens", "BF16", [28], bytes(56)), COUNTS], OP)
 st("counts_3d", '"expert_token_num_per_rank" has 3 dimensions',
    [TOKENS, ("expert_token_num_per_rank", "I32", [1, 2, 2], i32(1, 2, 3, 1))], OP)
 st("hidden_zero", "tokens", [("tokens", "BF16", [7, 0], b""), COUNTS], OP)

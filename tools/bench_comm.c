@@ -1,0 +1,404 @@
+/* tools/bench_comm.c: `megamoe bench comm`: alltoallv latency and bandwidth of the communicator.
+ *
+ * Sizes: 8 bytes per peer (latency), then rows of 7168 BF16 values (the hidden size of the large MoE
+ * models), 1 to 512 rows per peer. Methods, all measured in the same run with the same rank count:
+ *   threads        mm_comm_alltoallv on the threads backend (ranks = threads of one process)
+ *   mm-mpi         mm_comm_alltoallv on the MPI backend      (--backend mpi, under mpirun)
+ *   MPI_Alltoallv  Open MPI's own alltoallv on MPI_COMM_WORLD (--backend mpi, under mpirun)
+ *   memcpy         all ranks' bytes (ranks x ranks blocks) copied by one memcpy split over the cores,
+ *                  the speed limit of any alltoallv on one machine
+ * A time is the median over repetitions of one call (batches of calls between barriers, divided by the
+ * batch size); bandwidth counts every block moved by all ranks, the self block included. Under mpirun
+ * rank 0 runs the threads and memcpy measurements while the other processes sleep. */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+#include "cli_util.h"
+#include "megamoe/comm.h"
+#include "timing.h"
+
+#ifdef MEGAMOE_HAVE_MPI
+#include <mpi.h>
+#endif
+
+static const char bench_comm_usage[] =
+    "usage: megamoe bench comm [options]\n"
+    "       mpirun -n N megamoe bench comm --backend mpi [options]\n"
+    "\n"
+    "Times alltoallv with 8 bytes per peer (latency) and with 1..512 rows of 7168 BF16 values per peer\n"
+    "(bandwidth). With --backend threads (default) the threads backend runs for each rank count of\n"
+    "--ranks and is compared with memcpy of the same bytes. With --backend mpi (under mpirun) the rank\n"
+    "count is the number of processes, and the same run measures the MPI backend, MPI_Alltoallv, the\n"
+    "threads backend with as many ranks, and memcpy. Reports median microseconds per call, GB/s, and\n"
+    "the ratios threads vs MPI_Alltoallv and threads vs memcpy.\n"
+    "\n"
+    "options:\n"
+    "      --backend B       threads or mpi (default threads)\n"
+    "      --ranks LIST      rank counts for --backend threads, comma-separated (default 2,4,8)\n"
+    "      --max-rows R      largest rows per peer, a power of two up to 512 (default 512)\n"
+    "      --repetitions K   timed repetitions per size (default 7)\n"
+    "      --warmup K        untimed repetitions first (default 2)\n"
+    "  -h, --help            show this help\n";
+
+#define BENCH_ROW_BYTES  ((size_t)7168 * 2)
+#define BENCH_MAX_POINTS 12
+
+enum { M_THREADS, M_MM_MPI, M_MPI_ALLTOALLV, M_MEMCPY, M_COUNT };
+static const char *const method_names[M_COUNT] = {"threads", "mm-mpi", "MPI_Alltoallv", "memcpy"};
+
+typedef struct bench_cfg {
+    int ranks;
+    int repetitions, warmup;
+    int points;
+    size_t per_peer[BENCH_MAX_POINTS]; /* bytes each rank sends to each rank */
+} bench_cfg;
+
+typedef struct bench_run {
+    const bench_cfg *cfg;
+    double median[BENCH_MAX_POINTS]; /* seconds per call, written by rank 0 */
+} bench_run;
+
+/* Calls per timed batch: about 4 MB per rank per batch, so a batch lasts long enough to time. */
+static int batch_calls(size_t per_peer, int ranks) {
+    size_t per_rank = per_peer * (size_t)ranks;
+    size_t calls = (size_t)4000000 / (per_rank + 1);
+    return calls < 1 ? 1 : calls > 200 ? 200 : (int)calls;
+}
+
+static mm_status bench_fail(mm_error *err, const char *fmt, ...) MM_CLI_PRINTF(2, 3);
+static mm_status bench_fail(mm_error *err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    err->status = MM_ERR_INTERNAL;
+    return MM_ERR_INTERNAL;
+}
+
+static uint8_t bench_byte(int src, int dst, size_t i) {
+    return (uint8_t)(src * 37 + dst * 11 + (int)(i % 251));
+}
+
+static double median_of(double *samples, int n) {
+    return cli_time_stats_of(samples, (size_t)n).median;
+}
+
+/* One rank of an mm_comm measurement (either backend): every size, then a check of the data. */
+static mm_status bench_comm_rank(mm_comm *c, void *arg, mm_error *err) {
+    bench_run *run = arg;
+    const bench_cfg *cfg = run->cfg;
+    const int me = mm_comm_rank(c), n = mm_comm_size(c);
+    size_t largest = cfg->per_peer[cfg->points - 1];
+    size_t sc[MM_COMM_MAX_RANKS], sd[MM_COMM_MAX_RANKS], rc[MM_COMM_MAX_RANKS], rd[MM_COMM_MAX_RANKS];
+    double *samples = calloc((size_t)cfg->repetitions, sizeof *samples);
+    uint8_t *send = malloc(largest * (size_t)n), *recv = malloc(largest * (size_t)n);
+    mm_status st = MM_OK;
+    if (!samples || !send || !recv) {
+        st = bench_fail(err, "no memory for %zu bytes per rank", 2 * largest * (size_t)n);
+        goto done;
+    }
+    for (int p = 0; p < n; p++)
+        for (size_t i = 0; i < largest; i++) send[(size_t)p * largest + i] = bench_byte(me, p, i);
+    memset(recv, 0, largest * (size_t)n);
+    for (int k = 0; k < cfg->points && st == MM_OK; k++) {
+        size_t per = cfg->per_peer[k];
+        for (int p = 0; p < n; p++) {
+            sc[p] = rc[p] = per;
+            sd[p] = rd[p] = (size_t)p * largest;
+        }
+        int calls = batch_calls(per, n);
+        for (int rep = -cfg->warmup; rep < cfg->repetitions && st == MM_OK; rep++) {
+            st = mm_comm_barrier(c, err);
+            double t0 = cli_now_seconds();
+            for (int i = 0; i < calls && st == MM_OK; i++)
+                st = mm_comm_alltoallv(c, send, sc, sd, recv, rc, rd, err);
+            if (st == MM_OK) st = mm_comm_barrier(c, err);
+            double t1 = cli_now_seconds();
+            if (rep >= 0) samples[rep] = (t1 - t0) / calls;
+        }
+        if (me == 0) run->median[k] = median_of(samples, cfg->repetitions);
+    }
+    /* The last size moved `largest` bytes from every peer: check them all. */
+    for (int p = 0; p < n && st == MM_OK; p++)
+        for (size_t i = 0; i < largest; i++)
+            if (recv[(size_t)p * largest + i] != bench_byte(p, me, i)) {
+                st = bench_fail(err, "rank %d: byte %zu from rank %d is wrong", me, i, p);
+                break;
+            }
+done:
+    free(samples);
+    free(send);
+    free(recv);
+    return st;
+}
+
+/* The speed limit: all ranks' blocks (ranks^2 of them) copied once by a memcpy over all cores. */
+static int bench_memcpy(const bench_cfg *cfg, double *median) {
+    size_t largest = cfg->per_peer[cfg->points - 1] * (size_t)cfg->ranks * (size_t)cfg->ranks;
+    uint8_t *src = malloc(largest), *dst = malloc(largest);
+    double *samples = calloc((size_t)cfg->repetitions, sizeof *samples);
+    int rc = -1;
+    if (!src || !dst || !samples) goto done;
+    memset(src, 1, largest);
+    memset(dst, 0, largest);
+    int threads = mm_bench_default_threads();
+    for (int k = 0; k < cfg->points; k++) {
+        size_t bytes = cfg->per_peer[k] * (size_t)cfg->ranks * (size_t)cfg->ranks;
+        int calls = batch_calls(cfg->per_peer[k], cfg->ranks);
+        for (int rep = -cfg->warmup; rep < cfg->repetitions; rep++) {
+            double t0 = cli_now_seconds();
+            for (int i = 0; i < calls; i++) mm_bench_parallel_memcpy(dst, src, bytes, threads);
+            double t1 = cli_now_seconds();
+            if (rep >= 0) samples[rep] = (t1 - t0) / calls;
+        }
+        median[k] = median_of(samples, cfg->repetitions);
+    }
+    rc = 0;
+done:
+    free(src);
+    free(dst);
+    free(samples);
+    return rc;
+}
+
+#ifdef MEGAMOE_HAVE_MPI
+/* Open MPI's MPI_Alltoallv on the same buffers and sizes, timed like the others. */
+static int bench_mpi_alltoallv(const bench_cfg *cfg, double *median) {
+    int me = 0, n = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    size_t largest = cfg->per_peer[cfg->points - 1];
+    int sc[MM_COMM_MAX_RANKS], sd[MM_COMM_MAX_RANKS];
+    uint8_t *send = malloc(largest * (size_t)n), *recv = malloc(largest * (size_t)n);
+    double *samples = calloc((size_t)cfg->repetitions, sizeof *samples);
+    int rc = -1;
+    if (!send || !recv || !samples) goto done;
+    for (int p = 0; p < n; p++)
+        for (size_t i = 0; i < largest; i++) send[(size_t)p * largest + i] = bench_byte(me, p, i);
+    for (int k = 0; k < cfg->points; k++) {
+        for (int p = 0; p < n; p++) {
+            sc[p] = (int)cfg->per_peer[k];
+            sd[p] = (int)((size_t)p * largest);
+        }
+        int calls = batch_calls(cfg->per_peer[k], n);
+        for (int rep = -cfg->warmup; rep < cfg->repetitions; rep++) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = cli_now_seconds();
+            for (int i = 0; i < calls; i++)
+                MPI_Alltoallv(send, sc, sd, MPI_BYTE, recv, sc, sd, MPI_BYTE, MPI_COMM_WORLD);
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t1 = cli_now_seconds();
+            if (rep >= 0) samples[rep] = (t1 - t0) / calls;
+        }
+        median[k] = median_of(samples, cfg->repetitions);
+    }
+    rc = 0;
+done:
+    free(send);
+    free(recv);
+    free(samples);
+    return rc;
+}
+
+/* The other processes wait here while rank 0 measures alone: polling a non-blocking barrier with
+ * millisecond sleeps keeps them off the cores rank 0 is timing. */
+static void sleepy_barrier(void) {
+    MPI_Request req;
+    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    for (;;) {
+        int done = 0;
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (done) return;
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+#endif
+
+static void print_table(const bench_cfg *cfg, double results[M_COUNT][BENCH_MAX_POINTS], const int *measured,
+                        const char *how) {
+    printf("bench comm: %d ranks, %s; median of %d repetitions after %d warm-up; us per call and GB/s of all "
+           "blocks moved (%d x %d per size)\n",
+           cfg->ranks, how, cfg->repetitions, cfg->warmup, cfg->ranks, cfg->ranks);
+    printf("%-22s", "bytes per peer");
+    for (int m = 0; m < M_COUNT; m++)
+        if (measured[m]) printf(" %22s", method_names[m]);
+    if (measured[M_MPI_ALLTOALLV]) printf(" %11s", "thr/MPI");
+    printf(" %11s\n", "thr/memcpy");
+    for (int k = 0; k < cfg->points; k++) {
+        char label[40];
+        size_t per = cfg->per_peer[k];
+        if (per % BENCH_ROW_BYTES == 0)
+            snprintf(label, sizeof label, "%zu row%s (%zu B)", per / BENCH_ROW_BYTES,
+                     per == BENCH_ROW_BYTES ? "" : "s", per);
+        else
+            snprintf(label, sizeof label, "%zu B", per);
+        printf("%-22s", label);
+        double total_gb = (double)per * cfg->ranks * cfg->ranks * 1e-9;
+        for (int m = 0; m < M_COUNT; m++)
+            if (measured[m]) printf(" %11.1f %7.2f GB/s", results[m][k] * 1e6, total_gb / results[m][k]);
+        if (measured[M_MPI_ALLTOALLV])
+            printf(" %10.2fx", results[M_MPI_ALLTOALLV][k] / results[M_THREADS][k]);
+        printf(" %10.0f%%\n", 100.0 * results[M_MEMCPY][k] / results[M_THREADS][k]);
+    }
+    fflush(stdout);
+}
+
+static int parse_ranks(const char *cmd, const char *text, int *ranks, int *count) {
+    *count = 0;
+    const char *at = text;
+    while (*at) {
+        char *end = NULL;
+        long v = strtol(at, &end, 10);
+        if (end == at || v < 1 || v > MM_COMM_MAX_RANKS || (*end && *end != ',') || *count >= 16) {
+            cli_error(cmd, "--ranks '%s' is not a comma-separated list of rank counts in [1, %d]", text,
+                      MM_COMM_MAX_RANKS);
+            return -1;
+        }
+        ranks[(*count)++] = (int)v;
+        at = *end ? end + 1 : end;
+    }
+    if (*count == 0) {
+        cli_error(cmd, "--ranks is empty");
+        return -1;
+    }
+    return 0;
+}
+
+static int run_threads_and_memcpy(const char *cmd, bench_cfg *cfg,
+                                  double results[M_COUNT][BENCH_MAX_POINTS]) {
+    bench_run run = {cfg, {0}};
+    mm_error err;
+    mm_error_clear(&err);
+    mm_status st = mm_comm_run_threads(cfg->ranks, bench_comm_rank, &run, NULL, NULL, &err);
+    if (st != MM_OK) return cli_report(cmd, &err);
+    memcpy(results[M_THREADS], run.median, sizeof run.median);
+    if (bench_memcpy(cfg, results[M_MEMCPY]) != 0) {
+        cli_error(cmd, "no memory for the memcpy baseline");
+        return MM_CLI_EXIT_FAILURE;
+    }
+    return MM_CLI_EXIT_OK;
+}
+
+static int run_mpi(const char *cmd, bench_cfg *cfg) {
+#ifdef MEGAMOE_HAVE_MPI
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) MPI_Init(NULL, NULL);
+    int me = 0, n = 1, rc = MM_CLI_EXIT_OK;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    if (n > MM_COMM_MAX_RANKS) {
+        if (me == 0) cli_error(cmd, "%d processes exceed MM_COMM_MAX_RANKS = %d", n, MM_COMM_MAX_RANKS);
+        MPI_Finalize();
+        return MM_CLI_EXIT_USAGE;
+    }
+    cfg->ranks = n;
+    double results[M_COUNT][BENCH_MAX_POINTS] = {{0}};
+    mm_comm *c = NULL;
+    mm_error err;
+    mm_error_clear(&err);
+    bench_run run = {cfg, {0}};
+    mm_status st = mm_comm_mpi_world(&c, &err);
+    if (st == MM_OK) st = bench_comm_rank(c, &run, &err);
+    mm_comm_free(c, NULL);
+    /* Every process learns whether all succeeded before going on. */
+    int ok = st == MM_OK, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ok) {
+        if (st != MM_OK)
+            rc = cli_report(cmd, &err);
+        else
+            rc = MM_CLI_EXIT_FAILURE;
+        goto done;
+    }
+    memcpy(results[M_MM_MPI], run.median, sizeof run.median);
+    if (bench_mpi_alltoallv(cfg, results[M_MPI_ALLTOALLV]) != 0) ok = 0;
+    if (me == 0 && ok) {
+        rc = run_threads_and_memcpy(cmd, cfg, results);
+        ok = rc == MM_CLI_EXIT_OK;
+    }
+    sleepy_barrier();
+    if (me == 0 && ok) {
+        int measured[M_COUNT] = {1, 1, 1, 1};
+        print_table(cfg, results, measured, "MPI processes and threads of one process");
+    }
+    if (!ok && rc == MM_CLI_EXIT_OK) rc = MM_CLI_EXIT_FAILURE;
+done:
+    MPI_Finalize();
+    return rc;
+#else
+    (void)cfg;
+    cli_error(cmd, "the MPI backend is unavailable: this megamoe was built without MPI");
+    return MM_CLI_EXIT_USAGE;
+#endif
+}
+
+int mm_bench_comm_main(int argc, char **argv) {
+    enum { OPT_BACKEND = 500, OPT_RANKS, OPT_MAX_ROWS, OPT_REPETITIONS, OPT_WARMUP };
+    static const struct option long_options[] = {{"backend", required_argument, NULL, OPT_BACKEND},
+                                                 {"ranks", required_argument, NULL, OPT_RANKS},
+                                                 {"max-rows", required_argument, NULL, OPT_MAX_ROWS},
+                                                 {"repetitions", required_argument, NULL, OPT_REPETITIONS},
+                                                 {"warmup", required_argument, NULL, OPT_WARMUP},
+                                                 {"help", no_argument, NULL, 'h'},
+                                                 {NULL, 0, NULL, 0}};
+    const char *cmd = "bench comm";
+    int use_mpi = 0, rank_list[16] = {2, 4, 8}, rank_count = 3;
+    int64_t max_rows = 512, repetitions = 7, warmup = 2;
+    int opt;
+    optind = 0;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
+        int bad = 0;
+        switch (opt) {
+        case OPT_BACKEND:
+            if (strcmp(optarg, "threads") == 0)
+                use_mpi = 0;
+            else if (strcmp(optarg, "mpi") == 0)
+                use_mpi = 1;
+            else {
+                cli_error(cmd, "--backend '%s' is neither threads nor mpi", optarg);
+                bad = 1;
+            }
+            break;
+        case OPT_RANKS: bad = parse_ranks(cmd, optarg, rank_list, &rank_count) != 0; break;
+        case OPT_MAX_ROWS:
+            bad = cli_parse_int64(cmd, "--max-rows", optarg, 1, 512, &max_rows);
+            if (!bad && (max_rows & (max_rows - 1))) {
+                cli_error(cmd, "--max-rows %lld is not a power of two", (long long)max_rows);
+                bad = 1;
+            }
+            break;
+        case OPT_REPETITIONS:
+            bad = cli_parse_int64(cmd, "--repetitions", optarg, 1, 10000, &repetitions);
+            break;
+        case OPT_WARMUP: bad = cli_parse_int64(cmd, "--warmup", optarg, 0, 10000, &warmup); break;
+        case 'h': fputs(bench_comm_usage, stdout); return MM_CLI_EXIT_OK;
+        default: return cli_option_error(cmd, opt, argv);
+        }
+        if (bad) return MM_CLI_EXIT_USAGE;
+    }
+    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+
+    bench_cfg cfg = {0, (int)repetitions, (int)warmup, 0, {0}};
+    cfg.per_peer[cfg.points++] = 8;
+    for (int64_t rows = 1; rows <= max_rows; rows *= 2)
+        cfg.per_peer[cfg.points++] = (size_t)rows * BENCH_ROW_BYTES;
+    if (use_mpi) return run_mpi(cmd, &cfg);
+
+    for (int i = 0; i < rank_count; i++) {
+        cfg.ranks = rank_list[i];
+        double results[M_COUNT][BENCH_MAX_POINTS] = {{0}};
+        int rc = run_threads_and_memcpy(cmd, &cfg, results);
+        if (rc != MM_CLI_EXIT_OK) return rc;
+        int measured[M_COUNT] = {1, 0, 0, 1};
+        print_table(&cfg, results, measured, "threads of one process");
+    }
+    return MM_CLI_EXIT_OK;
+}
