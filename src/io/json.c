@@ -128,7 +128,7 @@ static int hex_digit(char c) {
 
 /* Reads the 4 hex digits of a \u escape starting at text[at]; -1 when malformed. */
 static long read_hex4(const parser *p, size_t at) {
-    if (p->len - at < 4 || at > p->len) return -1;
+    if (at > p->len || p->len - at < 4) return -1;
     long v = 0;
     for (size_t i = 0; i < 4; i++) {
         int d = hex_digit(p->text[at + i]);
