@@ -17,7 +17,9 @@
 
 typedef struct grouped_job {
     mm_dtype a_dtype;
-    const mm_gemm_group *groups;
+    const mm_gemm_group *groups;    /* the caller's groups, or a copy pointing at prepared rows */
+    const mm_gemm_group *original;  /* the caller's groups (source of row preparation) */
+    int64_t *row_start;             /* per group: index of its first row among all prepared rows */
     const mm_gemm_kernel **kernels; /* per group */
     int64_t *task_start;            /* per group: index of its first task; [n_groups] = total */
     int64_t n_groups;
@@ -43,17 +45,39 @@ static int64_t task_count(const mm_gemm_group *g, const mm_gemm_kernel *kernel) 
     return m_blocks * g->w->n_panels;
 }
 
-static void run_task(void *ctx, int64_t task) {
-    const grouped_job *job = ctx;
-    /* The group whose task range holds `task` (binary search over the start indices). */
-    int64_t lo = 0, hi = job->n_groups - 1;
+/* The group whose range [start[g], start[g+1]) holds `index`; empty groups are skipped naturally. */
+static int64_t find_group(const int64_t *start, int64_t n_groups, int64_t index) {
+    int64_t lo = 0, hi = n_groups - 1;
     while (lo < hi) {
         int64_t mid = (lo + hi + 1) / 2;
-        if (job->task_start[mid] <= task)
+        if (start[mid] <= index)
             lo = mid;
         else
             hi = mid - 1;
     }
+    return lo;
+}
+
+/* Bytes between prepared (BF16) rows: K rounded up to even, rows on cache-line boundaries. */
+static int64_t prepared_stride(int64_t k) {
+    return ((k + 1) / 2 * 4 + 63) / 64 * 64;
+}
+
+static void prepare_row_task(void *ctx, int64_t row) {
+    const grouped_job *job = ctx;
+    int64_t gi = find_group(job->row_start, job->n_groups, row);
+    const mm_gemm_group *src = &job->original[gi];
+    int64_t r = row - job->row_start[gi];
+    const uint8_t *mx = src->a_mx_scales ? src->a_mx_scales + r * src->a_mx_stride : NULL;
+    uint16_t *dst =
+        (uint16_t *)(void *)((uint8_t *)(uintptr_t)job->groups[gi].a + r * job->groups[gi].a_stride);
+    job->kernels[gi]->prepare_rows(job->a_dtype, (const uint8_t *)src->a + r * src->a_stride, mx, src->w->k,
+                                   dst);
+}
+
+static void run_task(void *ctx, int64_t task) {
+    const grouped_job *job = ctx;
+    int64_t lo = find_group(job->task_start, job->n_groups, task);
     const mm_gemm_group *g = &job->groups[lo];
     const mm_gemm_kernel *kernel = job->kernels[lo];
     const mm_gemm_packed_weights *w = g->w;
@@ -65,11 +89,12 @@ static void run_task(void *ctx, int64_t task) {
     float scratch[MM_GEMM_MR_MAX * MM_GEMM_NR];
     /* Running accumulators of every tile of the M-block between K blocks. */
     uint32_t partial[M_BLOCK_TILES * MM_GEMM_MR_MAX * MM_GEMM_NR];
+    _Alignas(64) uint8_t block[MM_GEMM_PREPARED_BLOCK_BYTES];
 
     mm_ukernel_args args = {0};
     args.k = w->k;
     args.n = (int)(w->n - col0 < MM_GEMM_NR ? w->n - col0 : MM_GEMM_NR);
-    args.a_dtype = job->a_dtype;
+    args.a_dtype = kernel->prepare_rows ? MM_DTYPE_BF16 : job->a_dtype;
     args.a_stride = g->a_stride;
     args.a_mx_stride = g->a_mx_stride;
     args.w_dtype = w->dtype;
@@ -84,6 +109,10 @@ static void run_task(void *ctx, int64_t task) {
         args.k_end = w->k - k_begin < MM_GEMM_KC ? w->k : k_begin + MM_GEMM_KC;
         args.first = k_begin == 0;
         args.last = args.k_end == w->k;
+        if (kernel->prepare_panel) {
+            kernel->prepare_panel(&args, block);
+            args.b_block = block;
+        }
         for (int64_t row0 = row_begin; row0 < row_end; row0 += kernel->mr) {
             int64_t tile = (row0 - row_begin) / kernel->mr;
             args.partial = partial + tile * MM_GEMM_MR_MAX * MM_GEMM_NR;
@@ -156,10 +185,49 @@ static mm_status validate_group(mm_dtype a_dtype, int64_t gi, const mm_gemm_grou
     return MM_OK;
 }
 
+/* For groups whose kernel prepares its activations: one workspace of BF16 rows, filled in parallel
+ * (one task per row), and a copy of the groups pointing at it. */
+static mm_status prepare_rows(grouped_job *job, mm_gemm_group **prepared, uint8_t **workspace,
+                              mm_error *err) {
+    int64_t total_rows = 0, total_bytes = 0;
+    job->row_start = calloc((size_t)job->n_groups + 1, sizeof *job->row_start);
+    if (!job->row_start) goto oom;
+    for (int64_t gi = 0; gi < job->n_groups; gi++) {
+        const mm_gemm_group *g = &job->original[gi];
+        int needs = g->rows > 0 && job->kernels[gi]->prepare_rows;
+        job->row_start[gi + 1] = job->row_start[gi] + (needs ? g->rows : 0);
+        if (needs) total_bytes += g->rows * prepared_stride(g->w->k);
+    }
+    total_rows = job->row_start[job->n_groups];
+    if (total_rows == 0) return MM_OK;
+    *prepared = malloc((size_t)job->n_groups * sizeof **prepared);
+    *workspace = aligned_alloc(64, (size_t)total_bytes);
+    if (!*prepared || !*workspace) goto oom;
+    int64_t offset = 0;
+    for (int64_t gi = 0; gi < job->n_groups; gi++) {
+        mm_gemm_group *g = &(*prepared)[gi];
+        *g = job->original[gi];
+        if (g->rows == 0 || !job->kernels[gi]->prepare_rows) continue;
+        g->a = *workspace + offset;
+        g->a_stride = prepared_stride(g->w->k);
+        g->a_row_scales = NULL;
+        g->a_mx_scales = NULL;
+        offset += g->rows * g->a_stride;
+    }
+    job->groups = *prepared;
+    mm_parallel_for(total_rows, prepare_row_task, job);
+    return MM_OK;
+oom:
+    return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "grouped GEMM activation workspace (%lld bytes): out of memory",
+                   (long long)total_bytes);
+}
+
 mm_status mm_gemm_grouped(mm_dtype a_dtype, int64_t n_groups, const mm_gemm_group *groups,
                           const mm_gemm_options *opts, mm_error *err) {
     mm_status st = MM_OK;
     grouped_job job = {0};
+    mm_gemm_group *prepared = NULL;
+    uint8_t *workspace = NULL;
     if (n_groups < 0)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "n_groups = %lld is negative", (long long)n_groups);
     if (n_groups == 0) return MM_OK;
@@ -179,13 +247,18 @@ mm_status mm_gemm_grouped(mm_dtype a_dtype, int64_t n_groups, const mm_gemm_grou
     }
     job.a_dtype = a_dtype;
     job.groups = groups;
+    job.original = groups;
     job.n_groups = n_groups;
     job.epilogue = opts ? opts->epilogue : NULL;
     job.epilogue_ctx = opts ? opts->epilogue_ctx : NULL;
+    if ((st = prepare_rows(&job, &prepared, &workspace, err)) != MM_OK) goto fail;
     if (job.task_start[n_groups] > 0) mm_parallel_for(job.task_start[n_groups], run_task, &job);
 
 fail:
     free(job.kernels);
     free(job.task_start);
+    free(job.row_start);
+    free(prepared);
+    free(workspace);
     return st;
 }

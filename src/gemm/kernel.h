@@ -41,6 +41,7 @@ typedef struct mm_ukernel_args {
     int64_t a_mx_stride;         /* bytes between scale rows */
     mm_dtype w_dtype;            /* weight element type */
     const uint8_t *b;            /* the packed panel */
+    const uint8_t *b_block;      /* with prepare_panel: the prepared K block [k_begin, k_end), else NULL */
     const float *col_scale;      /* I8/INT4: NR scales of the panel's columns */
     const float *col_offset;     /* INT4: NR offsets */
     const int32_t *col_sum_x128; /* I8/INT4: NR corrections */
@@ -51,11 +52,26 @@ typedef struct mm_ukernel_args {
 
 typedef void (*mm_ukernel_fn)(const mm_ukernel_args *args);
 
+/* Optional preparation steps, for kernels whose formats are cheaper to decode once than per tile
+ * (BLIS packs both operands; here only formats that need decoding are prepared):
+ * - prepare_rows converts one activation row into BF16 (K padded with zeros to an even count) before
+ *   any tile runs; the kernel then sees a_dtype BF16 and no activation scales.
+ * - prepare_panel converts the K block [k_begin, k_end) of the panel (args->b) into `block`, once per
+ *   (panel, K block) of a task, before the M tiles run over it; the kernel reads it as args->b_block. */
+typedef void (*mm_gemm_prepare_rows_fn)(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales,
+                                        int64_t k, uint16_t *out);
+typedef void (*mm_gemm_prepare_panel_fn)(const mm_ukernel_args *args, uint8_t *block);
+
+/* Bytes of the prepared K block buffer the framework provides. */
+#define MM_GEMM_PREPARED_BLOCK_BYTES (MM_GEMM_KC * MM_GEMM_NR * 2)
+
 typedef struct mm_gemm_kernel {
     const char *name; /* format pair, ISA and tile, e.g. "bf16xbf16_avx512_8x32" */
     mm_isa isa;
     int mr; /* rows per tile; NR is always MM_GEMM_NR */
     mm_ukernel_fn fn;
+    mm_gemm_prepare_rows_fn prepare_rows;   /* NULL: the kernel reads the activations as given */
+    mm_gemm_prepare_panel_fn prepare_panel; /* NULL: the kernel reads the packed panel directly */
 } mm_gemm_kernel;
 
 #endif

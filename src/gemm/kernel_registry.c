@@ -16,9 +16,15 @@ typedef struct registration {
 } registration;
 
 #define REF(fn, label)                                                                                       \
-    { label "_ref_4x32", MM_ISA_REF, MM_GEMM_REF_MR, fn }
+    { label "_ref_4x32", MM_ISA_REF, MM_GEMM_REF_MR, fn, NULL, NULL }
 #define AVX512(fn, label)                                                                                    \
-    { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, fn }
+    { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, fn, NULL, NULL }
+/* MX on BF16 dot products: rows decoded once per call, panels once per K block. */
+#define AVX512_MX(prepare_panel, label)                                                                      \
+    {                                                                                                        \
+        label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, mm_ukernel_mx_avx512,                        \
+            mm_gemm_mx_row_to_bf16, prepare_panel                                                            \
+    }
 
 /* Every supported pair, reference first. The FP8 pairs cover the mixed E4M3/E5M2 cases that an
  * activation_out_dtype override produces (spec/mega_moe.md). */
@@ -36,6 +42,13 @@ static const registration registrations[] = {
     {MM_DTYPE_BF16, MM_DTYPE_BF16, AVX512(mm_ukernel_bf16_bf16_avx512, "bf16xbf16")},
     {MM_DTYPE_I8, MM_DTYPE_I8, AVX512(mm_ukernel_i8_i8_avx512, "i8xi8")},
     {MM_DTYPE_I8, MM_DTYPE_INT4, AVX512(mm_ukernel_i8_i4_avx512, "i8xi4")},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, AVX512_MX(mm_prepare_panel_fp8_avx512, "e4m3xe4m3")},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, AVX512_MX(mm_prepare_panel_fp8_avx512, "e5m2xe5m2")},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, AVX512_MX(mm_prepare_panel_fp8_avx512, "e5m2xe4m3")},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, AVX512_MX(mm_prepare_panel_fp8_avx512, "e4m3xe5m2")},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, AVX512_MX(mm_prepare_panel_fp4_avx512, "e4m3xfp4")},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, AVX512_MX(mm_prepare_panel_fp4_avx512, "e5m2xfp4")},
+    {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, AVX512_MX(mm_prepare_panel_fp4_avx512, "fp4xfp4")},
 };
 #define N_REGISTRATIONS (sizeof registrations / sizeof registrations[0])
 

@@ -14,10 +14,18 @@ void mm_ukernel_fp8_fp8_ref(const mm_ukernel_args *args);
 void mm_ukernel_fp8_fp4_ref(const mm_ukernel_args *args);
 void mm_ukernel_fp4_fp4_ref(const mm_ukernel_args *args);
 
+/* Activation preparation (portable, prepare_rows.c): an MX row to BF16 with its scales folded in. */
+void mm_gemm_mx_row_to_bf16(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
+                            uint16_t *out);
+
 /* AVX-512 set (files kernels/avx512/NAME_avx512.c): call only when mm_cpu_isa() >= MM_ISA_AVX512. */
 #define MM_GEMM_AVX512_MR 8
 void mm_ukernel_bf16_bf16_avx512(const mm_ukernel_args *args);
 void mm_ukernel_i8_i8_avx512(const mm_ukernel_args *args);
 void mm_ukernel_i8_i4_avx512(const mm_ukernel_args *args);
+/* MX pairs: BF16 dot products over prepared rows (mm_gemm_mx_row_to_bf16) and prepared panel blocks. */
+void mm_ukernel_mx_avx512(const mm_ukernel_args *args);
+void mm_prepare_panel_fp8_avx512(const mm_ukernel_args *args, uint8_t *block);
+void mm_prepare_panel_fp4_avx512(const mm_ukernel_args *args, uint8_t *block);
 
 #endif
