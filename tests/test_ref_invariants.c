@@ -108,6 +108,7 @@ static void test_relabel(const scenario_setup *s) {
     mm_ref_case base, moved;
     build(&base, s, 3, ident, 0);
     build(&moved, s, 3, perm, 0);
+    for (int r = 0; r < NR; r++) moved.inputs[r].x_active_mask = NULL; /* NULL = all active, like all-ones */
     CHECK_OK(mm_ref_mega_moe(&base.attrs, base.inputs, base.outputs, err), err);
     CHECK_OK(mm_ref_mega_moe(&moved.attrs, moved.inputs, moved.outputs, err), err);
     int diff = 0, nonzero = 0;

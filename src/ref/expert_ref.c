@@ -79,7 +79,7 @@ mm_status mm_ref_dispatch_row(const mm_ref_plan *plan, int64_t hidden, const uin
                               const uint8_t *x_quant, const uint8_t *x_scales, mm_ref_row *row,
                               mm_error *err) {
     mm_status st = MM_OK;
-    float *xf = malloc((size_t)hidden * sizeof *xf);
+    float *xf = calloc((size_t)hidden + 1, sizeof *xf); /* calloc: gcc -O2 cannot see the loops fill it */
     int8_t *q8 = malloc((size_t)hidden);
     uint8_t *qmx = NULL, *smx = NULL;
     if (!xf || !q8) goto oom;

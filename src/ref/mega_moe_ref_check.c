@@ -44,9 +44,10 @@ static mm_status check_attrs(const mm_ref_attrs *a, mm_error *err) {
     if (a->combine_quant_mode != 0 && a->combine_quant_mode != 3 && a->combine_quant_mode != 4)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "combine_quant_mode = %d is not 0, 3 or 4",
                        a->combine_quant_mode);
-    if (a->rank_num_per_server < 0 || (mm_ref_is_layered(a) && a->world_size % a->rank_num_per_server != 0))
+    if (a->rank_num_per_server < 0 || a->rank_num_per_server > a->world_size ||
+        (mm_ref_is_layered(a) && a->world_size % a->rank_num_per_server != 0))
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                       "rank_num_per_server = %lld must be >= 0 and divide ep_world_size = %lld",
+                       "rank_num_per_server = %lld must be in [0, ep_world_size = %lld] and divide it",
                        (long long)a->rank_num_per_server, (long long)a->world_size);
     switch (a->combine_comm_mode) {
     case 0: break;
