@@ -119,10 +119,8 @@ static void run_case(mm_ref_act_kind kind, const float *params, int np, int tran
     int mismatches = 0;
     for (int64_t r = 0; r < NR; r++) {
         for (int64_t t = 0; t < row_counts[r]; t++) {
-            const float *x = NULL;
-            float xv[NH];
-            for (int64_t n = 0; n < NH; n++) xv[n] = table[(n + 3 * t + 5 * r) % 8];
-            x = xv;
+            float x[NH];
+            for (int64_t n = 0; n < NH; n++) x[n] = table[(n + 3 * t + 5 * r) % 8];
             float acc[NH] = {0};
             for (int64_t k = 0; k < NK; k++) {
                 int e = expert_of(r, t, k);
@@ -157,6 +155,41 @@ static void run_case(mm_ref_act_kind kind, const float *params, int np, int tran
     mm_ref_case_free(&c);
 }
 
+/* GEMM1's output is rounded to BF16 before the activation (A16W16): one rank, one expert, K = 1.
+ * gate = x[0] + x[2] = 1 + 3 * 2^-9 = 1.005859375 rounds to BF16 1.0078125 (ulp 2^-7); up = x[1] = 96.
+ * a = F32(silu(1.0078125) * 96) -> BF16 71.0, while the unrounded gate would give 70.5. weight2 row 0
+ * is 1 everywhere, so y = O = 71.0. */
+static void test_gemm1_bf16_rounding(void) {
+    mm_ref_attrs a = {0};
+    mm_error err_storage, *err = &err_storage;
+    const int64_t one_row = 1;
+    a.expert_num = 1;
+    a.world_size = 1;
+    a.topk = 1;
+    a.hidden = NH;
+    a.inter = NI;
+    CHECK_OK(mm_ref_activation_init(&a.activation, MM_REF_ACT_SWIGLU, NULL, 0, err), err);
+    mm_ref_case c;
+    CHECK_OK(mm_ref_case_alloc(&c, &a, &one_row, MM_DTYPE_BF16, 0, MM_DTYPE_INVALID, err), err);
+    mm_ref_case_rank *rk = &c.ranks[0];
+    rk->x_bf16[0] = mm_f32_to_bf16(1.0f);
+    rk->x_bf16[1] = mm_f32_to_bf16(96.0f);
+    rk->x_bf16[2] = mm_f32_to_bf16(3.0f / 512.0f);
+    rk->topk_weights[0] = 1.0f;
+    mm_ref_case_set_weight(&a, &rk->routed, 1, 0, 0, 0, mm_f32_to_bf16(1.0f));
+    mm_ref_case_set_weight(&a, &rk->routed, 1, 0, 2, 0, mm_f32_to_bf16(1.0f));
+    mm_ref_case_set_weight(&a, &rk->routed, 1, 0, 1, NI, mm_f32_to_bf16(1.0f));
+    for (int64_t n = 0; n < NH; n++)
+        mm_ref_case_set_weight(&a, &rk->routed, 2, 0, 0, n, mm_f32_to_bf16(1.0f));
+    CHECK_OK(mm_ref_mega_moe(&c.attrs, c.inputs, c.outputs, err), err);
+    float rounded = bf16_round((float)(closed_form(MM_REF_ACT_SWIGLU, NULL, 0, 1.0078125, 96.0)));
+    float unrounded = bf16_round((float)(closed_form(MM_REF_ACT_SWIGLU, NULL, 0, 1.005859375, 96.0)));
+    CHECK(rounded == 71.0f);
+    CHECK(unrounded == 70.5f);
+    for (int64_t n = 0; n < NH; n++) CHECK(mm_bf16_to_f32(rk->y[n]) == rounded);
+    mm_ref_case_free(&c);
+}
+
 int main(void) {
     float clamp1 = 1.0f, clamp2 = 2.0f, oai[3] = {1.5f, 1.0f, 0.5f}, situ1 = 2.0f, situ2[2] = {1.0f, 3.0f};
     float placeholder = FLT_MAX;
@@ -171,5 +204,6 @@ int main(void) {
     run_case(MM_REF_ACT_SITUGLU, situ2, 2, 1);
     run_case(MM_REF_ACT_GELU, NULL, 0, 0);
     run_case(MM_REF_ACT_GELU, &placeholder, 1, 1);
+    test_gemm1_bf16_rounding();
     return mm_test_finish("test_ref_a16w16");
 }

@@ -6,22 +6,23 @@
  * Rank 0 row 0 goes to expert 3 (rank 1), rank 1 row 0 goes to expert 0 (rank 0); same x, same weights.
  *
  * x = {127, -3, 5, 100, 0.5, 0, 2.5, 0 ..., x[31] = -127}: amax 127, s_X = 127/127 = 1,
- *   div-away q = {127, -3, 5, 100, 1, 0, 3, 0 ..., -127} (0.5 -> 1 and 2.5 -> 3: away from zero).
- * weight1 (k, n), all in INT4 range, s_W1 = 1/64 for every column:
- *   gate0 n=0: W[0]=2, W[1]=-1                      acc = 254 + 3            = 257 -> h = 4.015625
- *   gate1 n=1: W[0]=1, W[3]=1, W[2]=-7              acc = 127 + 100 - 35     = 192 -> h = 3
- *   up0   n=2: W[0]=1, W[2]=1, W[3]=-1, W[4]=2, W[6]=-1  acc = 127+5-100+2-3 = 31 -> h = 0.484375
- *   up1   n=3: W[31]=1, W[3]=1, W[2]=-8, W[1]=-1    acc = -127+100-40+3      = -64 -> h = -1
- *   silu(4.015625) = 3.94 and silu(3) = 2.86 exceed 2, so a = (2 * 0.484375, 2 * -1) = (0.96875, -2).
- * GEMM2 input, mul-even: amax 2, m = 127/2 = 63.5, q = (rne(61.515625), rne(-127)) = (62, -127),
- *   s_A = F32(2 / 127).
+ *   div-away q = {127, -3, 5, 100, 1, 0, 3, 0 ..., -127} (0.5 -> 1 and 2.5 -> 3: away from zero;
+ *   half-even would give 0 and 2).
+ * weight1 (k, n), all in INT4 range, per-column scales s_W1 = (1/64, 1/64, 1/256, 1/128):
+ *   gate0 n=0: W[0]=2, W[1]=-1                           acc = 254 + 3         = 257 -> h = 4.015625
+ *   gate1 n=1: W[0]=1, W[3]=1, W[2]=-7                   acc = 127 + 100 - 35  = 192 -> h = 3
+ *   up0   n=2: W[0]=1, W[1]=-1, W[3]=-1, W[4]=2, W[6]=-1 acc = 127+3-100+2-3  = 29  -> h = 29/256
+ *   up1   n=3: W[31]=1                                   acc = -127                -> h = -127/128
+ *   silu(4.015625) = 3.94 and silu(3) = 2.86 exceed 2, so a = (2 h2, 2 h3) = (0.2265625, -1.984375).
+ * GEMM2 input, mul-even: amax 1.984375 = 127/64, m = 127 / amax = 64 exactly, a0 * m = 14.5 is a tie:
+ *   half-even gives q = (14, -127) (div-away would give 15); s_A = F32(1.984375 / 127) = 2^-6.
  * weight2 (j, n): W2[0][n] = n % 16 - 8, W2[1][n] = n % 3 - 1; s_W2 = 0.5.
- *   D[n] = 62 * W2[0][n] - 127 * W2[1][n]; O[n] = bf16(F32(D * 0.5 * s_A)); y = O (K = 1, w = 1).
- *   e.g. D[0] = -496 + 127 = -369, D[8] = 0 - 127 * 1 = -127, D[17] = -434 - 127 = -561.
+ *   D[n] = 14 * W2[0][n] - 127 * W2[1][n]; O[n] = bf16(F32(D * 0.5 * 2^-6)); y = O (K = 1, w = 1).
+ *   e.g. D[0] = -112 + 127 = 15 -> y = 15/128; D[8] = -127; D[17] = -98 - 127 = -225.
  * A8W4-INT with the standard bias (bias = 8 * s_W * colsum) gives the same y. With bias1 = standard
- * + (0, 0, 1, 0): u0 = 1.484375, a = (2.96875, -2), m = F32(127 / 2.96875), q = (127, -86) (-2 m =
- * -85.56), s_A = F32(2.96875 / 127); with bias2 = standard + 1: O[n] = bf16(F32((D' * 0.5 + 1) * s_A)),
- * D'[n] = 127 * W2[0][n] - 86 * W2[1][n]. */
+ * + (0, 0, 1, 0): u0 = 1 + 29/256, a = (2.2265625, -1.984375), m = F32(127 / 2.2265625) = 57.0386,
+ * q = (127, rne(-113.19) = -113), s_A = F32(2.2265625 / 127); with bias2 = standard + 1:
+ * O[n] = bf16(F32((D' * 0.5 + 1) * s_A)), D'[n] = 127 * W2[0][n] - 113 * W2[1][n]. */
 #include "megamoe/formats.h"
 #include "ref/mega_moe_ref.h"
 #include "ref/ref_case.h"
@@ -56,31 +57,30 @@ static void fill(mm_ref_case *c, float bias_delta1, float bias_delta2) {
         for (int le = 0; le < 2; le++) {
             mm_ref_case_weights *w = &rk->routed;
             /* weight1 columns as in the header comment */
+            static const float scales1[4] = {1.0f / 64.0f, 1.0f / 64.0f, 1.0f / 256.0f, 1.0f / 128.0f};
             set_int(a, w, 1, le, 0, 0, 2);
             set_int(a, w, 1, le, 1, 0, -1);
             set_int(a, w, 1, le, 0, 1, 1);
             set_int(a, w, 1, le, 3, 1, 1);
             set_int(a, w, 1, le, 2, 1, -7);
             set_int(a, w, 1, le, 0, 2, 1);
-            set_int(a, w, 1, le, 2, 2, 1);
+            set_int(a, w, 1, le, 1, 2, -1);
             set_int(a, w, 1, le, 3, 2, -1);
             set_int(a, w, 1, le, 4, 2, 2);
             set_int(a, w, 1, le, 6, 2, -1);
             set_int(a, w, 1, le, 31, 3, 1);
-            set_int(a, w, 1, le, 3, 3, 1);
-            set_int(a, w, 1, le, 2, 3, -8);
-            set_int(a, w, 1, le, 1, 3, -1);
-            for (int n = 0; n < 4; n++) w->scales1[le * 4 + n] = 1.0f / 64.0f;
+            for (int n = 0; n < 4; n++) w->scales1[le * 4 + n] = scales1[n];
             for (int n = 0; n < NH; n++) {
                 set_int(a, w, 2, le, 0, n, w2_0(n));
                 set_int(a, w, 2, le, 1, n, w2_1(n));
                 w->scales2[le * NH + n] = 0.5f;
             }
             if (w->bias1) {
-                /* standard bias: 8 * s_W * column sum (colsums 1, -5, 2, -7; 8 / 64 = 1/8) */
-                static const int colsum1[4] = {1, -5, 2, -7};
+                /* standard bias: 8 * s_W * column sum (colsums 1, -5, 0, 1) */
+                static const int colsum1[4] = {1, -5, 0, 1};
                 for (int n = 0; n < 4; n++)
-                    w->bias1[le * 4 + n] = (float)colsum1[n] / 8.0f + (n == 2 ? bias_delta1 : 0.0f);
+                    w->bias1[le * 4 + n] =
+                        8.0f * scales1[n] * (float)colsum1[n] + (n == 2 ? bias_delta1 : 0.0f);
                 for (int n = 0; n < NH; n++)
                     w->bias2[le * NH + n] = 4.0f * (float)(w2_0(n) + w2_1(n)) + bias_delta2;
             }
@@ -131,16 +131,17 @@ static void run_and_check(mm_dtype wdtype, int transpose, float bias_delta1, flo
 }
 
 static void test_spot_values(void) {
-    /* D[0] = 62 * -8 - 127 * -1 = -369: y = bf16(-369 * 0.5 * F32(2/127)) = bf16(-2.9055..) */
+    /* D[0] = 14 * -8 - 127 * -1 = 15 -> 15 * 0.5 * 2^-6 = 15/128; D[8] = -127 -> -127/128;
+     * D[17] = 14 * -7 - 127 * 1 = -225 -> -225/128 (exact in BF16) */
     mm_error err_storage, *err = &err_storage;
     mm_ref_attrs a = int_attrs(0);
     mm_ref_case c;
     CHECK_OK(mm_ref_case_alloc(&c, &a, row_counts, MM_DTYPE_I8, 0, MM_DTYPE_INVALID, err), err);
     fill(&c, 0.0f, 0.0f);
     CHECK_OK(mm_ref_mega_moe(&c.attrs, c.inputs, c.outputs, err), err);
-    CHECK_NEAR(mm_bf16_to_f32(c.ranks[0].y[0]), -369.0 / 127.0, 0.01);
-    CHECK(mm_bf16_to_f32(c.ranks[0].y[8]) == -1.0f); /* D = -127: -127 * 0.5 * F32(2/127) rounds to -1 */
-    CHECK_NEAR(mm_bf16_to_f32(c.ranks[1].y[17]), -561.0 / 127.0, 0.02);
+    CHECK(mm_bf16_to_f32(c.ranks[0].y[0]) == 15.0f / 128.0f);
+    CHECK(mm_bf16_to_f32(c.ranks[0].y[8]) == -127.0f / 128.0f);
+    CHECK(mm_bf16_to_f32(c.ranks[1].y[17]) == -225.0f / 128.0f);
     mm_ref_case_free(&c);
 }
 
@@ -158,6 +159,10 @@ static void test_errors(void) {
     CHECK_STATUS(mm_ref_mega_moe(&c.attrs, c.inputs, c.outputs, err), MM_ERR_INVALID_ARGUMENT, err);
     CHECK_STR_CONTAINS(err->message, "scenario");
     c.attrs.dispatch_dtype = MM_DTYPE_I8;
+    c.attrs.activation_out_dtype = MM_DTYPE_FP8_E4M3FN; /* overrides only FP scenarios */
+    CHECK_STATUS(mm_ref_mega_moe(&c.attrs, c.inputs, c.outputs, err), MM_ERR_INVALID_ARGUMENT, err);
+    CHECK_STR_CONTAINS(err->message, "activation_out_dtype");
+    c.attrs.activation_out_dtype = MM_DTYPE_INVALID;
     c.ranks[0].topk_ids[0] = 4;
     CHECK_STATUS(mm_ref_mega_moe(&c.attrs, c.inputs, c.outputs, err), MM_ERR_INVALID_ARGUMENT, err);
     CHECK_STR_CONTAINS(err->message, "topk_ids[0][0] = 4 is outside [0, 4)");
@@ -166,12 +171,12 @@ static void test_errors(void) {
 }
 
 int main(void) {
-    run_and_check(MM_DTYPE_I8, 0, 0.0f, 0.0f, 62, -127, 2.0f, 0.0);
-    run_and_check(MM_DTYPE_I8, 1, 0.0f, 0.0f, 62, -127, 2.0f, 0.0);
-    run_and_check(MM_DTYPE_INT4, 0, 0.0f, 0.0f, 62, -127, 2.0f, 0.0); /* standard bias */
-    run_and_check(MM_DTYPE_INT4, 1, 0.0f, 0.0f, 62, -127, 2.0f, 0.0);
-    run_and_check(MM_DTYPE_INT4, 0, 1.0f, 1.0f, 127, -86, 2.96875f, 1.0); /* non-standard bias */
-    run_and_check(MM_DTYPE_INT4, 1, 1.0f, 1.0f, 127, -86, 2.96875f, 1.0);
+    run_and_check(MM_DTYPE_I8, 0, 0.0f, 0.0f, 14, -127, 1.984375f, 0.0);
+    run_and_check(MM_DTYPE_I8, 1, 0.0f, 0.0f, 14, -127, 1.984375f, 0.0);
+    run_and_check(MM_DTYPE_INT4, 0, 0.0f, 0.0f, 14, -127, 1.984375f, 0.0); /* standard bias */
+    run_and_check(MM_DTYPE_INT4, 1, 0.0f, 0.0f, 14, -127, 1.984375f, 0.0);
+    run_and_check(MM_DTYPE_INT4, 0, 1.0f, 1.0f, 127, -113, 2.2265625f, 1.0); /* non-standard bias */
+    run_and_check(MM_DTYPE_INT4, 1, 1.0f, 1.0f, 127, -113, 2.2265625f, 1.0);
     test_spot_values();
     test_errors();
     return mm_test_finish("test_ref_int");

@@ -55,7 +55,8 @@ int64_t mm_ref_case_gemm_n(const mm_ref_attrs *attrs, int which);
  * code) of weight element (k, n) of GEMM `which` of expert `expert`, honouring the transpose flag. */
 void mm_ref_case_set_weight(const mm_ref_attrs *attrs, mm_ref_case_weights *w, int which, int64_t expert,
                             int64_t k, int64_t n, uint32_t bits);
-/* Writes the E8M0 scale of K-group `group` of output channel n (MX layout (N, ceil(K/64), 2)). */
+/* Writes the E8M0 scale of K-group `group` of output channel n (MX layout (N, ceil(K/64), 2)); w must be
+ * of an MX dtype (FP8 / FP4), the only ones with these scales. */
 void mm_ref_case_set_mx_scale(const mm_ref_attrs *attrs, mm_ref_case_weights *w, int which, int64_t expert,
                               int64_t n, int64_t group, uint8_t scale);
 
