@@ -42,7 +42,8 @@ static void setw(mm_ref_case *c, mm_ref_case_weights *w, int which, int64_t e, i
     mm_ref_case_set_weight(&c->attrs, w, which, e, k, n, mm_dtype_from_f32(w->dtype, v));
 }
 
-static void fill(mm_ref_case *c) {
+/* w_u0_x4: weight1 entry (k = 4, n = u0); 0.5 in the base case. */
+static void fill(mm_ref_case *c, float w_u0_x4) {
     const mm_ref_attrs *a = &c->attrs;
     for (int r = 0; r < 2; r++) {
         mm_ref_case_rank *rk = &c->ranks[r];
@@ -66,7 +67,7 @@ static void fill(mm_ref_case *c) {
             setw(c, w, 1, le, 1, 1, -1.0f);
             setw(c, w, 1, le, 4, 1, 1.0f);
             setw(c, w, 1, le, 2, 2, 1.0f);
-            setw(c, w, 1, le, 4, 2, 0.5f);
+            setw(c, w, 1, le, 4, 2, w_u0_x4);
             setw(c, w, 1, le, 0, 3, -1.0f);
             setw(c, w, 1, le, 2, 3, 1.0f);
             if (w->mx_scales1) mm_ref_case_set_mx_scale(a, w, 1, le, 3, 0, 128);
@@ -79,7 +80,10 @@ static void fill(mm_ref_case *c) {
     }
 }
 
-static void run_case(mm_dtype wdtype, mm_dtype dispatch, mm_dtype act_out, int transpose, int prequantized) {
+/* w_u0_x4 sets u0 = 0.5 + w_u0_x4 and a0 = 2 u0 before GEMM2; a0_gemm2 is a0 as the GEMM2 input type
+ * represents it (the base case: 2). */
+static void run_case_a0(mm_dtype wdtype, mm_dtype dispatch, mm_dtype act_out, int transpose, int prequantized,
+                        float w_u0_x4, double a0_gemm2) {
     mm_error err_storage, *err = &err_storage;
     mm_ref_attrs a = {0};
     float clamp = 2.0f;
@@ -95,12 +99,12 @@ static void run_case(mm_dtype wdtype, mm_dtype dispatch, mm_dtype act_out, int t
     CHECK_OK(mm_ref_activation_init(&a.activation, MM_REF_ACT_SWIGLUSTEP, &clamp, 1, err), err);
     mm_ref_case c;
     CHECK_OK(mm_ref_case_alloc(&c, &a, row_counts, wdtype, 0, MM_DTYPE_INVALID, err), err);
-    fill(&c);
+    fill(&c, w_u0_x4);
     CHECK_OK(mm_ref_mega_moe(&c.attrs, c.inputs, c.outputs, err), err);
     int bad = 0;
     for (int r = 0; r < 2; r++)
         for (int n = 0; n < NH; n++) {
-            double base = 2.0 * w2_0(n) - 2.0 * w2_1(n);
+            double base = a0_gemm2 * w2_0(n) - 2.0 * w2_1(n);
             double expect =
                 0.5 * base * ldexp(1.0, -experts[r][0]) + 0.25 * base * ldexp(1.0, -experts[r][1]);
             CHECK(mm_bf16_to_f32(mm_f32_to_bf16((float)expect)) == expect); /* the case is exact */
@@ -112,6 +116,10 @@ static void run_case(mm_dtype wdtype, mm_dtype dispatch, mm_dtype act_out, int t
     CHECK_EQ_INT(bad, 0);
     for (int e = 0; e < 4; e++) CHECK_EQ_INT(c.ranks[e / 2].expert_token_nums[e % 2], 1);
     mm_ref_case_free(&c);
+}
+
+static void run_case(mm_dtype wdtype, mm_dtype dispatch, mm_dtype act_out, int transpose, int prequantized) {
+    run_case_a0(wdtype, dispatch, act_out, transpose, prequantized, 0.5f, 2.0);
 }
 
 /* Control: the same case in A16W16 (BF16 weights with the MX scales folded into the values), where x
@@ -130,7 +138,7 @@ static void test_dispatch_rounding_matters(void) {
     CHECK_OK(mm_ref_activation_init(&a.activation, MM_REF_ACT_SWIGLUSTEP, &clamp, 1, err), err);
     mm_ref_case c;
     CHECK_OK(mm_ref_case_alloc(&c, &a, row_counts, MM_DTYPE_BF16, 0, MM_DTYPE_INVALID, err), err);
-    fill(&c);
+    fill(&c, 0.5f);
     for (int r = 0; r < 2; r++)
         for (int le = 0; le < 2; le++) {
             int64_t e = r * 2 + le;
@@ -158,6 +166,12 @@ int main(void) {
     run_case(MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, MM_DTYPE_FP8_E5M2, 0, 0);
     run_case(MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, MM_DTYPE_INVALID, 1, 1); /* pre-quantized x */
     run_case(MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, MM_DTYPE_INVALID, 1, 1);
+    /* The GEMM2 input type: with weight1 (4, u0) = 0.4375 (exact in E4M3), u0 = 0.9375 and a0 = 1.875 =
+     * 1.111b. In an E4M3 block of amax 2 it is exact; E5M2 keeps 2 mantissa bits, and 1.875 is the tie
+     * between 1.75 (odd mantissa) and 2.0 (even) -> 2.0. So activation_out_dtype E5M2 gives the base
+     * case's a0 = 2 and E4M3 keeps 1.875. */
+    run_case_a0(MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, MM_DTYPE_INVALID, 1, 0, 0.4375f, 1.875);
+    run_case_a0(MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, 1, 0, 0.4375f, 2.0);
     test_dispatch_rounding_matters();
     return mm_test_finish("test_ref_mx");
 }
