@@ -15,12 +15,9 @@
 #include "gemm/kernels/avx512/bf16_tile_avx512.h"
 
 void mm_ukernel_mx_avx512(const mm_ukernel_args *p) {
-    bf16_tile t;
-    bf16_tile_begin(&t, p);
     /* Prepared rows are BF16 padded with zeros to an even K, the prepared block holds whole pairs. */
     int64_t n_pairs = (p->k_end - p->k_begin + 1) / 2;
-    bf16_tile_accumulate(&t, 2 * p->k_begin, (const __m512i *)(const void *)p->b_block, n_pairs);
-    bf16_tile_end(&t, p);
+    bf16_tile_run(p, (const __m512i *)(const void *)p->b_block, n_pairs, NULL);
 }
 
 /* Scale of column (base + lane / 2) for each of 16 lanes holding 8 columns x 2 K values. */
