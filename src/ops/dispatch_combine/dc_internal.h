@@ -1,0 +1,149 @@
+/* ops/dispatch_combine/dc_internal.h: what Dispatch V3 and Combine V2 share: the rank/expert topology
+ * (shared-expert ranks, elastic renumbering, special experts), the checks both operators make, the
+ * cross-rank call summary and the workspace with its symmetric buffers. */
+#ifndef MEGAMOE_OPS_DC_INTERNAL_H
+#define MEGAMOE_OPS_DC_INTERNAL_H
+
+#include <stdint.h>
+
+#include "megamoe/dispatch_combine.h"
+
+#define DC_MAX_RANKS MM_COMM_MAX_RANKS
+#define DC_MAX_K     64
+#define DC_MAX_BS    (1 << 20)
+#define DC_MAX_H     (1 << 20)
+
+/* The ranks and experts of one call, in the numbering after elastic scale-in (identical to the
+ * original numbering without it). "EP rank" below means the rank inside the EP group (the TP rank is
+ * apart); "global" means the communicator rank ep x tpw + tp. */
+typedef struct dc_topology {
+    int64_t R;   /* ep_world_size */
+    int64_t tpw; /* max(tp_world_size, 1) */
+    int64_t ep_rank, tp_rank;
+    int64_t L;                        /* local_expert_num of a routed-expert rank */
+    int64_t S;                        /* shared_expert_num */
+    int elastic;                      /* elastic_info[0] == 1 */
+    int64_t R_eff;                    /* ranks after scale-in */
+    int64_t shared_ranks;             /* shared-expert ranks after scale-in */
+    int64_t routed_experts;           /* routed experts after scale-in (special ids start here) */
+    int64_t Z, C, N;                  /* zero, copy, const experts */
+    int32_t new_of_old[DC_MAX_RANKS]; /* -1 for removed ranks */
+    int32_t old_of_new[DC_MAX_RANKS];
+    int64_t my_new; /* this rank's EP rank after scale-in */
+    int is_shared;  /* this rank hosts a shared expert */
+    int64_t my_L;   /* local experts on this rank */
+} dc_topology;
+
+typedef enum dc_expert_kind { DC_ROUTED, DC_ZERO, DC_COPY, DC_CONST } dc_expert_kind;
+
+static inline dc_expert_kind dc_kind(const dc_topology *t, int64_t e) {
+    if (e < t->routed_experts) return DC_ROUTED;
+    if (e < t->routed_experts + t->Z) return DC_ZERO;
+    if (e < t->routed_experts + t->Z + t->C) return DC_COPY;
+    return DC_CONST;
+}
+/* Original EP rank hosting routed expert e, and e's index there. */
+static inline int64_t dc_routed_rank(const dc_topology *t, int64_t e) {
+    return t->old_of_new[e / t->L + t->shared_ranks];
+}
+/* Original EP rank hosting shared expert s for tokens of new EP rank src_new. */
+static inline int64_t dc_shared_rank(const dc_topology *t, int64_t src_new, int64_t s) {
+    int64_t per = t->shared_ranks / t->S;
+    return t->old_of_new[src_new % per + s * per];
+}
+/* Local experts of original EP rank o. */
+static inline int64_t dc_rank_local_experts(const dc_topology *t, int64_t o) {
+    return t->new_of_old[o] < t->shared_ranks ? 1 : t->L;
+}
+
+/* Mask helpers: mask_kind 0 none, 1 per token, 2 per (token, k). */
+typedef struct dc_mask {
+    int kind;
+    const uint8_t *data;
+    int64_t K;
+} dc_mask;
+static inline int dc_pair_active(const dc_mask *m, int64_t i, int64_t k) {
+    if (m->kind == 1) return m->data[i] != 0;
+    if (m->kind == 2) return m->data[i * m->K + k] != 0;
+    return 1;
+}
+int dc_token_active(const dc_mask *m, int64_t i);
+
+/* ---- checks shared by both operators (dc_check.c) ---- */
+
+/* Attributes alone; fills the parts of t that need no tensors. `combine` enables the combine-only
+ * attributes. */
+mm_status dc_check_attrs(const mm_dc_attrs *a, int combine, dc_topology *t, mm_error *err);
+/* elastic_info (may be NULL) and the communicator's survivors; completes t. */
+mm_status dc_check_elastic(const mm_tensor *info, const mm_dc_attrs *a, mm_comm *comm, dc_topology *t,
+                           mm_error *err);
+/* expert_ids (Bs, K) I32 in range, no routed id twice in a row. */
+mm_status dc_check_expert_ids(const mm_tensor *ids, const dc_topology *t, int64_t *bs, int64_t *k,
+                              mm_error *err);
+/* x_active_mask (may be NULL): BOOL (Bs,) true before false, or (Bs, K). */
+mm_status dc_check_mask(const mm_tensor *mask, int64_t bs, int64_t k, dc_mask *m, mm_error *err);
+/* Tensor descriptor basics: non-NULL, dtype, ndim, data present when it has elements. */
+mm_status dc_check_tensor(const mm_tensor *t, const char *name, mm_dtype dtype, int ndim, mm_error *err);
+/* Largest Bs of any rank as far as this rank can know it: global_bs / R, or Bs. */
+int64_t dc_bs_bound(const mm_dc_attrs *a, int64_t bs);
+
+/* ---- the cross-rank summary: one allgather per call checks attributes are equal everywhere ---- */
+
+enum {
+    DC_SUM_STATUS,
+    DC_SUM_BS,
+    DC_SUM_H,
+    DC_SUM_K,
+    DC_SUM_DTYPE,
+    DC_SUM_MASK,
+    DC_SUM_ELASTIC,
+    DC_SUM_ATTR0, /* attributes from here */
+    DC_SUM_COUNT = DC_SUM_ATTR0 + 14
+};
+typedef struct dc_summary {
+    int64_t v[DC_SUM_COUNT];
+} dc_summary;
+
+typedef struct dc_call {
+    mm_comm *comm;
+    int64_t bs_max; /* max Bs over the alive ranks */
+    dc_summary all[DC_MAX_RANKS];
+} dc_call;
+
+/* Fills the attribute part of s. */
+void dc_summary_fill(dc_summary *s, const mm_dc_attrs *a, int64_t bs, int64_t h, int64_t k, int64_t dtype,
+                     int64_t mask_kind, const mm_tensor *elastic_info);
+/* Allgathers the summaries. When any rank failed locally (local != MM_OK), every rank returns that
+ * failure (the lowest failing rank's message). Otherwise checks that the ranks agree on attributes
+ * and shapes and fills call->bs_max. */
+mm_status dc_exchange(mm_comm *comm, mm_status local, const dc_summary *mine, const char *op, dc_call *call,
+                      mm_error *err);
+
+/* ---- workspace (dc_workspace.c) ---- */
+
+typedef struct dc_buffer {
+    mm_symm *symm;
+    uint64_t epoch; /* data phases run on this buffer since it was allocated */
+} dc_buffer;
+
+struct mm_dc_workspace {
+    mm_comm *comm;
+    dc_buffer dispatch, combine;
+    void *staging; /* for peers without a direct pointer */
+    size_t staging_bytes;
+    float *scratch; /* per-task F32 rows */
+    size_t scratch_floats;
+};
+
+/* Collective: all ranks reach the same decision from the same summaries. Ensures buf has at least
+ * bytes; a regrown buffer restarts its epoch. */
+mm_status dc_buffer_ensure(mm_dc_workspace *ws, dc_buffer *buf, size_t bytes, mm_error *err);
+/* Local scratch buffers (grown on demand). */
+mm_status dc_staging_ensure(mm_dc_workspace *ws, size_t bytes, mm_error *err);
+mm_status dc_scratch_ensure(mm_dc_workspace *ws, size_t floats, mm_error *err);
+
+static inline size_t dc_align64(size_t n) {
+    return (n + 63) & ~(size_t)63;
+}
+
+#endif
