@@ -103,6 +103,7 @@ static void run_task(void *ctx, int64_t task) {
     if (w->col_offset) args.col_offset = w->col_offset + col0;
     if (w->col_sum_x128) args.col_sum_x128 = w->col_sum_x128 + col0;
     if (w->mx_scale) args.b_mx_scale = w->mx_scale + panel * w->k_blocks * MM_GEMM_NR;
+    if (w->mx_scale_e8m0) args.b_mx_e8m0 = w->mx_scale_e8m0 + panel * w->k_blocks * MM_GEMM_NR;
     /* K outer, M tiles inner: the panel's K block stays in L1 while the tiles stream past it. */
     for (int64_t k_begin = 0; k_begin < w->k; k_begin += MM_GEMM_KC) {
         args.k_begin = k_begin;

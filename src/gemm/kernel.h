@@ -46,6 +46,7 @@ typedef struct mm_ukernel_args {
     const float *col_offset;     /* INT4: NR offsets */
     const int32_t *col_sum_x128; /* I8/INT4: NR corrections */
     const float *b_mx_scale;     /* MX: [k_block][NR] F32 scales of the panel */
+    const uint8_t *b_mx_e8m0;    /* MX: the same scales as E8M0 bytes */
     float *c;                    /* output element (row 0, column 0) of the tile */
     int64_t ldc;                 /* floats between output rows */
 } mm_ukernel_args;

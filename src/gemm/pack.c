@@ -53,7 +53,9 @@ static void store_code(mm_dtype dtype, uint8_t *panel, int64_t k, int c, uint32_
     case MM_DTYPE_INT4:
         panel[((k >> 3) * MM_GEMM_NR + c) * 4 + (k & 3)] |= (uint8_t)(code << ((k & 4) ? 4 : 0));
         break;
-    case MM_DTYPE_FP4_E2M1: panel[(k >> 1) * MM_GEMM_NR + c] |= (uint8_t)(code << ((k & 1) * 4)); break;
+    case MM_DTYPE_FP4_E2M1:
+        panel[(k >> 1) * MM_GEMM_NR + 2 * (c & 15) + (k & 1)] |= (uint8_t)(code << ((c & 16) ? 4 : 0));
+        break;
     default: panel[((k >> 1) * MM_GEMM_NR + c) * 2 + (k & 1)] = (uint8_t)code; break;
     }
 }
@@ -115,9 +117,12 @@ static void fill_int_columns(const mm_gemm_weight_desc *d, mm_gemm_packed_weight
 static void fill_mx_scales(const mm_gemm_weight_desc *d, mm_gemm_packed_weights *w) {
     const float *e8m0 = mm_gemm_lut(MM_DTYPE_E8M0);
     for (int64_t n = 0; n < d->n; n++) {
-        float *dst = w->mx_scale + (n / MM_GEMM_NR) * w->k_blocks * MM_GEMM_NR + n % MM_GEMM_NR;
-        for (int64_t g = 0; g < w->k_blocks; g++)
-            dst[g * MM_GEMM_NR] = e8m0[mm_mx_weight_scale(d->mx_scales, n, d->k, g)];
+        int64_t at = (n / MM_GEMM_NR) * w->k_blocks * MM_GEMM_NR + n % MM_GEMM_NR;
+        for (int64_t g = 0; g < w->k_blocks; g++) {
+            uint8_t b = mm_mx_weight_scale(d->mx_scales, n, d->k, g);
+            w->mx_scale[at + g * MM_GEMM_NR] = e8m0[b];
+            w->mx_scale_e8m0[at + g * MM_GEMM_NR] = b;
+        }
     }
 }
 
@@ -156,7 +161,10 @@ mm_status mm_gemm_pack_weights(const mm_gemm_weight_desc *desc, mm_gemm_packed_w
     if (is_mx(desc->dtype)) {
         w->k_blocks = (desc->k + 31) / 32;
         w->mx_scale = calloc((size_t)(padded_n * w->k_blocks), sizeof *w->mx_scale);
-        if (!w->mx_scale) goto oom;
+        w->mx_scale_e8m0 = malloc((size_t)(padded_n * w->k_blocks));
+        if (!w->mx_scale || !w->mx_scale_e8m0) goto oom;
+        /* Padding columns get scale 2^0 (their weights are 0): a neutral value for the kernels. */
+        memset(w->mx_scale_e8m0, 127, (size_t)(padded_n * w->k_blocks));
         fill_mx_scales(desc, w);
     }
     *out = w;
@@ -175,6 +183,7 @@ void mm_gemm_packed_free(mm_gemm_packed_weights *w) {
     free(w->col_offset);
     free(w->col_sum_x128);
     free(w->mx_scale);
+    free(w->mx_scale_e8m0);
     free(w);
 }
 

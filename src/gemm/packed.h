@@ -8,7 +8,10 @@
  *   I8, FP8 (k_group 4 / 2): byte ((k/kg)*NR + c)*kg + k%kg
  *   INT4 (k_group 8):  byte ((k/8)*NR + c)*4 + k%4, low nibble for k%8 < 4, high nibble otherwise,
  *                      so "and 0x0F" gives the quad k..k+3 and ">> 4" the quad k+4..k+7 of 16 columns
- *   FP4 (k_group 2):   byte (k/2)*NR + c, low nibble k even, high nibble k odd (one byte = one BF16 pair)
+ *   FP4 (k_group 2):   the 32 bytes of pair k/2 hold column c < 16 in the low nibbles and column c + 16 in
+ *                      the high nibbles: byte (k/2)*NR + 2*(c%16) + k%2, low nibble if c < 16; so
+ *                      "and 0x0F" / ">> 4" of the zero-extended bytes give columns 0..15 / 16..31 already
+ *                      in the (column, k%2) word order of a BF16 pair vector
  * K is zero-padded to a multiple of k_group, so kernels may read whole groups. Per-column data (scales,
  * column sums, MX scales) is stored per panel in the same column order. */
 #ifndef MEGAMOE_GEMM_PACKED_H
@@ -24,16 +27,17 @@
 struct mm_gemm_packed_weights {
     mm_dtype dtype;
     int64_t k, n;
-    int k_group;           /* consecutive K values per column, see above */
-    int64_t k_padded;      /* k rounded up to a multiple of k_group */
-    int64_t n_panels;      /* ceil(n / NR) */
-    int64_t panel_bytes;   /* bytes of one panel's weights (a multiple of 64) */
-    uint8_t *panels;       /* n_panels * panel_bytes, 64-byte aligned */
-    float *col_scale;      /* I8/INT4: s_W[n]; n_panels*NR entries, 0 in the padding */
-    float *col_offset;     /* INT4: bias[n] - 8*s_W[n]*colsum[n] (0 without bias) */
-    int32_t *col_sum_x128; /* I8/INT4: 128 * sum_k W[k][n], the correction of the u8 = s8 + 128 trick */
-    int64_t k_blocks;      /* MX: ceil(k / 32) */
-    float *mx_scale;       /* MX: 2^(b-127) as F32, [panel][k_block][NR] */
+    int k_group;            /* consecutive K values per column, see above */
+    int64_t k_padded;       /* k rounded up to a multiple of k_group */
+    int64_t n_panels;       /* ceil(n / NR) */
+    int64_t panel_bytes;    /* bytes of one panel's weights (a multiple of 64) */
+    uint8_t *panels;        /* n_panels * panel_bytes, 64-byte aligned */
+    float *col_scale;       /* I8/INT4: s_W[n]; n_panels*NR entries, 0 in the padding */
+    float *col_offset;      /* INT4: bias[n] - 8*s_W[n]*colsum[n] (0 without bias) */
+    int32_t *col_sum_x128;  /* I8/INT4: 128 * sum_k W[k][n], the correction of the u8 = s8 + 128 trick */
+    int64_t k_blocks;       /* MX: ceil(k / 32) */
+    float *mx_scale;        /* MX: 2^(b-127) as F32, [panel][k_block][NR] */
+    uint8_t *mx_scale_e8m0; /* MX: the same scales as E8M0 bytes b, [panel][k_block][NR] */
 };
 
 static inline const uint8_t *mm_packed_panel(const mm_gemm_packed_weights *w, int64_t panel) {
@@ -50,7 +54,9 @@ static inline uint32_t mm_packed_code(mm_dtype dtype, const uint8_t *panel, int6
     case MM_DTYPE_I8: return panel[((k >> 2) * MM_GEMM_NR + c) * 4 + (k & 3)];
     case MM_DTYPE_INT4:
         return (uint32_t)(panel[((k >> 3) * MM_GEMM_NR + c) * 4 + (k & 3)] >> ((k & 4) ? 4 : 0)) & 0x0Fu;
-    case MM_DTYPE_FP4_E2M1: return (uint32_t)(panel[(k >> 1) * MM_GEMM_NR + c] >> ((k & 1) * 4)) & 0x0Fu;
+    case MM_DTYPE_FP4_E2M1:
+        return (uint32_t)(panel[(k >> 1) * MM_GEMM_NR + 2 * (c & 15) + (k & 1)] >> ((c & 16) ? 4 : 0)) &
+               0x0Fu;
     default: /* FP8 */ return panel[((k >> 1) * MM_GEMM_NR + c) * 2 + (k & 1)];
     }
 }

@@ -3,9 +3,13 @@
  * Every MX value times its E8M0 scale has at most 4 significant bits, so it is exact in BF16 (barring
  * values below 2^-126): the activations are decoded to BF16 once per call (mm_gemm_mx_row_to_bf16), the
  * panel once per (panel, K block) of a task by the prepare functions below, and the tile is then plain
- * BF16 dot products (bf16_tile_avx512.h). Decoding uses the tables of format_luts.c: a gather from the
- * 256-entry table for FP8, a vpermps from the 16-entry table for FP4; the weight scale is applied by one
- * F32 multiply, the same rounding as the reference's w' = lut[q] * scale.
+ * BF16 dot products (bf16_tile_avx512.h). Decoding uses the tables of format_luts.c (BF16 patterns of
+ * the exact decoders): vpermi2w over the 128 magnitudes for FP8, vpermw over the 16 codes for FP4.
+ * The weight scale 2^(b-127) is applied by adding b - 127 to the BF16 exponent field, which is exact
+ * whenever every finite nonzero value of the format stays a normal BF16 (b within [s_min, s_max]
+ * below); zeros, NaN and Inf are left alone. A K block of 32 whose scales leave that range (extreme
+ * scales, NaN scale 0xFF) takes the slow path: F32 decode, F32 multiply (the reference's rounding of
+ * w' = lut[q] * scale), rounding to BF16.
  *
  * Tolerance against the reference kernel (ref_mx.c): both sum the same exact products a' * w' with one
  * F32 rounding per addition, in a different grouping (pairs), so as for BF16:
@@ -20,64 +24,124 @@ void mm_ukernel_mx_avx512(const mm_ukernel_args *p) {
     bf16_tile_run(p, (const __m512i *)(const void *)p->b_block, n_pairs, NULL);
 }
 
+/* Per weight format: the BF16 table, the F32 table and the scale bytes b for which scaling is an
+ * exponent addition: the smallest nonzero magnitude 2^e_min and the largest below 2^(e_max+1) must stay
+ * within BF16's normal range [2^-126, 2^128), so b in [1 - e_min, 254 - e_max]. */
+typedef struct weight_format {
+    int is_fp4;
+    const uint16_t *bf16;
+    const float *f32;
+    uint8_t s_min, s_max;
+} weight_format;
+
+static weight_format weight_format_of(mm_dtype dtype) {
+    weight_format f = {dtype == MM_DTYPE_FP4_E2M1, mm_gemm_lut_bf16(dtype), mm_gemm_lut(dtype), 0, 0};
+    switch (dtype) {
+    case MM_DTYPE_FP8_E4M3FN: f.s_min = 10, f.s_max = 246; break; /* 2^-9 .. 448 */
+    case MM_DTYPE_FP8_E5M2: f.s_min = 17, f.s_max = 239; break;   /* 2^-16 .. 57344 */
+    default: f.s_min = 2, f.s_max = 252; break;                   /* FP4: 0.5 .. 6 */
+    }
+    return f;
+}
+
 /* Scale of column (base + lane / 2) for each of 16 lanes holding 8 columns x 2 K values. */
 static inline __m512 pair_scales(__m512 scales16, int base) {
     const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     return _mm512_permutexvar_ps(_mm512_add_epi32(dup, _mm512_set1_epi32(base)), scales16);
 }
 
-/* Stores 32 values (two vectors of 16 F32) as 32 BF16 (exact: the values fit). */
-static inline void store_bf16(uint8_t *dst, __m512 first16, __m512 next16) {
-    _mm512_store_si512(dst, (__m512i)_mm512_cvtne2ps_pbh(next16, first16));
+/* Fast path: 32 codes (16-bit lanes) -> BF16 patterns of the unscaled values. */
+static inline __m512i decode_fp8(__m512i codes, const __m512i table[4]) {
+    __m512i magnitude = _mm512_and_si512(codes, _mm512_set1_epi16(0x7F));
+    __m512i low = _mm512_permutex2var_epi16(table[0], magnitude, table[1]);  /* magnitudes 0..63 */
+    __m512i high = _mm512_permutex2var_epi16(table[2], magnitude, table[3]); /* 64..127 */
+    __m512i v =
+        _mm512_mask_blend_epi16(_mm512_test_epi16_mask(magnitude, _mm512_set1_epi16(0x40)), low, high);
+    return _mm512_or_si512(v,
+                           _mm512_and_si512(_mm512_slli_epi16(codes, 8), _mm512_set1_epi16((short)0x8000)));
+}
+
+/* Fast path: multiply by 2^delta (delta << 7 per lane) by exponent addition on finite nonzero values. */
+static inline __m512i scale_bf16(__m512i v, __m512i delta_shifted) {
+    __m512i magnitude_minus_1 =
+        _mm512_sub_epi16(_mm512_and_si512(v, _mm512_set1_epi16(0x7FFF)), _mm512_set1_epi16(1));
+    __mmask32 finite_nonzero = _mm512_cmplt_epu16_mask(magnitude_minus_1, _mm512_set1_epi16(0x7F7F));
+    return _mm512_mask_add_epi16(v, finite_nonzero, v, delta_shifted);
+}
+
+/* Slow path: 32 codes -> F32 values times the F32 scales of their columns -> BF16 (RNE). */
+static inline __m512i decode_scaled_f32(__m512i codes, const weight_format *f, __m512 scales16) {
+    __m512 v[2];
+    for (int half = 0; half < 2; half++) {
+        __m256i words = half ? _mm512_extracti64x4_epi64(codes, 1) : _mm512_castsi512_si256(codes);
+        __m512i idx = _mm512_cvtepu16_epi32(words);
+        __m512 decoded = f->is_fp4 ? _mm512_permutexvar_ps(idx, _mm512_loadu_ps(f->f32))
+                                   : _mm512_i32gather_ps(idx, f->f32, 4);
+        v[half] = _mm512_mul_ps(decoded, pair_scales(scales16, half * 8));
+    }
+    return (__m512i)_mm512_cvtne2ps_pbh(v[1], v[0]);
+}
+
+/* The codes of one K pair as two vectors of 32 16-bit lanes in BF16 pair order: [0] columns 0..15,
+ * [1] columns 16..31 (see the panel layouts in gemm/packed.h). */
+static inline void pair_codes(const uint8_t *panel, int64_t kp, int is_fp4, __m512i codes[2]) {
+    if (is_fp4) {
+        __m512i bytes =
+            _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(panel + kp * 32)));
+        codes[0] = _mm512_and_si512(bytes, _mm512_set1_epi16(0x0F));
+        codes[1] = _mm512_srli_epi16(bytes, 4);
+    } else {
+        const __m256i *at = (const __m256i *)(const void *)(panel + kp * 64);
+        codes[0] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(at));
+        codes[1] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(at + 1));
+    }
+}
+
+static inline __attribute__((always_inline)) void prepare_panel(const mm_ukernel_args *p, uint8_t *block,
+                                                                int is_fp4) {
+    weight_format f = weight_format_of(p->w_dtype);
+    __m512i table[4];
+    for (int i = 0; i < 4; i++) table[i] = _mm512_loadu_si512(f.bf16 + 32 * i);
+    /* Lane i takes column i / 2 (16-bit lanes of a BF16 pair vector). */
+    static const uint16_t dup_columns[32] = {0, 0, 1, 1, 2,  2,  3,  3,  4,  4,  5,  5,  6,  6,  7,  7,
+                                             8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15};
+    const __m512i dup_lo = _mm512_loadu_si512(dup_columns);
+    const __m512i dup_hi = _mm512_add_epi16(dup_lo, _mm512_set1_epi16(16));
+    int64_t first_pair = p->k_begin / 2, end_pair = (p->k_end + 1) / 2;
+    for (int64_t kp0 = first_pair; kp0 < end_pair;) {
+        /* One K block of 32 (16 pairs) shares its scales. */
+        int64_t kb = kp0 / 16, kp_end = (kb + 1) * 16 < end_pair ? (kb + 1) * 16 : end_pair;
+        __m256i s = _mm256_loadu_si256((const __m256i *)(const void *)(p->b_mx_e8m0 + kb * MM_GEMM_NR));
+        int safe = _mm256_cmplt_epu8_mask(s, _mm256_set1_epi8((char)f.s_min)) == 0 &&
+                   _mm256_cmpgt_epu8_mask(s, _mm256_set1_epi8((char)f.s_max)) == 0;
+        __m512i delta =
+            _mm512_slli_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(s), _mm512_set1_epi16(127)), 7);
+        __m512i delta_pairs[2] = {_mm512_permutexvar_epi16(dup_lo, delta),
+                                  _mm512_permutexvar_epi16(dup_hi, delta)};
+        __m512 scales[2] = {_mm512_loadu_ps(p->b_mx_scale + kb * MM_GEMM_NR),
+                            _mm512_loadu_ps(p->b_mx_scale + kb * MM_GEMM_NR + 16)};
+        for (int64_t kp = kp0; kp < kp_end; kp++) {
+            __m512i codes[2];
+            pair_codes(p->b, kp, is_fp4, codes);
+            __m512i *dst = (__m512i *)(void *)(block + (kp - first_pair) * 128);
+            for (int h = 0; h < 2; h++) {
+                __m512i v;
+                if (safe)
+                    v = scale_bf16(is_fp4 ? _mm512_permutexvar_epi16(codes[h], table[0])
+                                          : decode_fp8(codes[h], table),
+                                   delta_pairs[h]);
+                else
+                    v = decode_scaled_f32(codes[h], &f, scales[h]);
+                _mm512_store_si512(dst + h, v);
+            }
+        }
+        kp0 = kp_end;
+    }
 }
 
 void mm_prepare_panel_fp8_avx512(const mm_ukernel_args *p, uint8_t *block) {
-    const float *lut = mm_gemm_lut(p->w_dtype);
-    int64_t first_pair = p->k_begin / 2, end_pair = (p->k_end + 1) / 2;
-    for (int64_t kp = first_pair; kp < end_pair; kp++) {
-        /* One pair: 32 columns x 2 codes = 64 bytes, lane order (c, k%2), the same order as BF16 pairs. */
-        const uint8_t *codes = p->b + kp * 64;
-        const float *scale_row = p->b_mx_scale + (kp / 16) * MM_GEMM_NR;
-        __m512 scales_lo = _mm512_loadu_ps(scale_row), scales_hi = _mm512_loadu_ps(scale_row + 16);
-        __m512 v[4];
-        for (int q = 0; q < 4; q++) {
-            __m512i idx =
-                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(codes + 16 * q)));
-            __m512 decoded = _mm512_i32gather_ps(idx, lut, 4);
-            v[q] = _mm512_mul_ps(decoded, pair_scales(q < 2 ? scales_lo : scales_hi, (q & 1) * 8));
-        }
-        uint8_t *dst = block + (kp - first_pair) * 128;
-        store_bf16(dst, v[0], v[1]);
-        store_bf16(dst + 64, v[2], v[3]);
-    }
+    prepare_panel(p, block, 0);
 }
-
 void mm_prepare_panel_fp4_avx512(const mm_ukernel_args *p, uint8_t *block) {
-    const __m512 lut = _mm512_loadu_ps(mm_gemm_lut(MM_DTYPE_FP4_E2M1));
-    const __m512i dup_lo = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-    const __m512i dup_hi = _mm512_add_epi32(dup_lo, _mm512_set1_epi32(8));
-    /* Even lanes take the low nibble (k even), odd lanes the high nibble (k odd). */
-    const __m512i shifts = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
-    const __m512i nibble = _mm512_set1_epi32(0x0F);
-    int64_t first_pair = p->k_begin / 2, end_pair = (p->k_end + 1) / 2;
-    for (int64_t kp = first_pair; kp < end_pair; kp++) {
-        /* One pair: one byte per column (low nibble k even, high nibble k odd), 32 bytes. */
-        const uint8_t *codes = p->b + kp * MM_GEMM_NR;
-        const float *scale_row = p->b_mx_scale + (kp / 16) * MM_GEMM_NR;
-        __m512 scales_lo = _mm512_loadu_ps(scale_row), scales_hi = _mm512_loadu_ps(scale_row + 16);
-        __m512 v[4];
-        for (int half = 0; half < 2; half++) {
-            __m512i bytes =
-                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(codes + 16 * half)));
-            __m512 scales = half ? scales_hi : scales_lo;
-            for (int q = 0; q < 2; q++) {
-                __m512i dup = _mm512_permutexvar_epi32(q ? dup_hi : dup_lo, bytes);
-                __m512i idx = _mm512_and_si512(_mm512_srlv_epi32(dup, shifts), nibble);
-                v[half * 2 + q] = _mm512_mul_ps(_mm512_permutexvar_ps(idx, lut), pair_scales(scales, q * 8));
-            }
-        }
-        uint8_t *dst = block + (kp - first_pair) * 128;
-        store_bf16(dst, v[0], v[1]);
-        store_bf16(dst + 64, v[2], v[3]);
-    }
+    prepare_panel(p, block, 1);
 }

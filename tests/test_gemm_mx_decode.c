@@ -1,0 +1,89 @@
+/* tests/test_gemm_mx_decode.c: the panel decoding of the MX kernels (prepare_panel), exhaustively over
+ * every FP8/FP4 code and over scale bytes inside and outside the range where scaling is an exponent
+ * addition (0, 1, 9, 10, 16, 17, 100, 127, 200, 239, 240, 246, 247, 252, 253, 254, 255), so both the
+ * fast and the slow path are pinned. Expected values are computed here in float64 from the scalar
+ * decoders of megamoe/formats.h: v = decode(q) * 2^(b-127), as BF16 (values below 2^-126 flushed to
+ * zero, as vcvtne2ps2bf16 does; beyond the F32 range Inf; NaN stays NaN). */
+#include <math.h>
+
+#include "gemm/kernel_registry.h"
+#include "gemm/packed.h"
+#include "test_gemm_common.h"
+
+static const uint8_t scale_bytes[] = {0,   1,   9,   10,  16,  17,  100, 127, 200,
+                                      239, 240, 246, 247, 252, 253, 254, 255};
+#define N_SCALES ((int)(sizeof scale_bytes / sizeof scale_bytes[0]))
+
+/* Expected BF16 pattern of q * 2^(b-127); returns 0 when the expectation is "any NaN" (sets *nan). */
+static uint16_t expected_bf16(mm_dtype w, uint32_t code, uint8_t b, int *nan) {
+    double d = gemm_decode(w, code);
+    *nan = 0;
+    if (isnan(d) || b == 0xFF) {
+        *nan = 1;
+        return 0;
+    }
+    double v = d * ldexp(1.0, (int)b - 127);
+    uint16_t sign = signbit(d) ? 0x8000 : 0;
+    if (isinf(v) || fabs(v) >= ldexp(1.0, 128)) return sign | 0x7F80;
+    if (fabs(v) < ldexp(1.0, -126)) return sign; /* zero, or flushed */
+    return mm_f32_to_bf16((float)v);             /* exact: at most 4 significant bits */
+}
+
+static void check_format(mm_dtype a_dtype, mm_dtype w_dtype) {
+    const mm_gemm_kernel *kernel = mm_gemm_kernel_lookup(MM_ISA_AVX512, a_dtype, w_dtype);
+    if (!kernel || !kernel->prepare_panel) return;
+    mm_error err_storage, *err = &err_storage;
+    int64_t n = MM_GEMM_NR, k = 32 * N_SCALES, pairs = (k + 63) / 64;
+    int codes = gemm_is_4bit(w_dtype) ? 16 : 256;
+    /* Stored (N, K): element (k, c) gets code (k * 32 + c) % codes, so every block holds every code. */
+    int64_t row_bytes = mm_dtype_row_bytes(w_dtype, k);
+    uint8_t *data = calloc((size_t)(n * row_bytes), 1);
+    uint8_t *mx = calloc((size_t)(n * pairs * 2), 1);
+    for (int64_t c = 0; c < n; c++) {
+        for (int64_t i = 0; i < k; i++)
+            gemm_put(w_dtype, data + c * row_bytes, i, (uint32_t)((i * 32 + c) % codes));
+        /* Column c of block g: the scale list, rotated by column so each block mixes fast and slow. */
+        for (int g = 0; g < N_SCALES; g++) mx[c * pairs * 2 + g] = scale_bytes[(g + (c % 2) * 7) % N_SCALES];
+    }
+    mm_gemm_weight_desc d = {
+        .dtype = w_dtype, .k = k, .n = n, .transposed = 1, .data = data, .mx_scales = mx};
+    mm_gemm_packed_weights *w = NULL;
+    CHECK_OK(mm_gemm_pack_weights(&d, &w, err), err);
+    _Alignas(64) uint8_t block[MM_GEMM_PREPARED_BLOCK_BYTES];
+    int bad = 0, checked = 0;
+    for (int64_t k_begin = 0; w && k_begin < k; k_begin += MM_GEMM_KC) {
+        mm_ukernel_args args = {0};
+        args.k = k, args.k_begin = k_begin, args.k_end = k - k_begin < MM_GEMM_KC ? k : k_begin + MM_GEMM_KC;
+        args.w_dtype = w_dtype, args.b = mm_packed_panel(w, 0);
+        args.b_mx_scale = w->mx_scale, args.b_mx_e8m0 = w->mx_scale_e8m0;
+        kernel->prepare_panel(&args, block);
+        for (int64_t kk = k_begin; kk < args.k_end; kk++)
+            for (int c = 0; c < n; c++) {
+                uint16_t got;
+                memcpy(&got, block + 2 * ((((kk - k_begin) >> 1) * MM_GEMM_NR + c) * 2 + (kk & 1)), 2);
+                int nan;
+                uint16_t want = expected_bf16(w_dtype, (uint32_t)((kk * 32 + c) % codes),
+                                              mx[c * pairs * 2 + kk / 32], &nan);
+                int ok = nan ? (got & 0x7F80) == 0x7F80 && (got & 0x7F) != 0 : got == want;
+                checked++;
+                if (!ok && bad++ < 5)
+                    mm_test_report_fail(
+                        __FILE__, __LINE__,
+                        "%s: k %lld col %d code 0x%x scale %u: bf16 0x%04x, expected 0x%04x%s", kernel->name,
+                        (long long)kk, c, (unsigned)((kk * 32 + c) % codes), mx[c * pairs * 2 + kk / 32], got,
+                        want, nan ? " (NaN)" : "");
+            }
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(checked, k * n);
+    mm_gemm_packed_free(w);
+    free(data);
+    free(mx);
+}
+
+int main(void) {
+    check_format(MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN);
+    check_format(MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2);
+    check_format(MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1);
+    return mm_test_finish("test_gemm_mx_decode");
+}
