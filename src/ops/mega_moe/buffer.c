@@ -1,0 +1,184 @@
+/* ops/mega_moe/buffer.c: the MegaMoE buffer: sizing checks, the symmetric areas, the private
+ * workspace (grown on demand, kept across calls) and the timing of the last run. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "ops/mega_moe/mega_moe_internal.h"
+
+static size_t round_up(size_t v, size_t a) {
+    return (v + a - 1) / a * a;
+}
+
+double mm_moe_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void mm_moe_stats_event(mm_mega_moe_buffer *buf, mm_mega_moe_stage stage, double begin, double end) {
+    mm_mega_moe_stats *s = &buf->stats;
+    s->seconds[stage] += end - begin;
+    if (s->event_count < MM_MEGA_MOE_MAX_EVENTS)
+        s->events[s->event_count++] = (mm_mega_moe_event){stage, begin, end};
+}
+
+const char *mm_mega_moe_stage_name(mm_mega_moe_stage stage) {
+    static const char *const names[] = {"dispatch", "gemm1", "activation", "gemm2", "shared", "combine"};
+    if ((int)stage < 0 || stage >= MM_MEGA_MOE_STAGE_COUNT) return "invalid";
+    return names[stage];
+}
+
+mm_status mm_mega_moe_last_stats(const mm_mega_moe_buffer *buffer, mm_mega_moe_stats *stats, mm_error *err) {
+    if (!buffer || !stats) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "buffer and stats must not be NULL");
+    *stats = buffer->stats;
+    return MM_OK;
+}
+
+mm_mega_moe_attrs mm_mega_moe_default_attrs(void) {
+    mm_mega_moe_attrs a;
+    memset(&a, 0, sizeof a);
+    a.dispatch_quant_out_dtype = MM_DTYPE_INVALID;
+    a.shared_expert_quant_out_dtype = MM_DTYPE_INVALID;
+    a.activation_out_dtype = MM_DTYPE_INVALID;
+    a.activation = MM_MEGA_MOE_SWIGLU;
+    return a;
+}
+
+static mm_status check_sizing(const mm_mega_moe_sizing *s, int world, mm_error *err) {
+    if (s->moe_expert_num < 1 || s->moe_expert_num % world != 0)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "moe_expert_num = %" PRId64 " must be a positive multiple of ep_world_size = %d",
+                       s->moe_expert_num, world);
+    if (s->moe_expert_num > INT32_MAX)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "moe_expert_num = %" PRId64 " exceeds INT32_MAX",
+                       s->moe_expert_num);
+    if (s->num_max_tokens_per_rank < 1 || s->num_max_tokens_per_rank > INT32_MAX)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "num_max_tokens_per_rank = %" PRId64 " is outside [1, %d]", s->num_max_tokens_per_rank,
+                       INT32_MAX);
+    if (s->topk < 1 || s->topk > s->moe_expert_num)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "topk = %" PRId64 " is outside [1, moe_expert_num = %" PRId64 "]", s->topk,
+                       s->moe_expert_num);
+    if (s->hidden < 1 || s->hidden > (INT64_C(1) << 24))
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "hidden = %" PRId64 " is outside [1, 2^24]", s->hidden);
+    if (s->intermediate_hidden < 2 || s->intermediate_hidden % 2 != 0 ||
+        s->intermediate_hidden > (INT64_C(1) << 24))
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "intermediate_hidden = %" PRId64 " must be even and in [2, 2^24]",
+                       s->intermediate_hidden);
+    if (s->max_recv_token_num < 0)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "max_recv_token_num = %" PRId64 " is negative",
+                       s->max_recv_token_num);
+    return MM_OK;
+}
+
+/* Every sizing field must be equal on all ranks: compare the minimum and maximum of each. */
+static mm_status check_equal(mm_comm *comm, const mm_mega_moe_sizing *s, mm_error *err) {
+    static const char *const names[] = {"moe_expert_num", "num_max_tokens_per_rank", "topk",
+                                        "hidden",         "intermediate_hidden",     "max_recv_token_num"};
+    int64_t lo[6] = {s->moe_expert_num, s->num_max_tokens_per_rank, s->topk,
+                     s->hidden,         s->intermediate_hidden,     s->max_recv_token_num};
+    int64_t hi[6];
+    memcpy(hi, lo, sizeof hi);
+    mm_status st = mm_comm_allreduce_i64(comm, lo, 6, MM_REDUCE_MIN, err);
+    if (st == MM_OK) st = mm_comm_allreduce_i64(comm, hi, 6, MM_REDUCE_MAX, err);
+    if (st != MM_OK) return st;
+    for (int i = 0; i < 6; i++)
+        if (lo[i] != hi[i])
+            return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                           "sizing %s differs between ranks (from %" PRId64 " to %" PRId64
+                           "): it must be equal",
+                           names[i], lo[i], hi[i]);
+    return MM_OK;
+}
+
+mm_status mm_mega_moe_buffer_create(mm_comm *comm, const mm_mega_moe_sizing *sizing, mm_mega_moe_buffer **out,
+                                    mm_error *err) {
+    if (!comm || !sizing || !out)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "comm, sizing and out must not be NULL");
+    *out = NULL;
+    mm_error local;
+    mm_error_clear(&local);
+    mm_mega_moe_buffer *b = NULL;
+    int world = mm_comm_size(comm);
+    mm_status st = check_sizing(sizing, world, &local);
+    if (st == MM_OK) {
+        b = calloc(1, sizeof *b);
+        if (!b) st = mm_fail(&local, MM_ERR_OUT_OF_MEMORY, "mega_moe buffer: out of memory");
+    }
+    st = mm_comm_agree(comm, st, &local);
+    if (st == MM_OK) st = check_equal(comm, sizing, &local);
+    if (st != MM_OK) goto fail;
+    b->comm = comm;
+    b->rank = mm_comm_rank(comm);
+    b->world = world;
+    b->sizing = *sizing;
+    b->local_experts = sizing->moe_expert_num / world;
+    int64_t H = sizing->hidden, K = sizing->topk, M = sizing->num_max_tokens_per_rank;
+    int64_t per_source = K < b->local_experts ? K : b->local_experts;
+    b->recv_capacity = sizing->max_recv_token_num > 0 ? sizing->max_recv_token_num : M * world * per_source;
+    b->recv_scale_offset = round_up((size_t)(2 * H), 64);
+    b->recv_header_offset = b->recv_scale_offset + round_up((size_t)((H + 31) / 32), 16);
+    b->recv_slot_bytes = round_up(b->recv_header_offset + sizeof(mm_moe_row_header), 64);
+    b->comb_slot_bytes = round_up((size_t)(2 * H), 64);
+    b->relay_slot_bytes = round_up(sizeof(mm_moe_relay_header) + (size_t)(2 * H), 64);
+    b->relay_slots = (int64_t)world * M * K;
+    st = mm_symm_alloc(comm, (size_t)b->recv_capacity * b->recv_slot_bytes, &b->recv, &local);
+    if (st == MM_OK) st = mm_symm_alloc(comm, (size_t)(M * K) * b->comb_slot_bytes, &b->comb, &local);
+    if (st != MM_OK) goto fail;
+    *out = b;
+    return MM_OK;
+fail:
+    if (b) {
+        mm_symm_free(b->comb, NULL);
+        mm_symm_free(b->recv, NULL);
+        free(b);
+    }
+    return mm_fail(err, st, "%s", local.message);
+}
+
+mm_status mm_moe_relay_area(mm_mega_moe_buffer *buf, mm_error *err) {
+    if (buf->relay) return MM_OK;
+    /* Collective: every rank reaches this in the same call (the attributes were checked equal). */
+    return mm_symm_alloc(buf->comm, (size_t)buf->relay_slots * buf->relay_slot_bytes, &buf->relay, err);
+}
+
+mm_status mm_mega_moe_buffer_free(mm_mega_moe_buffer *buffer, mm_error *err) {
+    if (!buffer) return MM_OK;
+    mm_status st = mm_symm_free(buffer->relay, err);
+    mm_status s2 = mm_symm_free(buffer->comb, st == MM_OK ? err : NULL);
+    mm_status s3 = mm_symm_free(buffer->recv, st == MM_OK && s2 == MM_OK ? err : NULL);
+    free(buffer->workspace);
+    free(buffer);
+    if (st != MM_OK) return st;
+    return s2 != MM_OK ? s2 : s3;
+}
+
+const mm_mega_moe_sizing *mm_mega_moe_buffer_sizing(const mm_mega_moe_buffer *buffer) {
+    return buffer ? &buffer->sizing : NULL;
+}
+
+size_t mm_mega_moe_buffer_symmetric_bytes(const mm_mega_moe_buffer *buffer) {
+    if (!buffer) return 0;
+    size_t n = mm_symm_size(buffer->recv) + mm_symm_size(buffer->comb);
+    if (buffer->relay) n += mm_symm_size(buffer->relay);
+    return n;
+}
+
+mm_status mm_moe_workspace(mm_mega_moe_buffer *buf, size_t bytes, void **out, mm_error *err) {
+    if (bytes > buf->workspace_bytes) {
+        void *p = malloc(bytes);
+        if (!p)
+            return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "mega_moe workspace of %zu bytes: out of memory",
+                           bytes);
+        free(buf->workspace);
+        buf->workspace = p;
+        buf->workspace_bytes = bytes;
+    }
+    *out = buf->workspace;
+    return MM_OK;
+}

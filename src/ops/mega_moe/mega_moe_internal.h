@@ -1,0 +1,192 @@
+/* ops/mega_moe/mega_moe_internal.h: the private state of MegaMoE shared by its files.
+ *
+ *   scenario.c  scenario table, activation parameters and the fast F32 activations
+ *   weights.c   mm_mega_moe_weights_create: checks and packs expert weights
+ *   buffer.c    the buffer (symmetric areas, workspace, timing)
+ *   validate.c  mm_mega_moe_plan: every rule of the spec, agreed on all ranks
+ *   ffn.c       one group of experts on its rows: GEMM1, activation, GEMM2 (routed and shared)
+ *   run.c       mm_mega_moe_run: dispatch, experts as rows arrive, shared experts, combine
+ *
+ * Symmetric areas of a buffer (each rank holds the same sizes):
+ *   recv   the rows routed to this rank's experts: `recv_capacity` slots, expert-major then source-major
+ *          (block (j, s) holds the rows of source s for local expert j, in the source's token order),
+ *          so each expert's rows are contiguous and each source writes contiguous blocks. A slot is
+ *          [row data | MX scales | header(token, k, weight, int8 scale)].
+ *   comb   this rank's home area: num_max_tokens_per_rank x K slots, slot (i, k) receives the output
+ *          row of token i's k-th expert (combine mode 0: BF16, or MX bytes + scales with combine
+ *          quantization), or in modes 1/2 the BF16 partial sum of the group whose first k is k.
+ *   relay  combine mode 2 only (allocated on first use): per home domain, token and k, the BF16
+ *          expert row and its weight with an epoch marker, reduced by the domain's relay rank. */
+#ifndef MEGAMOE_OPS_MEGA_MOE_INTERNAL_H
+#define MEGAMOE_OPS_MEGA_MOE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gemm/gemm.h"
+#include "megamoe/mega_moe.h"
+
+typedef enum mm_moe_scenario {
+    MM_MOE_SCENARIO_INVALID = 0,
+    MM_MOE_SCENARIO_A16W16,
+    MM_MOE_SCENARIO_A8W8_INT,
+    MM_MOE_SCENARIO_A8W4_INT,
+    MM_MOE_SCENARIO_A8W8_FP,
+    MM_MOE_SCENARIO_A8W4_FP,
+    MM_MOE_SCENARIO_A4W4_FP
+} mm_moe_scenario;
+
+const char *mm_moe_scenario_name(mm_moe_scenario scenario);
+
+/* How one group of experts computes. input_dtype is the GEMM1 activation type (BF16 for A16W16). */
+typedef struct mm_moe_path {
+    mm_moe_scenario scenario;
+    mm_dtype input_dtype; /* BF16, I8 or an MX element type */
+    mm_dtype gemm2_dtype; /* BF16, I8 or an MX element type */
+} mm_moe_path;
+
+int mm_moe_is_mx(mm_dtype dtype);
+/* Path of weights of weight_dtype fed with input_dtype (MM_DTYPE_INVALID = unquantized BF16); fails
+ * naming `what` when the pair is not in the scenario table or activation_out_dtype does not fit. */
+mm_status mm_moe_path_make(mm_dtype weight_dtype, mm_dtype input_dtype, mm_dtype activation_out_dtype,
+                           const char *what, mm_moe_path *path, mm_error *err);
+
+/* An activation with its parameters resolved. */
+typedef struct mm_moe_act {
+    mm_mega_moe_activation kind;
+    float clamp; /* 0 = none */
+    float alpha, beta;
+    int has_linear_beta;
+    float linear_beta;
+} mm_moe_act;
+
+mm_status mm_moe_act_resolve(const mm_mega_moe_attrs *attrs, mm_moe_act *act, mm_error *err);
+/* One row: h holds 2I F32 values; out receives I values (2I for gelu). F32 arithmetic. */
+void mm_moe_act_row(const mm_moe_act *act, const float *h, int64_t inter, float *out);
+float mm_moe_act_gated(const mm_moe_act *act, float gate, float up);
+float mm_moe_act_gelu(float z);
+
+/* Packed weights of one group of experts. */
+typedef struct mm_moe_expert_set {
+    int64_t count;
+    mm_dtype dtype;
+    int64_t k2; /* GEMM2 reduction length: I, or 2I for gelu weights */
+    mm_gemm_packed_weights **w1, **w2;
+} mm_moe_expert_set;
+
+struct mm_mega_moe_weights {
+    int64_t hidden, inter, local_experts;
+    mm_moe_expert_set routed, shared;
+};
+
+struct mm_mega_moe_buffer {
+    mm_comm *comm;
+    int rank, world;
+    mm_mega_moe_sizing sizing;
+    int64_t local_experts; /* E / R */
+    int64_t recv_capacity; /* slots of the recv area */
+    size_t recv_slot_bytes, recv_scale_offset, recv_header_offset;
+    size_t comb_slot_bytes; /* BF16 row, or MX bytes + scales */
+    size_t relay_slot_bytes;
+    int64_t relay_slots;
+    mm_symm *recv, *comb, *relay;
+    uint64_t recv_epoch, comb_epoch, relay_epoch; /* signals raised on each area so far, per sender */
+    void *workspace;
+    size_t workspace_bytes;
+    mm_mega_moe_stats stats;
+};
+
+/* Header of a received row (at recv_header_offset of its slot). */
+typedef struct mm_moe_row_header {
+    int32_t token;    /* row index of x on the source rank */
+    int32_t k;        /* which of the token's K experts */
+    float weight;     /* topk weight as F32 */
+    float int8_scale; /* INT8 dispatch: the row's scale */
+} mm_moe_row_header;
+
+/* Header of a relay slot (combine mode 2), before the BF16 row. */
+typedef struct mm_moe_relay_header {
+    uint64_t epoch; /* relay_epoch of the call that wrote it */
+    float weight;
+    float pad;
+} mm_moe_relay_header;
+
+/* Everything a validated call needs (validate.c fills it; run.c uses it). */
+typedef struct mm_moe_call {
+    mm_moe_path routed, shared;
+    int has_shared;
+    mm_moe_act act;
+    int prequantized;        /* x arrives as MX bytes + scales */
+    mm_dtype dispatch_dtype; /* BF16, I8 or MX */
+    mm_dtype shared_input_dtype;
+    int64_t bs, active_rows;
+    const uint8_t *mask; /* NULL = all active (BOOL / I8 bytes) */
+    int bf16_weights;    /* topk_weights is BF16 */
+    int layered;
+    int64_t group_size; /* combine modes 1/2: ranks per reduction group (1 or rank_num_per_server) */
+    /* from the allgather: counts[s * (E + 2) + e] rows source s sends to expert e; then BS_s, active_s */
+    int64_t *counts;
+    int64_t recv_rows, max_recv_rows;
+} mm_moe_call;
+
+/* validate.c: the whole plan; on success call->counts is allocated (free it). */
+mm_status mm_moe_validate(mm_mega_moe_buffer *buf, const mm_mega_moe_weights *weights,
+                          const mm_mega_moe_attrs *attrs, const mm_mega_moe_inputs *in,
+                          const mm_mega_moe_outputs *out, mm_moe_call *call, mm_error *err);
+#define MM_MOE_COUNT_STRIDE(E) ((E) + 2)
+
+/* buffer.c */
+mm_status mm_moe_workspace(mm_mega_moe_buffer *buf, size_t bytes, void **out, mm_error *err);
+mm_status mm_moe_relay_area(mm_mega_moe_buffer *buf, mm_error *err);
+double mm_moe_now(void);
+void mm_moe_stats_event(mm_mega_moe_buffer *buf, mm_mega_moe_stage stage, double begin, double end);
+size_t mm_moe_run_workspace_bytes(const mm_mega_moe_buffer *buf, const mm_mega_moe_weights *w,
+                                  const mm_moe_call *call);
+
+/* ffn.c: rows of several experts through GEMM1, activation, GEMM2. Row r (global index in
+ * [0, total_rows)) has its F32 / quantized intermediates at index r of the scratch arrays. */
+typedef struct mm_moe_ffn_group {
+    int64_t row0, rows;
+    const uint8_t *a;
+    int64_t a_stride;
+    const float *a_row_scales; /* I8: rows scales, contiguous */
+    const uint8_t *a_mx;
+    int64_t a_mx_stride;
+    const mm_gemm_packed_weights *w1, *w2;
+} mm_moe_ffn_group;
+
+typedef struct mm_moe_ffn_scratch {
+    float *h;    /* rows x 2I */
+    uint8_t *a2; /* rows x a2_stride: GEMM2 input */
+    int64_t a2_stride;
+    float *a2_scales;
+    uint8_t *a2_mx;
+    int64_t a2_mx_stride;
+    float *o; /* rows x H */
+} mm_moe_ffn_scratch;
+
+size_t mm_moe_ffn_scratch_bytes(int64_t rows, int64_t hidden, int64_t inter, int64_t k2);
+/* Lays the scratch out in mem (mm_moe_ffn_scratch_bytes bytes). */
+void mm_moe_ffn_scratch_init(mm_moe_ffn_scratch *s, void *mem, int64_t rows, int64_t hidden, int64_t inter,
+                             int64_t k2);
+
+typedef struct mm_moe_ffn_job {
+    const mm_moe_path *path;
+    const mm_moe_act *act;
+    int64_t hidden, inter, k2;
+    int64_t n_groups;
+    const mm_moe_ffn_group *groups;
+    const float *row_weights; /* topk_weights_type 1: multiply the activation output (NULL = none) */
+    mm_moe_ffn_scratch *scratch;
+    uint16_t *out;              /* BF16 rows x H at the global row index */
+    mm_mega_moe_buffer *timing; /* stage events go here (NULL = none) */
+} mm_moe_ffn_job;
+
+mm_status mm_moe_ffn_run(const mm_moe_ffn_job *job, mm_error *err);
+
+/* Dispatch rounding of one row: quantizes H BF16 values to dtype (BF16: a copy) into data, with the MX
+ * scales into mx or the INT8 scale into *int8_scale. f32_row: H floats of scratch (INT8). */
+void mm_moe_quantize_input(mm_dtype dtype, const uint16_t *x, int64_t hidden, uint8_t *data, uint8_t *mx,
+                           float *int8_scale, float *f32_row);
+
+#endif

@@ -1,0 +1,395 @@
+/* ops/mega_moe/validate.c: mm_mega_moe_plan: every rule of spec/mega_moe.md "Validation", checked
+ * before any token moves, with the same verdict on every rank.
+ *
+ * Three steps: (1) local checks of this rank's attributes, weights, inputs and outputs, including the
+ * counting pass over topk_ids; (2) mm_comm_agree, so one rank's error becomes everybody's; (3) the
+ * cross-rank rules, computed identically on every rank from collectives: attributes equal (min == max
+ * of each), and the rows each rank would receive (from the allgathered count matrix) within capacity. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "ops/mega_moe/mega_moe_internal.h"
+
+#define DT(d) (UINT64_C(1) << (d))
+
+static int dtype_in(mm_dtype d, uint64_t mask) {
+    return d > MM_DTYPE_INVALID && d < MM_DTYPE_COUNT && (mask & DT(d));
+}
+
+/* A 1-D or 2-D tensor of the given shape (shape[1] ignored for ndim 1). */
+static mm_status check_tensor(const char *name, const mm_tensor *t, uint64_t mask, int ndim, int64_t d0,
+                              int64_t d1, const char *rule, mm_error *err) {
+    if (!dtype_in(t->dtype, mask))
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s dtype %s is not accepted (%s)", name,
+                       mm_dtype_name(t->dtype), rule);
+    if (t->ndim != ndim || t->shape[0] != d0 || (ndim == 2 && t->shape[1] != d1)) {
+        if (ndim == 1)
+            return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                           "%s must have shape (%" PRId64 ") %s (has %d dims, dim 0 = %" PRId64 ")", name, d0,
+                           rule, t->ndim, t->ndim > 0 ? t->shape[0] : -1);
+        return mm_fail(
+            err, MM_ERR_INVALID_ARGUMENT,
+            "%s must have shape (%" PRId64 ", %" PRId64 ") %s (has %d dims: %" PRId64 " x %" PRId64 ")", name,
+            d0, d1, rule, t->ndim, t->ndim > 0 ? t->shape[0] : -1, t->ndim > 1 ? t->shape[1] : -1);
+    }
+    if (!t->data && mm_tensor_nbytes(t) > 0)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s data is NULL", name);
+    return MM_OK;
+}
+
+static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_weights *w,
+                             const mm_mega_moe_attrs *a, mm_moe_call *c, mm_error *err) {
+    mm_status st;
+    int64_t H = buf->sizing.hidden, I = buf->sizing.intermediate_hidden;
+    if (w->hidden != H || w->inter != I || w->local_experts != buf->local_experts)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "weights were made for H = %" PRId64 ", I = %" PRId64 ", E / R = %" PRId64
+                       ", the buffer has %" PRId64 ", %" PRId64 ", %" PRId64,
+                       w->hidden, w->inter, w->local_experts, H, I, buf->local_experts);
+    mm_dtype dd = a->dispatch_quant_out_dtype;
+    if (dd == MM_DTYPE_BF16) dd = MM_DTYPE_INVALID; /* "same as the BF16 weights" means no quantization */
+    switch (a->dispatch_quant_mode) {
+    case 0:
+        if (dd != MM_DTYPE_INVALID && !mm_moe_is_mx(dd))
+            return mm_fail(
+                err, MM_ERR_INVALID_ARGUMENT,
+                "dispatch_quant_out_dtype = %s with dispatch_quant_mode 0: only none/bf16, or an MX "
+                "type for pre-quantized x",
+                mm_dtype_name(dd));
+        c->prequantized = dd != MM_DTYPE_INVALID;
+        break;
+    case 2:
+        if (dd == MM_DTYPE_INVALID) dd = MM_DTYPE_I8;
+        if (dd != MM_DTYPE_I8)
+            return mm_fail(
+                err, MM_ERR_INVALID_ARGUMENT,
+                "dispatch_quant_out_dtype = %s with dispatch_quant_mode 2 (INT8 per token): must be int8",
+                mm_dtype_name(dd));
+        break;
+    case 4:
+        if (!mm_moe_is_mx(dd))
+            return mm_fail(
+                err, MM_ERR_INVALID_ARGUMENT,
+                "dispatch_quant_out_dtype = %s with dispatch_quant_mode 4 (MX): must be fp8_e4m3fn, "
+                "fp8_e5m2 or fp4_e2m1",
+                dd == MM_DTYPE_INVALID ? "undefined" : mm_dtype_name(dd));
+        break;
+    default:
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "dispatch_quant_mode = %d is not 0, 2 or 4",
+                       a->dispatch_quant_mode);
+    }
+    mm_dtype sd = a->shared_expert_quant_out_dtype;
+    if (sd == MM_DTYPE_BF16) sd = MM_DTYPE_INVALID;
+    if (sd == MM_DTYPE_INVALID) sd = dd;
+    if (sd != MM_DTYPE_INVALID && sd != MM_DTYPE_I8 && !mm_moe_is_mx(sd))
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "shared_expert_quant_out_dtype = %s is not int8, fp8_e4m3fn, fp8_e5m2 or fp4_e2m1",
+                       mm_dtype_name(sd));
+    if (c->prequantized && sd != dd)
+        return mm_fail(
+            err, MM_ERR_INVALID_ARGUMENT,
+            "shared_expert_quant_out_dtype = %s must be undefined or equal dispatch_quant_out_dtype = %s "
+            "with pre-quantized x",
+            mm_dtype_name(sd), mm_dtype_name(dd));
+    if (a->combine_quant_mode != 0 && a->combine_quant_mode != 3 && a->combine_quant_mode != 4)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "combine_quant_mode = %d is not 0, 3 or 4",
+                       a->combine_quant_mode);
+    if (a->topk_weights_type != 0 && a->topk_weights_type != 1)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "topk_weights_type = %d is not 0 or 1",
+                       a->topk_weights_type);
+    int64_t rps = a->rank_num_per_server, R = buf->world;
+    if (rps < 0)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "rank_num_per_server = %" PRId64 " is negative", rps);
+    c->layered = rps > 0 && rps < R;
+    if (c->layered && R % rps != 0)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "rank_num_per_server = %" PRId64 " must divide ep_world_size = %" PRId64
+                       " (layered topology)",
+                       rps, R);
+    switch (a->combine_comm_mode) {
+    case 0: break;
+    case 1:
+    case 2:
+        if ((a->combine_comm_mode == 2) != c->layered || a->combine_quant_mode != 0)
+            return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                           "combine_comm_mode = %d needs a %s topology and combine_quant_mode 0 (have "
+                           "rank_num_per_server = %" PRId64 " of %" PRId64
+                           " ranks: %s; combine_quant_mode = %d)",
+                           a->combine_comm_mode, a->combine_comm_mode == 2 ? "layered" : "flat", rps, R,
+                           c->layered ? "layered" : "flat", a->combine_quant_mode);
+        break;
+    default:
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "combine_comm_mode = %d is not 0, 1 or 2",
+                       a->combine_comm_mode);
+    }
+    c->group_size = a->combine_comm_mode == 2 ? rps : 1;
+    if ((st = mm_moe_act_resolve(a, &c->act, err)) != MM_OK) return st;
+    if (a->activation_out_dtype != MM_DTYPE_INVALID && a->activation_out_dtype != MM_DTYPE_FP8_E4M3FN &&
+        a->activation_out_dtype != MM_DTYPE_FP8_E5M2)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "activation_out_dtype = %s: only undefined, fp8_e4m3fn or fp8_e5m2",
+                       mm_dtype_name(a->activation_out_dtype));
+    st = mm_moe_path_make(w->routed.dtype, dd, a->activation_out_dtype, "routed", &c->routed, err);
+    if (st != MM_OK) return st;
+    c->has_shared = w->shared.count > 0;
+    if (c->has_shared) {
+        st = mm_moe_path_make(w->shared.dtype, sd, a->activation_out_dtype, "shared", &c->shared, err);
+        if (st != MM_OK) return st;
+    }
+    int64_t k2 = a->activation == MM_MEGA_MOE_GELU ? 2 * I : I;
+    if (w->routed.k2 != k2 || (c->has_shared && w->shared.k2 != k2))
+        return mm_fail(
+            err, MM_ERR_INVALID_ARGUMENT,
+            "%s weight2 has K = %" PRId64 " but activation %s needs %" PRId64 " (I = %" PRId64 "%s)",
+            w->routed.k2 != k2 ? "routed" : "shared", w->routed.k2 != k2 ? w->routed.k2 : w->shared.k2,
+            mm_mega_moe_activation_name(a->activation), k2, I,
+            a->activation == MM_MEGA_MOE_GELU ? ", times 2 for gelu" : "");
+    int any_mx = mm_moe_is_mx(dd) || mm_moe_is_mx(sd) || mm_moe_is_mx(w->routed.dtype) ||
+                 (c->has_shared && mm_moe_is_mx(w->shared.dtype)) || a->combine_quant_mode != 0;
+    if (any_mx && H % 32 != 0)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "hidden = %" PRId64 " must be a multiple of 32 with MX quantization", H);
+    int any_4bit = dd == MM_DTYPE_FP4_E2M1 || sd == MM_DTYPE_FP4_E2M1 ||
+                   mm_dtype_bits(w->routed.dtype) == 4 ||
+                   (c->has_shared && mm_dtype_bits(w->shared.dtype) == 4);
+    if (any_4bit && H % 2 != 0)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "hidden = %" PRId64 " must be even with 4-bit values",
+                       H);
+    c->dispatch_dtype = c->routed.input_dtype;
+    c->shared_input_dtype = c->has_shared ? c->shared.input_dtype : MM_DTYPE_INVALID;
+    return MM_OK;
+}
+
+/* Inputs and outputs, and the counting pass (counts has E + 2 entries: per expert, then BS, active). */
+static mm_status check_inputs(const mm_mega_moe_buffer *buf, const mm_mega_moe_inputs *in,
+                              const mm_mega_moe_outputs *out, mm_moe_call *c, int64_t *counts, int32_t *stamp,
+                              mm_error *err) {
+    mm_status st;
+    int64_t H = buf->sizing.hidden, K = buf->sizing.topk, E = buf->sizing.moe_expert_num;
+    if (!in->x || !in->topk_ids || !in->topk_weights)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "inputs x, topk_ids and topk_weights are required");
+    const mm_tensor *x = in->x;
+    int64_t bs = x->ndim >= 1 ? x->shape[0] : -1;
+    if (bs < 0 || x->ndim != 2)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "x must be 2-D (BS, H), has %d dims", x->ndim);
+    if (bs > buf->sizing.num_max_tokens_per_rank)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "x has BS = %" PRId64 " rows, above num_max_tokens_per_rank = %" PRId64, bs,
+                       buf->sizing.num_max_tokens_per_rank);
+    mm_dtype xd = c->prequantized ? c->dispatch_dtype : MM_DTYPE_BF16;
+    uint64_t xmask = DT(xd) | (xd == MM_DTYPE_FP4_E2M1 ? 0 : 0);
+    if ((st = check_tensor(
+             "x", x, xmask, 2, bs, H,
+             c->prequantized ? "(BS, H) in dispatch_quant_out_dtype, pre-quantized" : "(BS, H) BF16", err)) !=
+        MM_OK)
+        return st;
+    if (c->prequantized) {
+        if (!in->scales)
+            return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                           "scales is required with pre-quantized x (dispatch_quant_mode 0, "
+                           "dispatch_quant_out_dtype %s)",
+                           mm_dtype_name(c->dispatch_dtype));
+        st = check_tensor("scales", in->scales, DT(MM_DTYPE_E8M0) | DT(MM_DTYPE_U8), 2, bs, (H + 31) / 32,
+                          "(BS, ceil(H/32)) E8M0", err);
+        if (st != MM_OK) return st;
+    } else if (in->scales) {
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "scales is given but x is not pre-quantized (pass NULL)");
+    }
+    if ((st = check_tensor("topk_ids", in->topk_ids, DT(MM_DTYPE_I32), 2, bs, K, "(BS, K) INT32", err)) !=
+        MM_OK)
+        return st;
+    st = check_tensor("topk_weights", in->topk_weights, DT(MM_DTYPE_F32) | DT(MM_DTYPE_BF16), 2, bs, K,
+                      "(BS, K) F32 or BF16", err);
+    if (st != MM_OK) return st;
+    c->bf16_weights = in->topk_weights->dtype == MM_DTYPE_BF16;
+    c->mask = NULL;
+    if (in->x_active_mask) {
+        st = check_tensor("x_active_mask", in->x_active_mask, DT(MM_DTYPE_BOOL) | DT(MM_DTYPE_I8), 1, bs, 0,
+                          "(BS,) BOOL or INT8", err);
+        if (st != MM_OK) return st;
+        c->mask = in->x_active_mask->data;
+    }
+    if (out) {
+        if (!out->y || !out->expert_token_nums)
+            return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "outputs y and expert_token_nums are required");
+        if ((st = check_tensor("y", out->y, DT(MM_DTYPE_BF16), 2, bs, H, "(BS, H) BF16", err)) != MM_OK)
+            return st;
+        st = check_tensor("expert_token_nums", out->expert_token_nums, DT(MM_DTYPE_I32), 1,
+                          buf->local_experts, 0, "(E / R,) INT32", err);
+        if (st != MM_OK) return st;
+    }
+    const int32_t *ids = in->topk_ids->data;
+    int64_t active = 0;
+    memset(counts, 0, (size_t)(E + 2) * sizeof *counts);
+    for (int64_t e = 0; e < E; e++) stamp[e] = -1;
+    for (int64_t i = 0; i < bs; i++) {
+        if (c->mask && !c->mask[i]) continue;
+        active++;
+        for (int64_t k = 0; k < K; k++) {
+            int32_t id = ids[i * K + k];
+            if (id < 0 || id >= E)
+                return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                               "topk_ids[%" PRId64 "][%" PRId64 "] = %d is outside [0, %" PRId64 ")", i, k,
+                               (int)id, E);
+            if (stamp[id] == (int32_t)i) {
+                int64_t j = 0;
+                while (ids[i * K + j] != id) j++;
+                return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                               "topk_ids[%" PRId64 "][%" PRId64 "] = %d repeats topk_ids[%" PRId64
+                               "][%" PRId64 "] (ids of a row must be unique)",
+                               i, k, (int)id, i, j);
+            }
+            stamp[id] = (int32_t)i;
+            counts[id]++;
+        }
+    }
+    counts[E] = bs;
+    counts[E + 1] = active;
+    c->bs = bs;
+    c->active_rows = active;
+    return MM_OK;
+}
+
+enum { N_ATTR = 18 };
+static const char *const attr_names[N_ATTR] = {"dispatch_quant_mode",
+                                               "dispatch_quant_out_dtype",
+                                               "shared_expert_quant_out_dtype",
+                                               "combine_quant_mode",
+                                               "activation",
+                                               "activation_params (count)",
+                                               "activation_params[0]",
+                                               "activation_params[1]",
+                                               "activation_params[2]",
+                                               "activation_out_dtype",
+                                               "topk_weights_type",
+                                               "combine_comm_mode",
+                                               "rank_num_per_server",
+                                               "weight1 dtype (routed)",
+                                               "shared weight dtype",
+                                               "shared weight dtype",
+                                               "transpose_weight1",
+                                               "transpose_weight2"};
+
+static void attr_vector(const mm_mega_moe_attrs *a, const mm_mega_moe_weights *w, int64_t *v) {
+    int64_t p[3] = {0, 0, 0};
+    for (int i = 0; i < a->activation_param_count && i < 3; i++) {
+        uint32_t bits;
+        memcpy(&bits, &a->activation_params[i], 4);
+        p[i] = bits;
+    }
+    int64_t shared = w->shared.count > 0 ? (int64_t)w->shared.dtype : -1;
+    int64_t vals[N_ATTR] = {a->dispatch_quant_mode,
+                            a->dispatch_quant_out_dtype,
+                            a->shared_expert_quant_out_dtype,
+                            a->combine_quant_mode,
+                            a->activation,
+                            a->activation_param_count,
+                            p[0],
+                            p[1],
+                            p[2],
+                            a->activation_out_dtype,
+                            a->topk_weights_type,
+                            a->combine_comm_mode,
+                            a->rank_num_per_server,
+                            w->routed.dtype,
+                            shared >= 0 ? shared : INT64_MAX,
+                            shared >= 0 ? shared : INT64_MIN,
+                            0,
+                            0};
+    memcpy(v, vals, sizeof vals);
+}
+
+mm_status mm_moe_validate(mm_mega_moe_buffer *buf, const mm_mega_moe_weights *weights,
+                          const mm_mega_moe_attrs *attrs, const mm_mega_moe_inputs *in,
+                          const mm_mega_moe_outputs *out, mm_moe_call *c, mm_error *err) {
+    mm_error local;
+    mm_error_clear(&local);
+    memset(c, 0, sizeof *c);
+    if (!buf) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "buffer is NULL");
+    int64_t E = buf->sizing.moe_expert_num, R = buf->world, stride = MM_MOE_COUNT_STRIDE(E);
+    int64_t *counts = calloc((size_t)(R * stride), sizeof *counts);
+    int32_t *stamp = malloc((size_t)E * sizeof *stamp);
+    mm_status st = MM_OK;
+    if (!counts || !stamp)
+        st = mm_fail(&local, MM_ERR_OUT_OF_MEMORY, "count matrix: out of memory");
+    else if (!weights || !attrs || !in)
+        st = mm_fail(&local, MM_ERR_INVALID_ARGUMENT, "weights, attrs and inputs must not be NULL");
+    if (st == MM_OK) st = check_attrs(buf, weights, attrs, c, &local);
+    if (st == MM_OK) st = check_inputs(buf, in, out, c, counts + buf->rank * stride, stamp, &local);
+    free(stamp);
+    st = mm_comm_agree(buf->comm, st, &local);
+    if (st != MM_OK) goto fail;
+    /* Attributes equal on all ranks; BS max for the record. */
+    int64_t lo[N_ATTR], hi[N_ATTR];
+    attr_vector(attrs, weights, lo);
+    memcpy(hi, lo, sizeof hi);
+    if ((st = mm_comm_allreduce_i64(buf->comm, lo, N_ATTR, MM_REDUCE_MIN, &local)) != MM_OK) goto fail;
+    if ((st = mm_comm_allreduce_i64(buf->comm, hi, N_ATTR, MM_REDUCE_MAX, &local)) != MM_OK) goto fail;
+    for (int i = 0; i < N_ATTR; i++) {
+        int differ = lo[i] != hi[i];
+        if (i == 14) differ = lo[14] != INT64_MAX && lo[14] != hi[15]; /* among ranks with shared experts */
+        if (i == 15) continue;
+        if (differ) {
+            st = mm_fail(&local, MM_ERR_INVALID_ARGUMENT,
+                         "attribute %s differs between ranks (values from %" PRId64 " to %" PRId64
+                         "): all ranks must pass the same",
+                         attr_names[i], lo[i], i == 14 ? hi[15] : hi[i]);
+            goto fail;
+        }
+    }
+    int64_t *mine = malloc((size_t)stride * sizeof *mine);
+    if (!mine) {
+        st = mm_fail(&local, MM_ERR_OUT_OF_MEMORY, "count matrix: out of memory");
+        goto fail; /* cannot happen without a peer also failing in the next collective */
+    }
+    memcpy(mine, counts + buf->rank * stride, (size_t)stride * sizeof *mine);
+    st = mm_comm_allgather(buf->comm, mine, (size_t)stride * sizeof *mine, counts, &local);
+    free(mine);
+    if (st != MM_OK) goto fail;
+    int64_t El = buf->local_experts;
+    for (int64_t d = 0; d < R; d++) {
+        int64_t rows = 0;
+        for (int64_t s = 0; s < R; s++)
+            for (int64_t j = 0; j < El; j++) rows += counts[s * stride + d * El + j];
+        if (d == buf->rank) c->recv_rows = rows;
+        if (rows > c->max_recv_rows) c->max_recv_rows = rows;
+        if (rows > buf->recv_capacity) {
+            st = mm_fail(&local, MM_ERR_INVALID_ARGUMENT,
+                         "rank %" PRId64 " would receive %" PRId64 " rows, above %s = %" PRId64
+                         " (rows are never dropped)",
+                         d, rows,
+                         buf->sizing.max_recv_token_num > 0 ? "max_recv_token_num" : "the automatic capacity",
+                         buf->recv_capacity);
+            goto fail;
+        }
+    }
+    c->counts = counts;
+    return MM_OK;
+fail:
+    free(counts);
+    c->counts = NULL;
+    return mm_fail(err, st, "%s", local.message);
+}
+
+mm_status mm_mega_moe_plan(mm_mega_moe_buffer *buffer, const mm_mega_moe_weights *weights,
+                           const mm_mega_moe_attrs *attrs, const mm_mega_moe_inputs *inputs,
+                           mm_mega_moe_plan_info *info, mm_error *err) {
+    mm_moe_call c;
+    mm_status st = mm_moe_validate(buffer, weights, attrs, inputs, NULL, &c, err);
+    if (st != MM_OK) return st;
+    if (info) {
+        info->scenario = mm_moe_scenario_name(c.routed.scenario);
+        info->shared_scenario = c.has_shared ? mm_moe_scenario_name(c.shared.scenario) : "none";
+        info->bs = c.bs;
+        info->active_rows = c.active_rows;
+        info->recv_rows = c.recv_rows;
+        info->max_recv_rows = c.max_recv_rows;
+        info->recv_capacity = buffer->recv_capacity;
+        info->workspace_bytes = mm_moe_run_workspace_bytes(buffer, weights, &c);
+    }
+    free(c.counts);
+    return MM_OK;
+}

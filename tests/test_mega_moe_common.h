@@ -1,0 +1,427 @@
+/* tests/test_mega_moe_common.h: random MegaMoE cases, run through the operator on R thread ranks and
+ * through the float64 reference (src/ref), and the comparison (header-only: the test glob compiles
+ * test_*.c files only).
+ *
+ * A case is built once as a reference case (ref/ref_case.h: every rank's buffers); the operator gets
+ * the same bytes as mm_tensor descriptors (stacked weights, or per-expert lists when asked). */
+#ifndef MEGAMOE_TEST_MEGA_MOE_COMMON_H
+#define MEGAMOE_TEST_MEGA_MOE_COMMON_H
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "megamoe/comm.h"
+#include "megamoe/formats.h"
+#include "megamoe/mega_moe.h"
+#include "ops/mega_moe/tolerance.h"
+#include "ref/mega_moe_ref.h"
+#include "ref/ref_case.h"
+#include "testlib.h"
+
+typedef struct moe_spec {
+    int ranks;
+    int64_t experts, topk, hidden, inter;
+    int64_t bs[8];           /* per rank */
+    mm_dtype routed, shared; /* weight dtypes */
+    int64_t shared_count;
+    mm_mega_moe_attrs attrs; /* operator attributes (the reference's are derived) */
+    int hot;                 /* every token's first expert is expert 0 */
+    int masked;              /* every third row inactive */
+    int bf16_weights;        /* topk_weights given as BF16 */
+    int lists;               /* weights as per-expert lists */
+    int transpose1, transpose2;
+    int nonstandard_bias; /* A8W4-INT bias differs from 8 s colsum */
+    int64_t max_recv;     /* sizing.max_recv_token_num */
+    int64_t max_tokens;   /* sizing.num_max_tokens_per_rank; 0 = the largest bs */
+    uint64_t seed;
+} moe_spec;
+
+static inline mm_ref_act_kind moe_ref_kind(mm_mega_moe_activation a) {
+    return (mm_ref_act_kind)a; /* same order: swiglu, swiglustep, swigluoai, situglu, gelu */
+}
+
+static inline mm_dtype moe_dispatch_dtype(const mm_mega_moe_attrs *a) {
+    mm_dtype d = a->dispatch_quant_out_dtype;
+    if (d == MM_DTYPE_BF16) d = MM_DTYPE_INVALID;
+    if (a->dispatch_quant_mode == 2 && d == MM_DTYPE_INVALID) d = MM_DTYPE_I8;
+    return d;
+}
+
+/* A random finite code of an element type, of moderate magnitude. */
+static inline uint32_t moe_random_code(mm_dtype t, uint64_t *st) {
+    switch (t) {
+    case MM_DTYPE_BF16: return mm_f32_to_bf16((float)mm_test_rand_uniform(st, -0.5, 0.5));
+    case MM_DTYPE_I8: return (uint32_t)(uint8_t)(int8_t)((int)(mm_test_rand_u64(st) % 255) - 127);
+    case MM_DTYPE_INT4: return (uint32_t)(mm_test_rand_u64(st) % 16);
+    case MM_DTYPE_FP8_E4M3FN: return mm_f32_to_fp8_e4m3fn((float)mm_test_rand_uniform(st, -4.0, 4.0));
+    case MM_DTYPE_FP8_E5M2: return mm_f32_to_fp8_e5m2((float)mm_test_rand_uniform(st, -4.0, 4.0));
+    case MM_DTYPE_FP4_E2M1: return mm_f32_to_fp4_e2m1((float)mm_test_rand_uniform(st, -4.0, 4.0));
+    default: return 0;
+    }
+}
+
+static inline int moe_is_int(mm_dtype t) {
+    return t == MM_DTYPE_I8 || t == MM_DTYPE_INT4;
+}
+static inline int moe_is_mx(mm_dtype t) {
+    return t == MM_DTYPE_FP8_E4M3FN || t == MM_DTYPE_FP8_E5M2 || t == MM_DTYPE_FP4_E2M1;
+}
+
+static inline void moe_fill_weights(const moe_spec *sp, const mm_ref_attrs *a, mm_ref_case_weights *w,
+                                    uint64_t *st) {
+    for (int which = 1; which <= 2; which++) {
+        int64_t K = mm_ref_case_gemm_k(a, which), N = mm_ref_case_gemm_n(a, which);
+        for (int64_t e = 0; e < w->count; e++) {
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t n = 0; n < N; n++)
+                    mm_ref_case_set_weight(a, w, which, e, k, n, moe_random_code(w->dtype, st));
+            if (moe_is_int(w->dtype)) {
+                float *s = (which == 1 ? w->scales1 : w->scales2) + e * N;
+                /* scale ~ 1 / (127 sqrt(K)) keeps outputs O(1) */
+                for (int64_t n = 0; n < N; n++)
+                    s[n] = (float)(mm_test_rand_uniform(st, 0.5, 1.5) /
+                                   (sqrt((double)K) * (w->dtype == MM_DTYPE_I8 ? 40.0 : 3.0)));
+            }
+            if (w->dtype == MM_DTYPE_INT4) {
+                /* bias = 8 s colsum (the standard one), optionally perturbed */
+                float *b = (which == 1 ? w->bias1 : w->bias2) + e * N;
+                const float *s = (which == 1 ? w->scales1 : w->scales2) + e * N;
+                for (int64_t n = 0; n < N; n++) {
+                    b[n] = 0.0f;
+                    (void)s;
+                    if (sp->nonstandard_bias) b[n] = (float)mm_test_rand_uniform(st, -0.01, 0.01);
+                }
+            }
+            if (moe_is_mx(w->dtype)) {
+                int64_t groups = (K + 31) / 32;
+                for (int64_t n = 0; n < N; n++)
+                    for (int64_t g = 0; g < groups; g++)
+                        mm_ref_case_set_mx_scale(a, w, which, e, n, g,
+                                                 (uint8_t)(122 + mm_test_rand_u64(st) % 3));
+            }
+        }
+    }
+}
+
+/* INT4 bias: the standard bias 8 s colsum of the raw weight integers (so the bracket's correction is
+ * 0) plus the perturbation already stored. Needs the weights: computed through the setter's layout by
+ * decoding the reference buffers. */
+static inline void moe_standard_bias(const mm_ref_attrs *a, mm_ref_case_weights *w) {
+    for (int which = 1; which <= 2; which++) {
+        int64_t K = mm_ref_case_gemm_k(a, which), N = mm_ref_case_gemm_n(a, which);
+        int t = which == 1 ? a->transpose_weight1 : a->transpose_weight2;
+        const uint8_t *base = which == 1 ? w->weight1 : w->weight2;
+        int64_t mat = t ? N * mm_dtype_row_bytes(MM_DTYPE_INT4, K) : K * mm_dtype_row_bytes(MM_DTYPE_INT4, N);
+        for (int64_t e = 0; e < w->count; e++) {
+            float *b = (which == 1 ? w->bias1 : w->bias2) + e * N;
+            const float *s = (which == 1 ? w->scales1 : w->scales2) + e * N;
+            for (int64_t n = 0; n < N; n++) {
+                int64_t sum = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    const uint8_t *m = base + e * mat;
+                    uint8_t nib = t ? mm_nibble_get(m + n * mm_dtype_row_bytes(MM_DTYPE_INT4, K), k)
+                                    : mm_nibble_get(m + k * mm_dtype_row_bytes(MM_DTYPE_INT4, N), n);
+                    sum += nib >= 8 ? (int)nib - 16 : (int)nib;
+                }
+                b[n] += (float)(8.0 * (double)s[n] * (double)sum);
+            }
+        }
+    }
+}
+
+typedef struct moe_case {
+    moe_spec sp;
+    mm_ref_case ref;
+    uint16_t *y[8]; /* operator outputs per rank */
+    int32_t *etn[8];
+    float *weights_f32_bf16[8]; /* BF16 copies of topk weights when sp.bf16_weights */
+    uint16_t *weights_bf16[8];
+} moe_case;
+
+static inline mm_ref_attrs moe_ref_attrs(const moe_spec *sp) {
+    mm_ref_attrs a;
+    memset(&a, 0, sizeof a);
+    a.expert_num = sp->experts;
+    a.world_size = sp->ranks;
+    a.topk = sp->topk;
+    a.hidden = sp->hidden;
+    a.inter = sp->inter;
+    mm_ref_activation_init(&a.activation, moe_ref_kind(sp->attrs.activation), sp->attrs.activation_params,
+                           sp->attrs.activation_param_count, NULL);
+    a.dispatch_dtype = moe_dispatch_dtype(&sp->attrs);
+    a.x_prequantized = sp->attrs.dispatch_quant_mode == 0 && moe_is_mx(a.dispatch_dtype);
+    a.shared_quant_dtype = sp->attrs.shared_expert_quant_out_dtype;
+    a.activation_out_dtype = sp->attrs.activation_out_dtype;
+    a.transpose_weight1 = sp->transpose1;
+    a.transpose_weight2 = sp->transpose2;
+    a.topk_weights_type = sp->attrs.topk_weights_type;
+    a.combine_quant_mode = sp->attrs.combine_quant_mode;
+    a.combine_comm_mode = sp->attrs.combine_comm_mode;
+    a.rank_num_per_server = sp->attrs.rank_num_per_server;
+    return a;
+}
+
+/* Builds the case and runs the reference. Returns 0 on failure (reported). */
+static inline int moe_case_build(moe_case *c, const moe_spec *sp) {
+    memset(c, 0, sizeof *c);
+    c->sp = *sp;
+    uint64_t st = sp->seed ? sp->seed : 1;
+    mm_ref_attrs a = moe_ref_attrs(sp);
+    mm_error err;
+    mm_error_clear(&err);
+    mm_status s = mm_ref_case_alloc(&c->ref, &a, sp->bs, sp->routed, sp->shared_count, sp->shared, &err);
+    CHECK_OK(s, &err);
+    if (s != MM_OK) return 0;
+    int64_t E = sp->experts, K = sp->topk, H = sp->hidden;
+    for (int r = 0; r < sp->ranks; r++) {
+        mm_ref_case_rank *k = &c->ref.ranks[r];
+        for (int64_t i = 0; i < k->bs; i++) {
+            for (int64_t h = 0; h < H; h++) {
+                float v = (float)mm_test_rand_uniform(&st, -1.0, 1.0);
+                if (k->x_bf16) k->x_bf16[i * H + h] = mm_f32_to_bf16(v);
+            }
+            if (a.x_prequantized) {
+                uint16_t *row = malloc((size_t)H * 2);
+                for (int64_t h = 0; h < H; h++)
+                    row[h] = mm_f32_to_bf16((float)mm_test_rand_uniform(&st, -1.0, 1.0));
+                mm_mx_quantize_row_bf16(row, H, a.dispatch_dtype,
+                                        k->x_quant + i * mm_dtype_row_bytes(a.dispatch_dtype, H),
+                                        k->x_scales + i * ((H + 31) / 32), NULL);
+                free(row);
+            }
+            /* K distinct ids: a partial Fisher-Yates draw over E */
+            for (int64_t kk = 0; kk < K; kk++) {
+                int32_t id;
+                int dup;
+                do {
+                    id = (int32_t)(mm_test_rand_u64(&st) % (uint64_t)E);
+                    if (sp->hot && kk == 0) id = 0;
+                    dup = 0;
+                    for (int64_t j = 0; j < kk; j++) dup |= k->topk_ids[i * K + j] == id;
+                } while (dup);
+                k->topk_ids[i * K + kk] = id;
+                float w = (float)mm_test_rand_uniform(&st, -0.2, 1.0);
+                if (sp->bf16_weights) w = mm_bf16_to_f32(mm_f32_to_bf16(w));
+                k->topk_weights[i * K + kk] = w;
+            }
+            if (sp->masked) k->x_active_mask[i] = (uint8_t)(i % 3 != 1);
+        }
+        moe_fill_weights(sp, &a, &k->routed, &st);
+        if (sp->routed == MM_DTYPE_INT4) moe_standard_bias(&a, &k->routed);
+        if (k->shared.count > 0) {
+            moe_fill_weights(sp, &a, &k->shared, &st);
+            if (sp->shared == MM_DTYPE_INT4) moe_standard_bias(&a, &k->shared);
+        }
+        c->y[r] = calloc((size_t)(k->bs * H + 1), 2);
+        c->etn[r] = calloc((size_t)(E / sp->ranks), 4);
+    }
+    s = mm_ref_mega_moe(&c->ref.attrs, c->ref.inputs, c->ref.outputs, &err);
+    CHECK_OK(s, &err);
+    return s == MM_OK;
+}
+
+static inline void moe_case_free(moe_case *c) {
+    for (int r = 0; r < c->sp.ranks; r++) {
+        free(c->y[r]);
+        free(c->etn[r]);
+    }
+    mm_ref_case_free(&c->ref);
+}
+
+/* ---- operator side ---- */
+
+typedef struct moe_tensors {
+    mm_tensor w1, w2, s1, s2, b1, b2;
+    mm_tensor l_w1[8], l_w2[8], l_s1[8], l_s2[8], l_b1[8], l_b2[8];
+    mm_mega_moe_expert_weights desc;
+} moe_tensors;
+
+static inline void moe_make_weights(const moe_case *c, const mm_ref_case_weights *w, moe_tensors *t) {
+    const moe_spec *sp = &c->sp;
+    memset(t, 0, sizeof *t);
+    int64_t H = sp->hidden, I = sp->inter, n = w->count;
+    int64_t k2 = sp->attrs.activation == MM_MEGA_MOE_GELU ? 2 * I : I;
+    int64_t s1[3] = {n, sp->transpose1 ? 2 * I : H, sp->transpose1 ? H : 2 * I};
+    int64_t s2[3] = {n, sp->transpose2 ? H : k2, sp->transpose2 ? k2 : H};
+    t->desc.count = n;
+    t->desc.transpose_weight1 = sp->transpose1;
+    t->desc.transpose_weight2 = sp->transpose2;
+    if (n == 0) return;
+    t->w1 = mm_tensor_make(w->dtype, 3, s1, w->weight1);
+    t->w2 = mm_tensor_make(w->dtype, 3, s2, w->weight2);
+    int has_scales = 0, has_bias = w->dtype == MM_DTYPE_INT4;
+    if (moe_is_int(w->dtype)) {
+        int64_t a1[2] = {n, 2 * I}, a2[2] = {n, H};
+        t->s1 = mm_tensor_make(MM_DTYPE_F32, 2, a1, w->scales1);
+        t->s2 = mm_tensor_make(MM_DTYPE_F32, 2, a2, w->scales2);
+        has_scales = 1;
+    } else if (moe_is_mx(w->dtype)) {
+        int64_t a1[4] = {n, 2 * I, (H + 63) / 64, 2}, a2[4] = {n, H, (k2 + 63) / 64, 2};
+        t->s1 = mm_tensor_make(MM_DTYPE_E8M0, 4, a1, w->mx_scales1);
+        t->s2 = mm_tensor_make(MM_DTYPE_E8M0, 4, a2, w->mx_scales2);
+        has_scales = 1;
+    }
+    if (has_bias) {
+        int64_t a1[2] = {n, 2 * I}, a2[2] = {n, H};
+        t->b1 = mm_tensor_make(MM_DTYPE_F32, 2, a1, w->bias1);
+        t->b2 = mm_tensor_make(MM_DTYPE_F32, 2, a2, w->bias2);
+    }
+    if (!sp->lists) {
+        t->desc.weight1 = &t->w1;
+        t->desc.weight2 = &t->w2;
+        if (has_scales) {
+            t->desc.weight_scales1 = &t->s1;
+            t->desc.weight_scales2 = &t->s2;
+        }
+        if (has_bias) {
+            t->desc.bias1 = &t->b1;
+            t->desc.bias2 = &t->b2;
+        }
+        return;
+    }
+    /* per-expert lists: slices of the stacked buffers */
+    mm_tensor *stk[6] = {&t->w1, &t->w2, &t->s1, &t->s2, &t->b1, &t->b2};
+    mm_tensor *lst[6] = {t->l_w1, t->l_w2, t->l_s1, t->l_s2, t->l_b1, t->l_b2};
+    for (int q = 0; q < 6; q++) {
+        if (!stk[q]->data) continue;
+        mm_tensor one = *stk[q];
+        one.ndim -= 1;
+        memmove(one.shape, one.shape + 1, (size_t)one.ndim * sizeof one.shape[0]);
+        int64_t bytes = mm_tensor_nbytes(&one);
+        for (int64_t e = 0; e < n; e++) {
+            lst[q][e] = one;
+            lst[q][e].data = (uint8_t *)stk[q]->data + e * bytes;
+        }
+    }
+    t->desc.weight1_list = t->l_w1;
+    t->desc.weight2_list = t->l_w2;
+    if (has_scales) {
+        t->desc.weight_scales1_list = t->l_s1;
+        t->desc.weight_scales2_list = t->l_s2;
+    }
+    if (has_bias) {
+        t->desc.bias1_list = t->l_b1;
+        t->desc.bias2_list = t->l_b2;
+    }
+}
+
+typedef struct moe_run_arg {
+    moe_case *c;
+    int calls;           /* run the call this many times on one buffer (reuse) */
+    mm_status status[8]; /* per rank, of the last call */
+    mm_error err[8];
+    int break_rank; /* -1, or a rank whose inputs are altered by `breaker` */
+    void (*breaker)(mm_mega_moe_attrs *attrs, mm_tensor *ids, mm_tensor *x, int64_t *max_tokens);
+    int plan_only;
+    mm_mega_moe_plan_info info[8];
+} moe_run_arg;
+
+static inline mm_status moe_rank_fn(mm_comm *comm, void *arg_, mm_error *err) {
+    moe_run_arg *arg = arg_;
+    moe_case *c = arg->c;
+    const moe_spec *sp = &c->sp;
+    int r = mm_comm_rank(comm);
+    mm_ref_case_rank *k = &c->ref.ranks[r];
+    int64_t H = sp->hidden, K = sp->topk, bs = k->bs, El = sp->experts / sp->ranks;
+    mm_mega_moe_attrs attrs = sp->attrs;
+    int64_t max_tokens = sp->max_tokens;
+    if (!max_tokens)
+        for (int q = 0; q < sp->ranks; q++) max_tokens = sp->bs[q] > max_tokens ? sp->bs[q] : max_tokens;
+    if (max_tokens == 0) max_tokens = 1;
+    mm_ref_attrs ra = moe_ref_attrs(sp);
+    int64_t xs[2] = {bs, H}, ks[2] = {bs, K}, ss[2] = {bs, (H + 31) / 32}, ms[1] = {bs}, es[1] = {El};
+    mm_tensor x = ra.x_prequantized ? mm_tensor_make(ra.dispatch_dtype, 2, xs, k->x_quant)
+                                    : mm_tensor_make(MM_DTYPE_BF16, 2, xs, k->x_bf16);
+    mm_tensor scales = mm_tensor_make(MM_DTYPE_E8M0, 2, ss, k->x_scales);
+    mm_tensor ids = mm_tensor_make(MM_DTYPE_I32, 2, ks, k->topk_ids);
+    uint16_t *wb = NULL;
+    mm_tensor tw = mm_tensor_make(MM_DTYPE_F32, 2, ks, k->topk_weights);
+    if (sp->bf16_weights) {
+        wb = malloc((size_t)(bs * K + 1) * 2);
+        for (int64_t q = 0; q < bs * K; q++) wb[q] = mm_f32_to_bf16(k->topk_weights[q]);
+        tw = mm_tensor_make(MM_DTYPE_BF16, 2, ks, wb);
+    }
+    mm_tensor mask = mm_tensor_make(MM_DTYPE_I8, 1, ms, k->x_active_mask);
+    mm_tensor y = mm_tensor_make(MM_DTYPE_BF16, 2, xs, c->y[r]);
+    mm_tensor etn = mm_tensor_make(MM_DTYPE_I32, 1, es, c->etn[r]);
+    if (arg->break_rank == r && arg->breaker) arg->breaker(&attrs, &ids, &x, &max_tokens);
+    mm_mega_moe_sizing sizing = {sp->experts, max_tokens, K, H, sp->inter, sp->max_recv};
+    mm_mega_moe_inputs in = {&x, ra.x_prequantized ? &scales : NULL, &ids, &tw, sp->masked ? &mask : NULL};
+    mm_mega_moe_outputs out = {&y, &etn};
+    moe_tensors *rt = calloc(1, sizeof *rt), *st = calloc(1, sizeof *st);
+    moe_make_weights(c, &k->routed, rt);
+    moe_make_weights(c, &k->shared, st);
+    mm_mega_moe_buffer *buf = NULL;
+    mm_mega_moe_weights *w = NULL;
+    mm_status s = mm_mega_moe_buffer_create(comm, &sizing, &buf, err);
+    if (s == MM_OK) {
+        mm_status ws =
+            mm_mega_moe_weights_create(buf, &rt->desc, k->shared.count ? &st->desc : NULL, &w, err);
+        /* weights are local: make a failure collective so that no rank waits in the call */
+        s = mm_comm_agree(comm, ws, err);
+    }
+    for (int call = 0; s == MM_OK && call < (arg->calls ? arg->calls : 1); call++) {
+        if (arg->plan_only)
+            s = mm_mega_moe_plan(buf, w, &attrs, &in, &arg->info[r], err);
+        else
+            s = mm_mega_moe_run(buf, w, &attrs, &in, &out, err);
+    }
+    arg->status[r] = s;
+    if (s != MM_OK && err) arg->err[r] = *err;
+    mm_mega_moe_weights_free(w);
+    mm_mega_moe_buffer_free(buf, NULL);
+    free(rt);
+    free(st);
+    free(wb);
+    return s;
+}
+
+/* Runs the operator on sp.ranks thread ranks. */
+static inline mm_status moe_case_run(moe_case *c, moe_run_arg *arg) {
+    arg->c = c;
+    mm_error err;
+    mm_error_clear(&err);
+    return mm_comm_run_threads(c->sp.ranks, moe_rank_fn, arg, NULL, NULL, &err);
+}
+
+/* Normalized error of rank r: max |y - ref| / max |ref| (0 when both are 0). */
+static inline double moe_case_error(const moe_case *c, int r) {
+    const mm_ref_case_rank *k = &c->ref.ranks[r];
+    double amax = 0, emax = 0;
+    for (int64_t q = 0; q < k->bs * c->sp.hidden; q++) {
+        double ref = mm_bf16_to_f32(k->y[q]), got = mm_bf16_to_f32(c->y[r][q]);
+        if (fabs(ref) > amax) amax = fabs(ref);
+        double e = fabs(ref - got);
+        if (!(e <= emax)) emax = isnan(e) ? INFINITY : e;
+    }
+    int64_t active = 0;
+    for (int64_t i = 0; i < k->bs; i++) active += k->x_active_mask[i] != 0;
+    CHECK(active == 0 || amax > 0); /* a case whose output is all zero would test nothing */
+    return amax > 0 ? emax / amax : emax;
+}
+
+/* Checks every rank against the reference: expert_token_nums exact, inactive rows exact +0, y within
+ * the documented tolerance of the scenario. Returns the worst normalized error. */
+static inline double moe_case_check(const moe_case *c, const char *label) {
+    double worst = 0;
+    int64_t El = c->sp.experts / c->sp.ranks, H = c->sp.hidden;
+    double tol = mm_mega_moe_tolerance(c->sp.routed, moe_dispatch_dtype(&c->sp.attrs),
+                                       c->sp.shared_count ? c->sp.shared : MM_DTYPE_INVALID);
+    for (int r = 0; r < c->sp.ranks; r++) {
+        const mm_ref_case_rank *k = &c->ref.ranks[r];
+        for (int64_t j = 0; j < El; j++) CHECK_EQ_INT(c->etn[r][j], k->expert_token_nums[j]);
+        for (int64_t i = 0; i < k->bs; i++)
+            if (!k->x_active_mask[i])
+                for (int64_t h = 0; h < H; h++) CHECK_EQ_HEX(c->y[r][i * H + h], 0);
+        double e = moe_case_error(c, r);
+        if (!(e <= tol)) {
+            CHECK(e <= tol);
+            fprintf(stderr, "  %s rank %d: error %.4g above tolerance %.4g\n", label, r, e, tol);
+        }
+        if (!(e <= worst)) worst = e;
+    }
+    return worst;
+}
+
+#endif
