@@ -153,7 +153,7 @@ static void check_validation(void) {
 
     e.groups[1].ldc = 19;
     CHECK_STATUS(mm_gemm_grouped(MM_DTYPE_I8, N_EXPERTS, e.groups, NULL, err), MM_ERR_INVALID_ARGUMENT, err);
-    CHECK_STR_CONTAINS(err->message, "groups[1].ldc = 19 is below N = 20");
+    CHECK_STR_CONTAINS(err->message, "groups[1].ldc = 19 is below the 20 output columns");
     e.groups[1].ldc = 20;
 
     CHECK_STATUS(mm_gemm_grouped(MM_DTYPE_I8, -1, e.groups, NULL, err), MM_ERR_INVALID_ARGUMENT, err);

@@ -126,6 +126,46 @@ static void check_hand_computed(void) {
     CHECK_EQ_HEX(gemm_f32_bits(run_one(MM_DTYPE_FP4_E2M1, a4, NULL, a4_mx, &d4, 0)), gemm_f32_bits(6.0f));
 }
 
+/* interleave_gate_up: packed column 32p + c is gate column 16p + c or up column I + 16p + c - 16, with
+ * the values of the plain GEMM at those columns; columns past I are 0. */
+static void check_interleave(mm_dtype a_dtype, mm_dtype w_dtype, int64_t half) {
+    mm_error err_storage, *err = &err_storage;
+    gemm_case c;
+    gemm_case_make(&c, a_dtype, w_dtype, 11, 70, 2 * half, 1, 0, 99);
+    mm_gemm_weight_desc d = gemm_case_weights(&c);
+    mm_gemm_pack_options po = {.interleave_gate_up = 1};
+    mm_gemm_packed_weights *w = NULL;
+    CHECK_OK(mm_gemm_pack_weights_with(&d, &po, &w, err), err);
+    if (!w) return;
+    int64_t n_out = mm_gemm_packed_n_out(w);
+    CHECK_EQ_INT(n_out, 32 * ((half + 15) / 16));
+    float *out = calloc((size_t)(c.rows * n_out), sizeof(float));
+    mm_gemm_group g = gemm_case_group(&c, w, out, n_out);
+    CHECK_OK(mm_gemm_grouped(a_dtype, 1, &g, NULL, err), err);
+    int bad = 0;
+    for (int64_t r = 0; r < c.rows; r++)
+        for (int64_t pc = 0; pc < n_out; pc++) {
+            int64_t lane = pc % 32, j = pc / 32 * 16 + lane % 16;
+            float got = out[r * n_out + pc];
+            if (j >= half) {
+                bad += got != 0.0f;
+                continue;
+            }
+            double value, abs_sum;
+            float exact;
+            gemm_case_expect(&c, r, lane < 16 ? j : half + j, &value, &abs_sum, &exact);
+            bad += gemm_is_int(w_dtype) ? gemm_f32_bits(got) != gemm_f32_bits(exact)
+                                        : fabs((double)got - value) > gemm_f32_sum_bound(c.k, abs_sum);
+        }
+    CHECK_EQ_INT(bad, 0);
+    free(out);
+    mm_gemm_packed_free(w);
+    d.n = 2 * half + 1;
+    CHECK_STATUS(mm_gemm_pack_weights_with(&d, &po, &w, err), MM_ERR_INVALID_ARGUMENT, err);
+    CHECK_STR_CONTAINS(err->message, "is odd: interleave_gate_up needs N = 2I");
+    gemm_case_free(&c);
+}
+
 static void check_validation(void) {
     mm_error err_storage, *err = &err_storage;
     mm_gemm_packed_weights *w = (mm_gemm_packed_weights *)&err_storage; /* must be reset to NULL */
@@ -163,6 +203,10 @@ int main(void) {
     for (size_t i = 0; i < sizeof weight_types / sizeof weight_types[0]; i++)
         for (int t = 0; t < 2; t++) check_layout_round_trip(weight_types[i], t);
     check_hand_computed();
+    check_interleave(MM_DTYPE_I8, MM_DTYPE_I8, 21);
+    check_interleave(MM_DTYPE_I8, MM_DTYPE_INT4, 32);
+    check_interleave(MM_DTYPE_BF16, MM_DTYPE_BF16, 40);
+    check_interleave(MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, 17);
     check_validation();
     return mm_test_finish("test_gemm_pack");
 }

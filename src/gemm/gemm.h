@@ -38,9 +38,24 @@ typedef struct mm_gemm_packed_weights mm_gemm_packed_weights; /* see gemm/packed
 
 /* Packs one weight matrix. *out receives a new object to release with mm_gemm_packed_free. */
 mm_status mm_gemm_pack_weights(const mm_gemm_weight_desc *desc, mm_gemm_packed_weights **out, mm_error *err);
+
+typedef struct mm_gemm_pack_options {
+    /* 1: the N = 2I columns are gate [0, I) then up [I, 2I) of a gated activation, and each packed panel
+     * takes 16 gate columns and the 16 matching up columns, so one output tile holds both halves of 16
+     * activation outputs (for an epilogue that fuses the activation). The GEMM's output columns are then
+     * in packed order: mm_gemm_packed_n_out = 32 * ceil(I/16) columns, packed column 32p + c is gate
+     * column 16p + c (c < 16) or up column 16p + c - 16 (c >= 16); columns past I hold 0. */
+    int interleave_gate_up;
+} mm_gemm_pack_options;
+
+/* mm_gemm_pack_weights with options (opts may be NULL: the defaults, all 0). */
+mm_status mm_gemm_pack_weights_with(const mm_gemm_weight_desc *desc, const mm_gemm_pack_options *opts,
+                                    mm_gemm_packed_weights **out, mm_error *err);
 void mm_gemm_packed_free(mm_gemm_packed_weights *packed);
 int64_t mm_gemm_packed_k(const mm_gemm_packed_weights *packed);
 int64_t mm_gemm_packed_n(const mm_gemm_packed_weights *packed);
+/* Columns of the GEMM's output: N, or the packed-order width with interleave_gate_up. */
+int64_t mm_gemm_packed_n_out(const mm_gemm_packed_weights *packed);
 mm_dtype mm_gemm_packed_dtype(const mm_gemm_packed_weights *packed);
 
 /* Epilogue hook: called once per finished output tile, after the kernel has written the F32 values.

@@ -93,7 +93,7 @@ static void run_task(void *ctx, int64_t task) {
 
     mm_ukernel_args args = {0};
     args.k = w->k;
-    args.n = (int)(w->n - col0 < MM_GEMM_NR ? w->n - col0 : MM_GEMM_NR);
+    args.n = (int)(w->n_out - col0 < MM_GEMM_NR ? w->n_out - col0 : MM_GEMM_NR);
     args.a_dtype = kernel->prepare_rows ? MM_DTYPE_BF16 : job->a_dtype;
     args.a_stride = g->a_stride;
     args.a_mx_stride = g->a_mx_stride;
@@ -180,9 +180,10 @@ static mm_status validate_group(mm_dtype a_dtype, int64_t gi, const mm_gemm_grou
     if (!g->c && !(opts && opts->epilogue))
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "groups[%lld].c is NULL and there is no epilogue to take the output", (long long)gi);
-    if (g->c && g->rows > 1 && g->ldc < w->n)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "groups[%lld].ldc = %lld is below N = %lld",
-                       (long long)gi, (long long)g->ldc, (long long)w->n);
+    if (g->c && g->rows > 1 && g->ldc < w->n_out)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "groups[%lld].ldc = %lld is below the %lld output columns", (long long)gi,
+                       (long long)g->ldc, (long long)w->n_out);
     return MM_OK;
 }
 

@@ -90,34 +90,49 @@ static mm_status validate(const mm_gemm_weight_desc *d, mm_error *err) {
     return MM_OK;
 }
 
+/* The API column held by packed column pc, or -1 for padding. Plain: pc itself. Interleaved gate/up
+ * (N = 2I): panel p holds gate columns 16p..16p+15 then the matching up columns I+16p..I+16p+15. */
+static int64_t source_column(const mm_gemm_weight_desc *d, const mm_gemm_packed_weights *w, int64_t pc) {
+    if (!w->interleave_gate_up) return pc < d->n ? pc : -1;
+    int64_t half = d->n / 2, lane = pc % MM_GEMM_NR, j = pc / MM_GEMM_NR * 16 + lane % 16;
+    if (j >= half) return -1;
+    return lane < 16 ? j : half + j;
+}
+
 static void fill_panels(const mm_gemm_weight_desc *d, mm_gemm_packed_weights *w) {
     for (int64_t p = 0; p < w->n_panels; p++) {
         uint8_t *panel = w->panels + p * w->panel_bytes;
-        for (int c = 0; c < MM_GEMM_NR && p * MM_GEMM_NR + c < d->n; c++)
-            for (int64_t k = 0; k < d->k; k++)
-                store_code(d->dtype, panel, k, c, api_code(d, k, p * MM_GEMM_NR + c));
+        for (int c = 0; c < MM_GEMM_NR; c++) {
+            int64_t src = source_column(d, w, p * MM_GEMM_NR + c);
+            if (src < 0) continue;
+            for (int64_t k = 0; k < d->k; k++) store_code(d->dtype, panel, k, c, api_code(d, k, src));
+        }
     }
 }
 
 static void fill_int_columns(const mm_gemm_weight_desc *d, mm_gemm_packed_weights *w) {
-    for (int64_t n = 0; n < d->n; n++) {
+    for (int64_t pc = 0; pc < w->n_panels * MM_GEMM_NR; pc++) {
+        int64_t n = source_column(d, w, pc);
+        if (n < 0) continue;
         int64_t sum = 0;
         for (int64_t k = 0; k < d->k; k++) {
             uint32_t code = api_code(d, k, n);
             sum += d->dtype == MM_DTYPE_INT4 ? (int64_t)(code ^ 8u) - 8 : (int64_t)(int8_t)code;
         }
         float s = d->scales[n];
-        w->col_scale[n] = s;
-        w->col_sum_x128[n] = (int32_t)(sum * 128);
+        w->col_scale[pc] = s;
+        w->col_sum_x128[pc] = (int32_t)(sum * 128);
         /* The A8W4-INT bracket's second term, evaluated left to right as the spec writes it. */
-        if (d->dtype == MM_DTYPE_INT4 && d->bias) w->col_offset[n] = d->bias[n] - 8.0f * s * (float)sum;
+        if (d->dtype == MM_DTYPE_INT4 && d->bias) w->col_offset[pc] = d->bias[n] - 8.0f * s * (float)sum;
     }
 }
 
 static void fill_mx_scales(const mm_gemm_weight_desc *d, mm_gemm_packed_weights *w) {
     const float *e8m0 = mm_gemm_lut(MM_DTYPE_E8M0);
-    for (int64_t n = 0; n < d->n; n++) {
-        int64_t at = (n / MM_GEMM_NR) * w->k_blocks * MM_GEMM_NR + n % MM_GEMM_NR;
+    for (int64_t pc = 0; pc < w->n_panels * MM_GEMM_NR; pc++) {
+        int64_t n = source_column(d, w, pc);
+        if (n < 0) continue;
+        int64_t at = (pc / MM_GEMM_NR) * w->k_blocks * MM_GEMM_NR + pc % MM_GEMM_NR;
         for (int64_t g = 0; g < w->k_blocks; g++) {
             uint8_t b = mm_mx_weight_scale(d->mx_scales, n, d->k, g);
             w->mx_scale[at + g * MM_GEMM_NR] = e8m0[b];
@@ -127,11 +142,21 @@ static void fill_mx_scales(const mm_gemm_weight_desc *d, mm_gemm_packed_weights 
 }
 
 mm_status mm_gemm_pack_weights(const mm_gemm_weight_desc *desc, mm_gemm_packed_weights **out, mm_error *err) {
+    return mm_gemm_pack_weights_with(desc, NULL, out, err);
+}
+
+mm_status mm_gemm_pack_weights_with(const mm_gemm_weight_desc *desc, const mm_gemm_pack_options *opts,
+                                    mm_gemm_packed_weights **out, mm_error *err) {
     mm_status st = MM_OK;
     mm_gemm_packed_weights *w = NULL;
+    int interleave = opts ? opts->interleave_gate_up : 0;
     if (!out) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
     if ((st = validate(desc, err)) != MM_OK) return st;
+    if (interleave && desc->n % 2 != 0)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "weight N = %lld is odd: interleave_gate_up needs N = 2I (gate then up columns)",
+                       (long long)desc->n);
 
     w = calloc(1, sizeof *w);
     if (!w) goto oom;
@@ -140,7 +165,9 @@ mm_status mm_gemm_pack_weights(const mm_gemm_weight_desc *desc, mm_gemm_packed_w
     w->n = desc->n;
     w->k_group = mm_gemm_k_group(desc->dtype);
     w->k_padded = (desc->k + w->k_group - 1) / w->k_group * w->k_group;
-    w->n_panels = (desc->n + MM_GEMM_NR - 1) / MM_GEMM_NR;
+    w->interleave_gate_up = interleave;
+    w->n_panels = interleave ? (desc->n / 2 + 15) / 16 : (desc->n + MM_GEMM_NR - 1) / MM_GEMM_NR;
+    w->n_out = interleave ? w->n_panels * MM_GEMM_NR : desc->n;
     int bits = mm_dtype_bits(desc->dtype);
     int64_t bytes = w->k_padded * MM_GEMM_NR * bits / 8;
     /* Rounded to whole cache lines so every panel starts 64-byte aligned. */
@@ -192,6 +219,9 @@ int64_t mm_gemm_packed_k(const mm_gemm_packed_weights *w) {
 }
 int64_t mm_gemm_packed_n(const mm_gemm_packed_weights *w) {
     return w->n;
+}
+int64_t mm_gemm_packed_n_out(const mm_gemm_packed_weights *w) {
+    return w->n_out;
 }
 mm_dtype mm_gemm_packed_dtype(const mm_gemm_packed_weights *w) {
     return w->dtype;

@@ -27,6 +27,8 @@
 struct mm_gemm_packed_weights {
     mm_dtype dtype;
     int64_t k, n;
+    int64_t n_out;          /* output columns: n, or n_panels * NR with interleave_gate_up (packed order) */
+    int interleave_gate_up; /* see mm_gemm_pack_options */
     int k_group;            /* consecutive K values per column, see above */
     int64_t k_padded;       /* k rounded up to a multiple of k_group */
     int64_t n_panels;       /* ceil(n / NR) */
