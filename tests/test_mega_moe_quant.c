@@ -1,0 +1,151 @@
+/* tests/test_mega_moe_quant.c: the quantized scenarios against the float64 reference (A8W8-INT,
+ * A8W4-INT with standard and other biases, A8W8-FP with E4M3 and E5M2, A8W4-FP, A4W4-FP, pre-quantized
+ * x, activation_out_dtype, combine_quant_mode 3/4, shared experts of another dtype), on 1 to 8 thread
+ * ranks, within the tolerances of ops/mega_moe/tolerance.h. */
+#include <float.h>
+#include <stdio.h>
+
+#include "test_mega_moe_common.h"
+
+static moe_spec base_spec(int ranks, mm_dtype weights, int mode, mm_dtype dispatch) {
+    moe_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.ranks = ranks;
+    sp.experts = 2 * ranks;
+    sp.topk = 2;
+    sp.hidden = 64;
+    sp.inter = 32;
+    for (int r = 0; r < ranks; r++) sp.bs[r] = 4 + 3 * r;
+    sp.routed = weights;
+    sp.shared = weights;
+    sp.attrs = mm_mega_moe_default_attrs();
+    sp.attrs.dispatch_quant_mode = mode;
+    sp.attrs.dispatch_quant_out_dtype = dispatch;
+    sp.seed = 11 + (uint64_t)ranks;
+    return sp;
+}
+
+static double worst_by_scenario[8];
+
+static void run_check(const moe_spec *sp, const char *label, int scenario_slot) {
+    moe_case c;
+    if (!moe_case_build(&c, sp)) return;
+    moe_run_arg arg;
+    memset(&arg, 0, sizeof arg);
+    arg.break_rank = -1;
+    mm_status st = moe_case_run(&c, &arg);
+    CHECK_OK(st, &arg.err[0]);
+    if (st != MM_OK) {
+        for (int r = 0; r < sp->ranks; r++)
+            if (arg.status[r] != MM_OK) printf("  rank %d: %s\n", r, arg.err[r].message);
+    }
+    double e = st == MM_OK ? moe_case_check(&c, label) : -1;
+    if (e > worst_by_scenario[scenario_slot]) worst_by_scenario[scenario_slot] = e;
+    printf("  %-52s error %.3g\n", label, e);
+    moe_case_free(&c);
+}
+
+typedef struct scenario_row {
+    const char *name;
+    mm_dtype weights;
+    int mode;
+    mm_dtype dispatch;
+} scenario_row;
+
+static const scenario_row scenarios[] = {
+    {"A8W8-INT", MM_DTYPE_I8, 2, MM_DTYPE_I8},
+    {"A8W4-INT", MM_DTYPE_INT4, 2, MM_DTYPE_I8},
+    {"A8W8-FP e4m3", MM_DTYPE_FP8_E4M3FN, 4, MM_DTYPE_FP8_E4M3FN},
+    {"A8W8-FP e5m2", MM_DTYPE_FP8_E5M2, 4, MM_DTYPE_FP8_E5M2},
+    {"A8W4-FP", MM_DTYPE_FP4_E2M1, 4, MM_DTYPE_FP8_E4M3FN},
+    {"A4W4-FP", MM_DTYPE_FP4_E2M1, 4, MM_DTYPE_FP4_E2M1},
+};
+
+int main(void) {
+    static const int rank_counts[] = {1, 2, 3, 4, 8};
+    int n_sc = (int)(sizeof scenarios / sizeof scenarios[0]);
+    for (int q = 0; q < n_sc; q++) {
+        const scenario_row *sc = &scenarios[q];
+        for (size_t rc = 0; rc < sizeof rank_counts / sizeof rank_counts[0]; rc++) {
+            int R = rank_counts[rc];
+            char label[128];
+            moe_spec sp = base_spec(R, sc->weights, sc->mode, sc->dispatch);
+            sp.transpose1 = (int)rc % 2;
+            sp.lists = q % 2;
+            snprintf(label, sizeof label, "%s R=%d", sc->name, R);
+            run_check(&sp, label, q);
+            /* options: shared experts, weights after the activation, masks, an idle rank, hot expert */
+            sp.shared_count = 1 + R % 3;
+            sp.attrs.topk_weights_type = 1;
+            sp.masked = 1;
+            sp.hot = 1;
+            sp.bs[0] = 0;
+            sp.transpose2 = 1;
+            sp.nonstandard_bias = 1;
+            snprintf(label, sizeof label, "%s R=%d shared=%d type1 mask hot bs0", sc->name, R,
+                     (int)sp.shared_count);
+            run_check(&sp, label, q);
+        }
+        /* combine quantization and dedup modes on 4 ranks */
+        for (int cq = 3; cq <= 4; cq++) {
+            moe_spec sp = base_spec(4, sc->weights, sc->mode, sc->dispatch);
+            sp.attrs.combine_quant_mode = cq;
+            sp.topk = 3;
+            char label[128];
+            snprintf(label, sizeof label, "%s R=4 combine_quant_mode=%d", sc->name, cq);
+            run_check(&sp, label, q);
+        }
+        moe_spec sp = base_spec(4, sc->weights, sc->mode, sc->dispatch);
+        sp.attrs.combine_comm_mode = 2;
+        sp.attrs.rank_num_per_server = 2;
+        sp.topk = 4;
+        char label[128];
+        snprintf(label, sizeof label, "%s R=4 combine_comm_mode=2", sc->name);
+        run_check(&sp, label, q);
+    }
+    /* pre-quantized x (dispatch_quant_mode 0 with an MX dtype) */
+    {
+        moe_spec sp = base_spec(3, MM_DTYPE_FP8_E4M3FN, 0, MM_DTYPE_FP8_E4M3FN);
+        sp.shared_count = 1;
+        run_check(&sp, "pre-quantized x fp8_e4m3fn R=3", 2);
+        sp = base_spec(2, MM_DTYPE_FP4_E2M1, 0, MM_DTYPE_FP4_E2M1);
+        run_check(&sp, "pre-quantized x fp4_e2m1 R=2", 5);
+    }
+    /* activation_out_dtype overrides the GEMM2 input type; gelu and swigluoai with clamp */
+    {
+        moe_spec sp = base_spec(2, MM_DTYPE_FP4_E2M1, 4, MM_DTYPE_FP8_E4M3FN);
+        sp.attrs.activation_out_dtype = MM_DTYPE_FP8_E5M2;
+        run_check(&sp, "A8W4-FP activation_out_dtype=e5m2", 4);
+        sp = base_spec(2, MM_DTYPE_FP4_E2M1, 4, MM_DTYPE_FP4_E2M1);
+        sp.attrs.activation = MM_MEGA_MOE_SWIGLUOAI;
+        sp.attrs.activation_param_count = 3;
+        sp.attrs.activation_params[0] = 7.0f;
+        sp.attrs.activation_params[1] = 1.702f;
+        sp.attrs.activation_params[2] = 1.0f;
+        run_check(&sp, "A4W4-FP swigluoai clamp 7", 5);
+        sp = base_spec(2, MM_DTYPE_I8, 2, MM_DTYPE_I8);
+        sp.attrs.activation = MM_MEGA_MOE_GELU;
+        run_check(&sp, "A8W8-INT gelu", 0);
+        sp = base_spec(2, MM_DTYPE_INT4, 2, MM_DTYPE_I8);
+        sp.attrs.activation = MM_MEGA_MOE_SITUGLU;
+        sp.attrs.activation_param_count = 1;
+        sp.attrs.activation_params[0] = 2.0f;
+        run_check(&sp, "A8W4-INT situglu", 1);
+    }
+    /* shared experts with their own dtype and quantization */
+    {
+        moe_spec sp = base_spec(2, MM_DTYPE_FP8_E4M3FN, 4, MM_DTYPE_FP8_E4M3FN);
+        sp.shared = MM_DTYPE_FP4_E2M1;
+        sp.shared_count = 2;
+        sp.attrs.shared_expert_quant_out_dtype = MM_DTYPE_FP4_E2M1;
+        run_check(&sp, "routed A8W8-FP, shared A4W4-FP", 5);
+        sp = base_spec(2, MM_DTYPE_I8, 2, MM_DTYPE_I8);
+        sp.shared = MM_DTYPE_INT4;
+        sp.shared_count = 1;
+        run_check(&sp, "routed A8W8-INT, shared A8W4-INT", 1);
+    }
+    printf("worst error per scenario:");
+    for (int q = 0; q < n_sc; q++) printf(" %s %.3g;", scenarios[q].name, worst_by_scenario[q]);
+    printf("\n");
+    return mm_test_finish("test_mega_moe_quant");
+}
