@@ -99,26 +99,32 @@ static int64_t source_column(const mm_gemm_weight_desc *d, const mm_gemm_packed_
     return lane < 16 ? j : half + j;
 }
 
-static void fill_panels(const mm_gemm_weight_desc *d, mm_gemm_packed_weights *w) {
+/* Panel by panel, K outer and the panel's 32 columns inner, so the source is read in runs (rows of a
+ * (K, N) matrix, or 32 row streams of an (N, K) one). INT weights also get their column sums here. */
+static void fill_panels(const mm_gemm_weight_desc *d, mm_gemm_packed_weights *w, int64_t *col_sums) {
+    int is_int4 = d->dtype == MM_DTYPE_INT4;
     for (int64_t p = 0; p < w->n_panels; p++) {
         uint8_t *panel = w->panels + p * w->panel_bytes;
-        for (int c = 0; c < MM_GEMM_NR; c++) {
-            int64_t src = source_column(d, w, p * MM_GEMM_NR + c);
-            if (src < 0) continue;
-            for (int64_t k = 0; k < d->k; k++) store_code(d->dtype, panel, k, c, api_code(d, k, src));
-        }
+        int64_t src[MM_GEMM_NR];
+        for (int c = 0; c < MM_GEMM_NR; c++) src[c] = source_column(d, w, p * MM_GEMM_NR + c);
+        for (int64_t k = 0; k < d->k; k++)
+            for (int c = 0; c < MM_GEMM_NR; c++) {
+                if (src[c] < 0) continue;
+                uint32_t code = api_code(d, k, src[c]);
+                store_code(d->dtype, panel, k, c, code);
+                if (col_sums)
+                    col_sums[p * MM_GEMM_NR + c] +=
+                        is_int4 ? (int64_t)(code ^ 8u) - 8 : (int64_t)(int8_t)code;
+            }
     }
 }
 
-static void fill_int_columns(const mm_gemm_weight_desc *d, mm_gemm_packed_weights *w) {
+static void fill_int_columns(const mm_gemm_weight_desc *d, mm_gemm_packed_weights *w,
+                             const int64_t *col_sums) {
     for (int64_t pc = 0; pc < w->n_panels * MM_GEMM_NR; pc++) {
         int64_t n = source_column(d, w, pc);
         if (n < 0) continue;
-        int64_t sum = 0;
-        for (int64_t k = 0; k < d->k; k++) {
-            uint32_t code = api_code(d, k, n);
-            sum += d->dtype == MM_DTYPE_INT4 ? (int64_t)(code ^ 8u) - 8 : (int64_t)(int8_t)code;
-        }
+        int64_t sum = col_sums[pc];
         float s = d->scales[n];
         w->col_scale[pc] = s;
         w->col_sum_x128[pc] = (int32_t)(sum * 128);
@@ -149,6 +155,7 @@ mm_status mm_gemm_pack_weights_with(const mm_gemm_weight_desc *desc, const mm_ge
                                     mm_gemm_packed_weights **out, mm_error *err) {
     mm_status st = MM_OK;
     mm_gemm_packed_weights *w = NULL;
+    int64_t *col_sums = NULL;
     int interleave = opts ? opts->interleave_gate_up : 0;
     if (!out) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
@@ -175,16 +182,17 @@ mm_status mm_gemm_pack_weights_with(const mm_gemm_weight_desc *desc, const mm_ge
     w->panels = aligned_alloc(64, (size_t)(w->panel_bytes * w->n_panels));
     if (!w->panels) goto oom;
     memset(w->panels, 0, (size_t)(w->panel_bytes * w->n_panels));
-    fill_panels(desc, w);
 
     int64_t padded_n = w->n_panels * MM_GEMM_NR;
     if (desc->dtype == MM_DTYPE_I8 || desc->dtype == MM_DTYPE_INT4) {
         w->col_scale = calloc((size_t)padded_n, sizeof *w->col_scale);
         w->col_offset = calloc((size_t)padded_n, sizeof *w->col_offset);
         w->col_sum_x128 = calloc((size_t)padded_n, sizeof *w->col_sum_x128);
-        if (!w->col_scale || !w->col_offset || !w->col_sum_x128) goto oom;
-        fill_int_columns(desc, w);
+        col_sums = calloc((size_t)padded_n, sizeof *col_sums);
+        if (!w->col_scale || !w->col_offset || !w->col_sum_x128 || !col_sums) goto oom;
     }
+    fill_panels(desc, w, col_sums);
+    if (col_sums) fill_int_columns(desc, w, col_sums);
     if (is_mx(desc->dtype)) {
         w->k_blocks = (desc->k + 31) / 32;
         w->mx_scale = calloc((size_t)(padded_n * w->k_blocks), sizeof *w->mx_scale);
@@ -194,10 +202,12 @@ mm_status mm_gemm_pack_weights_with(const mm_gemm_weight_desc *desc, const mm_ge
         memset(w->mx_scale_e8m0, 127, (size_t)(padded_n * w->k_blocks));
         fill_mx_scales(desc, w);
     }
+    free(col_sums);
     *out = w;
     return MM_OK;
 
 oom:
+    free(col_sums);
     mm_gemm_packed_free(w);
     return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "packing %s weights K = %lld, N = %lld: out of memory",
                    mm_dtype_name(desc->dtype), (long long)desc->k, (long long)desc->n);
