@@ -132,7 +132,7 @@ static inline int dct_token_on(const dct_world *w, const dct_rank_data *d, int i
     return 0;
 }
 
-static void dct_world_free(dct_world *w) {
+static inline void dct_world_free(dct_world *w) {
     for (int g = 0; g < DC_MAXR * 2; g++) {
         dct_rank_data *d = &w->rd[g];
         free(d->x), free(d->residual), free(d->ori), free(d->shared_x), free(d->ids), free(d->mask),
@@ -147,7 +147,7 @@ static void dct_world_free(dct_world *w) {
 }
 
 /* Generates rank data for data id `id` (the same whatever world it lands in). */
-static void dct_gen_rank(dct_world *w, int g, int id) {
+static inline void dct_gen_rank(dct_world *w, int g, int id) {
     const dct_cfg *c = &w->cfg;
     uint64_t s = c->seed * 1000003u + (uint64_t)id * 7919u + 17;
     dct_rank_data *d = &w->rd[g];
@@ -194,7 +194,7 @@ static void dct_gen_rank(dct_world *w, int g, int id) {
 
 /* Builds the world for cfg. Elastic: survivors keep their order (new rank = rank among survivors); the
  * survivors among the first shared_ranks stay shared ranks. */
-static int dct_world_make(dct_world *w, const dct_cfg *cfg) {
+static inline int dct_world_make(dct_world *w, const dct_cfg *cfg) {
     memset(w, 0, sizeof *w);
     w->cfg = *cfg;
     const dct_cfg *c = &w->cfg;
@@ -221,12 +221,14 @@ static int dct_world_make(dct_world *w, const dct_cfg *cfg) {
         for (int r = 0; r < c->R; r++) w->elastic_info[4 + c->R + r] = w->old_of_new[r];
     }
     w->M_eff = w->L * (w->R_eff - w->sh_eff);
-    uint64_t s = c->seed * 31 + 5;
+    uint64_t s = c->seed * 31 + 5; /* each array has its own stream: worlds of other sizes share them */
     size_t h = (size_t)c->h;
     w->smooth = calloc((size_t)(c->S + c->M) * h, 4);
     for (size_t j = 0; j < (size_t)(c->S + c->M) * h; j++) w->smooth[j] = (float)dct_uniform(&s, 0.5, 1.5);
+    s = c->seed * 37 + 11;
     w->gamma = calloc(h, 2);
     for (size_t j = 0; j < h; j++) w->gamma[j] = dct_to_bf16((float)dct_uniform(&s, 0.5, 1.5));
+    s = c->seed * 41 + 13;
     size_t an = (size_t)(c->N ? c->N : 1) * (c->alpha_2d ? h : 1);
     w->alpha1 = calloc(an, 4), w->alpha2 = calloc(an, 4);
     for (size_t j = 0; j < an; j++) {
@@ -238,6 +240,7 @@ static int dct_world_make(dct_world *w, const dct_cfg *cfg) {
             ((float *)w->alpha1)[j] = a1, ((float *)w->alpha2)[j] = a2;
         }
     }
+    s = c->seed * 43 + 17;
     w->const_v = calloc((size_t)(c->N ? c->N : 1) * h, 2);
     for (size_t j = 0; j < (size_t)(c->N ? c->N : 1) * h; j++)
         w->const_v[j] = dct_to_bf16((float)dct_uniform(&s, -1.0, 1.0));
@@ -251,7 +254,8 @@ static inline float dct_alpha(const dct_world *w, const void *a, size_t i) {
 
 /* The expected dispatched row of (source global g, token i, k): quant 0 copies x; quant 2 smooths with
  * the destination expert's row and quantizes with mul-even (m = 127 / amax, q = rint(v * m), 1 / m). */
-static void dct_expected_row(const dct_world *w, int g, int i, int k, int8_t *q, float *scale, float *tmp) {
+static inline void dct_expected_row(const dct_world *w, int g, int i, int k, int8_t *q, float *scale,
+                                    float *tmp) {
     const dct_cfg *c = &w->cfg;
     const dct_rank_data *d = &w->rd[g];
     int smooth_row = k < c->k ? d->ids[i * c->k + k] + c->S : k - c->k;
@@ -280,7 +284,7 @@ typedef struct dct_row {
     int src_g, src_new, token, k;
 } dct_row;
 
-static int dct_expected_rows(const dct_world *w, int g, dct_row *rows, int64_t *ep_counts) {
+static inline int dct_expected_rows(const dct_world *w, int g, dct_row *rows, int64_t *ep_counts) {
     const dct_cfg *c = &w->cfg;
     int d = g / w->tpw, dn = w->new_of_old[d], shared = dn < w->sh_eff;
     int myL = shared ? 1 : w->L, n = 0;
@@ -324,8 +328,8 @@ static inline int dct_row_expert(const dct_world *w, int src_g, int token, int k
 
 /* The expert output row (BF16 bits into out) that the home rank receives for (src_g, token, k), TP
  * partials summed in F32 and rounded to BF16 as the page says. */
-static void dct_expected_expert_out(const dct_world *w, int src_g, int token, int k, uint16_t *out, int8_t *q,
-                                    float *tmp) {
+static inline void dct_expected_expert_out(const dct_world *w, int src_g, int token, int k, uint16_t *out,
+                                           int8_t *q, float *tmp) {
     const dct_cfg *c = &w->cfg;
     float scale = 1.0f;
     if (c->quant) dct_expected_row(w, src_g, token, k, q, &scale, tmp);
@@ -345,7 +349,7 @@ typedef struct dct_tensors {
     mm_tensor cx, cres, cgamma, cweights, cshared, cori, ca1, ca2, cv, y, rstd, xo;
 } dct_tensors;
 
-static mm_dc_attrs dct_attrs(const dct_world *w, int g) {
+static inline mm_dc_attrs dct_attrs(const dct_world *w, int g) {
     const dct_cfg *c = &w->cfg;
     mm_dc_attrs a = mm_dc_default_attrs();
     a.ep_world_size = c->R;
@@ -369,7 +373,7 @@ static mm_dc_attrs dct_attrs(const dct_world *w, int g) {
 }
 
 /* Runs dispatch, checks it, runs the toy FFN, runs combine, checks it, keeps the outputs in w->res[g]. */
-static mm_status dct_run_rank(mm_comm *comm, dct_world *w, mm_dc_workspace *ws, mm_error *err) {
+static inline mm_status dct_run_rank(mm_comm *comm, dct_world *w, mm_dc_workspace *ws, mm_error *err) {
     const dct_cfg *c = &w->cfg;
     int g = mm_comm_rank(comm), d = g / w->tpw, tt = g % w->tpw;
     dct_rank_data *rd = &w->rd[g];
@@ -654,7 +658,7 @@ done:
 }
 
 /* Compares rank g's kept outputs of two runs bit for bit (elastic vs fresh world; thread counts). */
-static mm_status dct_compare(const dct_world *a, int ga, const dct_world *b, int gb, mm_error *err) {
+static inline mm_status dct_compare(const dct_world *a, int ga, const dct_world *b, int gb, mm_error *err) {
     const dct_result *x = &a->res[ga], *y = &b->res[gb];
     const dct_cfg *c = &a->cfg;
     DC_EXPECT(err, x->y && y->y, "ranks %d / %d: missing results", ga, gb);

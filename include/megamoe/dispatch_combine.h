@@ -63,6 +63,9 @@ mm_status mm_dc_workspace_create(mm_comm *comm, mm_dc_workspace **out, mm_error 
 /* Collective over the alive ranks when buffers were allocated (every alive rank frees its own
  * workspace); accepts NULL. */
 mm_status mm_dc_workspace_free(mm_dc_workspace *ws, mm_error *err);
+/* For a rank that leaves the group (elastic scale-in) instead of freeing collectively: releases this
+ * rank's private memory only; the survivors' mm_dc_workspace_free frees the symmetric buffers. */
+void mm_dc_workspace_abandon(mm_dc_workspace *ws);
 
 /* ---- Dispatch V3 ----------------------------------------------------------------------------- */
 

@@ -30,6 +30,13 @@ mm_status mm_dc_workspace_free(mm_dc_workspace *ws, mm_error *err) {
     return st ? st : st2;
 }
 
+void mm_dc_workspace_abandon(mm_dc_workspace *ws) {
+    if (!ws) return;
+    free(ws->staging);
+    free(ws->scratch);
+    free(ws);
+}
+
 mm_status dc_buffer_ensure(mm_dc_workspace *ws, dc_buffer *buf, size_t bytes, mm_error *err) {
     if (bytes == 0) bytes = 64;
     if (buf->symm && mm_symm_size(buf->symm) >= bytes) return MM_OK;
