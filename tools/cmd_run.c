@@ -1,117 +1,87 @@
-/* tools/cmd_run.c: `megamoe run`, the main job.
+/* tools/cmd_run.c: `megamoe run`, the main job: picks the operator (--op) and hands over to its main.
  *
- * Until the MegaMoE operator lands this runs the re-routing demo: a realistic received-token block
- * rearranged into expert order, checked, and timed against memcpy of the same bytes in the same run. */
-#include <getopt.h>
+ * The default is the MegaMoE layer (run_moe_main.c). Other operators' demos are rows of run_ops_table;
+ * --op is removed from argv before the operator's main parses the rest, so each main keeps its own
+ * getopt table and help text. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli_util.h"
 #include "commands.h"
-#include "demo_data.h"
-#include "megamoe/re_routing.h"
-#include "timing.h"
+#include "run_ops.h"
 
-static const char run_usage[] =
-    "usage: megamoe run [options]\n"
-    "\n"
-    "Re-routing demo (the MegaMoE operator is not part of `run` yet): builds the tokens one card\n"
-    "receives after the all-to-all (skewed counts per source rank and local expert), rearranges them\n"
-    "into expert order with mm_re_routing, checks that every output row equals the input row its index\n"
-    "names, and times it against memcpy of the same bytes in the same run.\n"
-    "\n"
-    "options:\n" CLI_REROUTING_SHAPE_HELP
-    "      --iterations K    timed calls of each (default 5; one untimed warm-up first)\n"
-    "  -h, --help            show this help\n";
+typedef struct run_op {
+    const char *name;
+    const char *summary;
+    int (*main)(int argc, char **argv);
+} run_op;
+
+/* The first row is the default. */
+static const run_op run_ops_table[] = {
+    {"mega-moe", "MegaMoE layer of a real model's shape on R ranks (default)", cli_run_mega_moe_main},
+    {"re-routing", "MoeReRouting of a realistic received-token block, against memcpy",
+     cli_run_rerouting_main},
+};
+static const size_t run_op_count = sizeof run_ops_table / sizeof run_ops_table[0];
+
+static const run_op *find_op(const char *name) {
+    for (size_t i = 0; i < run_op_count; i++)
+        if (strcmp(name, run_ops_table[i].name) == 0) return &run_ops_table[i];
+    return NULL;
+}
+
+static int unknown_op(const char *name) {
+    char list[256] = "";
+    for (size_t i = 0; i < run_op_count; i++) {
+        if (i) strncat(list, ", ", sizeof list - strlen(list) - 1);
+        strncat(list, run_ops_table[i].name, sizeof list - strlen(list) - 1);
+    }
+    return cli_usage_error("run", "--op '%s' is not an operator (one of: %s)", name, list);
+}
+
+void cli_run_print_ops(FILE *out) {
+    fprintf(out, "operators (--op NAME; `megamoe run --op NAME --help` for each):\n");
+    for (size_t i = 0; i < run_op_count; i++)
+        fprintf(out, "  %-18s %s\n", run_ops_table[i].name, run_ops_table[i].summary);
+}
 
 int mm_cli_run_main(int argc, char **argv) {
-    enum { OPT_ITERATIONS = 400 };
-    static const struct option long_options[] = {CLI_REROUTING_SHAPE_OPTIONS,
-                                                 {"iterations", required_argument, NULL, OPT_ITERATIONS},
-                                                 {"help", no_argument, NULL, 'h'},
-                                                 {NULL, 0, NULL, 0}};
-    const char *cmd = "run";
-    cli_rerouting_shape shape = cli_rerouting_default_shape();
-    int64_t iterations = 5;
-    int opt;
-    optind = 0;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
-        int handled = cli_rerouting_shape_option(cmd, opt, optarg, &shape);
-        if (handled < 0) return MM_CLI_EXIT_USAGE;
-        if (handled) continue;
-        switch (opt) {
-        case OPT_ITERATIONS:
-            if (cli_parse_int64(cmd, "--iterations", optarg, 1, 100000, &iterations) != 0)
-                return MM_CLI_EXIT_USAGE;
+    const run_op *op = &run_ops_table[0];
+    char **rest = malloc(((size_t)argc + 1) * sizeof *rest);
+    if (!rest) {
+        cli_error("run", "out of memory");
+        return MM_CLI_EXIT_FAILURE;
+    }
+    int n = 0;
+    rest[n++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char *name = NULL;
+        if (strcmp(argv[i], "--op") == 0) {
+            if (i + 1 >= argc) {
+                free(rest);
+                return cli_usage_error("run", "option '--op' needs a value");
+            }
+            name = argv[++i];
+        } else if (strncmp(argv[i], "--op=", 5) == 0) {
+            name = argv[i] + 5;
+        } else if (strcmp(argv[i], "--") == 0) {
+            /* everything after -- belongs to the operator */
+            while (i < argc) rest[n++] = argv[i++];
             break;
-        case 'h': fputs(run_usage, stdout); return MM_CLI_EXIT_OK;
-        default: return cli_option_error(cmd, opt, argv);
+        }
+        if (name) {
+            op = find_op(name);
+            if (!op) {
+                free(rest);
+                return unknown_op(name);
+            }
+        } else {
+            rest[n++] = argv[i];
         }
     }
-    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-
-    mm_error err;
-    mm_error_clear(&err);
-    cli_rerouting_buffers b;
-    int rc = MM_CLI_EXIT_FAILURE;
-    double *t_rr = calloc((size_t)iterations, sizeof *t_rr),
-           *t_copy = calloc((size_t)iterations, sizeof *t_copy);
-    mm_status st = cli_rerouting_alloc(&shape, &b, &err);
-    if (st != MM_OK || !t_rr || !t_copy) {
-        if (st == MM_OK) cli_rerouting_free(&b);
-        cli_error(cmd, "%s", st != MM_OK ? err.message : "out of memory");
-        goto done;
-    }
-    printf(
-        "megamoe run: re-routing demo (mm_re_routing; the MegaMoE operator is not wired into `run` yet)\n");
-    printf(
-        "shape: A = %lld tokens x H = %lld %s, %lld ranks x %lld local experts, skewed counts, seed %llu\n",
-        (long long)shape.tokens, (long long)shape.hidden, mm_dtype_name(shape.dtype), (long long)shape.ranks,
-        (long long)shape.experts, (unsigned long long)shape.seed);
-
-    /* Warm-up (not timed): first touch of code paths, the pool's threads and the caches. */
-    st = cli_rerouting_call(&b, &err);
-    if (st == MM_OK) memcpy(b.permute_tokens.data, b.tokens.data, (size_t)b.token_bytes);
-    for (int64_t i = 0; st == MM_OK && i < iterations; i++) {
-        /* Alternate the two so that noise from the shared machine hits both alike. */
-        double t0 = cli_now_seconds();
-        memcpy(b.permute_tokens.data, b.tokens.data, (size_t)b.token_bytes);
-        double t1 = cli_now_seconds();
-        st = cli_rerouting_call(&b, &err);
-        double t2 = cli_now_seconds();
-        t_copy[i] = t1 - t0;
-        t_rr[i] = t2 - t1;
-    }
-    if (st != MM_OK) {
-        rc = cli_report(cmd, &err);
-        cli_rerouting_free(&b);
-        goto done;
-    }
-    char why[256];
-    if (cli_rerouting_verify(&b, why, sizeof why) != 0) {
-        cli_error(cmd, "verification failed: %s", why);
-        cli_rerouting_free(&b);
-        goto done;
-    }
-    printf("check: ok (permute_token_idx is a permutation; every output row equals the input row it names;\n"
-           "       expert_token_num = column sums of the counts)\n\n");
-    cli_time_stats rr = cli_time_stats_of(t_rr, (size_t)iterations);
-    cli_time_stats cp = cli_time_stats_of(t_copy, (size_t)iterations);
-    double gb = (double)b.token_bytes * 1e-9;
-    printf("%-20s %8s %12s %12s %8s\n", "median of runs", "tokens", "bytes", "time (ms)", "GB/s");
-    printf("%-20s %8lld %12lld %12.3f %8.2f\n", "re-routing", (long long)shape.tokens,
-           (long long)b.token_bytes, rr.median * 1e3, gb / rr.median);
-    printf("%-20s %8lld %12lld %12.3f %8.2f\n", "memcpy (1 thread)", (long long)shape.tokens,
-           (long long)b.token_bytes, cp.median * 1e3, gb / cp.median);
-    printf("\nratio: re-routing reaches %.2fx the speed of memcpy of the same bytes (%lld runs each, same "
-           "run)\n",
-           cp.median / rr.median, (long long)iterations);
-    cli_rerouting_free(&b);
-    rc = MM_CLI_EXIT_OK;
-done:
-    free(t_rr);
-    free(t_copy);
+    rest[n] = NULL;
+    int rc = op->main(n, rest);
+    free(rest);
     return rc;
 }

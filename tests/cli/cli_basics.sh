@@ -79,9 +79,9 @@ expect 2 "case two inputs" -- case "$WORK/a.st" "$WORK/b.st" -o "$WORK/o.st"
 stderr_is_one_line "unexpected argument"
 expect 2 "run bad tokens" -- run --tokens many
 stderr_is_one_line "--tokens 'many' is not an integer"
-expect 2 "run hidden out of range" -- run --hidden 16384
+expect 2 "run hidden out of range" -- run --op re-routing --hidden 16384
 stderr_is_one_line "--hidden 16384 is outside [1, 16383]"
-expect 2 "run bad dtype" -- run --dtype float128
+expect 2 "run bad dtype" -- run --op re-routing --dtype float128
 stderr_is_one_line "--dtype 'float128'"
 expect 2 "bench unknown" -- bench nope
 stderr_is_one_line "unknown benchmark 'nope'"

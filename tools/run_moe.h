@@ -1,0 +1,174 @@
+/* tools/run_moe.h: `megamoe run` for MegaMoE: presets, scenarios, synthetic data, the per-rank job,
+ * the reference check and the trace, shared by the run_moe_*.c files.
+ *
+ *   run_moe_presets.c  model presets and the scenario table (what each name means)
+ *   run_moe_data.c     seeded weights (per expert, so any rank can rebuild any expert), tokens, routing
+ *   run_moe_rank.c     the work of one rank: buffer, weights, timed iterations, the checked sample
+ *   run_moe_check.c    the sample against the float64 reference (src/ref), error metrics
+ *   run_moe_trace.c    Chrome / Perfetto JSON trace of the stage events
+ *   run_moe_main.c     options, threads or MPI, the table */
+#ifndef MEGAMOE_TOOLS_RUN_MOE_H
+#define MEGAMOE_TOOLS_RUN_MOE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "megamoe/comm.h"
+#include "megamoe/dtype.h"
+#include "megamoe/mega_moe.h"
+#include "megamoe/status.h"
+
+/* ---- presets and scenarios ------------------------------------------------------------------- */
+
+typedef struct run_moe_preset {
+    const char *name;
+    const char *model;
+    int64_t hidden, inter;
+    int64_t experts;       /* routed experts loaded (scaled down from model_experts when too big) */
+    int64_t model_experts; /* the model's routed experts */
+    int64_t topk;
+    int64_t shared_experts; /* per rank (replicated: every rank holds the same shared weights) */
+    mm_mega_moe_activation activation;
+    int activation_param_count;
+    float activation_params[MM_MEGA_MOE_MAX_ACTIVATION_PARAMS];
+    const char *default_scenario;
+    int64_t default_tokens;       /* per rank, chosen so that one iteration takes well under a second */
+    int64_t default_check_tokens; /* per rank; the reference decodes every expert it touches */
+} run_moe_preset;
+
+extern const run_moe_preset run_moe_presets[];
+extern const size_t run_moe_preset_count;
+const run_moe_preset *run_moe_find_preset(const char *name);
+
+typedef struct run_moe_scenario {
+    const char *name;          /* option value: "a16w16", "a8w8-int", ... */
+    const char *label;         /* spec name: "A16W16", "A8W8-INT", ... */
+    mm_dtype weight_dtype;     /* routed and shared weights */
+    int dispatch_quant_mode;   /* 0, 2 or 4 */
+    mm_dtype dispatch_dtype;   /* MM_DTYPE_INVALID for A16W16 */
+    double tolerance_relative; /* a: |y - y_ref| <= a |y_ref| + b rms(y_ref) (docs/mega_moe.md) */
+    double tolerance_rms;      /* b */
+} run_moe_scenario;
+
+extern const run_moe_scenario run_moe_scenarios[];
+extern const size_t run_moe_scenario_count;
+const run_moe_scenario *run_moe_find_scenario(const char *name);
+
+/* ---- configuration of one run ---------------------------------------------------------------- */
+
+typedef struct run_moe_config {
+    const run_moe_preset *preset;
+    int64_t hidden, inter, experts, topk, shared_experts; /* preset values, after overrides */
+    int64_t ranks;
+    int64_t tokens; /* per rank */
+    int64_t iterations;
+    int64_t check_tokens; /* per rank; 0 = no check */
+    uint64_t seed;
+    double skew;            /* routing skew: spread of the per-expert logit bias */
+    const char *trace_path; /* NULL: no trace */
+} run_moe_config;
+
+/* Fills err (may be NULL) with status and a formatted message; returns status. The tool's own
+ * failures use it (the library's are reported by the library). */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+mm_status
+run_moe_fail(mm_error *err, mm_status status, const char *fmt, ...);
+
+/* ---- synthetic data (run_moe_data.c) ---------------------------------------------------------- */
+
+/* The stacked weights of `count` experts in the scenario's storage, transposed layout: weight1
+ * (count, 2I, H), weight2 (count, H, I) (each output channel a contiguous row over the reduction
+ * dimension, 4-bit types packed along it). Scales: INT (count, N) F32, MX (count, N, ceil(K/64), 2). */
+typedef struct run_moe_expert_data {
+    mm_dtype dtype;
+    int64_t count, hidden, inter;
+    void *weight1, *weight2;
+    float *scales1, *scales2;                     /* INT8 / INT4 */
+    uint8_t *mx_scales1, *mx_scales2;             /* MX */
+    float *bias1, *bias2;                         /* INT4 (the standard MSD bias 8 * s * column sum) */
+    mm_tensor t_w1, t_w2, t_s1, t_s2, t_b1, t_b2; /* descriptors of the above */
+} run_moe_expert_data;
+
+/* Builds experts first_id .. first_id + count - 1 (ids of the seed stream: routed experts use their
+ * global id, shared experts ids from RUN_MOE_SHARED_ID_BASE so that every rank gets the same ones). The
+ * BF16 master values depend only on (seed, id), not on the scenario, so scenarios quantize the same
+ * weights. ids may be a list (count entries) instead of a range when not NULL. */
+#define RUN_MOE_SHARED_ID_BASE 1000000
+mm_status run_moe_expert_data_make(const run_moe_config *cfg, const run_moe_scenario *sc, int64_t first_id,
+                                   const int64_t *ids, int64_t count, run_moe_expert_data *out,
+                                   mm_error *err);
+void run_moe_expert_data_free(run_moe_expert_data *d);
+/* The API's view of the data (stacked tensors, transpose flags set). */
+mm_mega_moe_expert_weights run_moe_expert_weights_view(const run_moe_expert_data *d);
+
+/* One rank's tokens and routing: x (T, H) BF16, topk_ids (T, K) I32, topk_weights (T, K) F32:
+ * softmax over all experts of logits = expert bias (skewed popularity, equal on all ranks) + token
+ * noise, top-k, renormalized. Depends on (seed, rank) only. */
+typedef struct run_moe_tokens {
+    int64_t count;
+    uint16_t *x;
+    int32_t *ids;
+    float *weights;
+} run_moe_tokens;
+mm_status run_moe_tokens_make(const run_moe_config *cfg, int64_t rank, run_moe_tokens *out, mm_error *err);
+void run_moe_tokens_free(run_moe_tokens *t);
+
+/* The attributes of a scenario under a preset (activation and its parameters, quantization modes). */
+mm_mega_moe_attrs run_moe_attrs(const run_moe_config *cfg, const run_moe_scenario *sc);
+
+/* ---- the per-rank job (run_moe_rank.c) -------------------------------------------------------- */
+
+/* What one rank brings back. Filled by the rank; in MPI runs, rank 0 receives the others' copies. */
+typedef struct run_moe_rank_result {
+    mm_mega_moe_stats *stats; /* cfg.iterations entries: the timed runs (the warm-up is not kept) */
+    int64_t recv_rows;        /* rows that reached this rank's experts in one call */
+    double setup_seconds;     /* weight generation + packing + buffer */
+    /* the checked sample: rows spread over the rank's tokens */
+    int64_t sample_count;
+    int64_t *sample_rows;
+    uint16_t *sample_x; /* (n, H) */
+    int32_t *sample_ids;
+    float *sample_weights; /* (n, K) */
+    uint16_t *sample_y;    /* (n, H): the operator's output */
+} run_moe_rank_result;
+
+mm_status run_moe_result_alloc(const run_moe_config *cfg, run_moe_rank_result *r, mm_error *err);
+void run_moe_result_free(run_moe_rank_result *r);
+
+/* Runs the scenario on this rank of comm: one warm-up call, then cfg->iterations timed calls. */
+mm_status run_moe_rank(mm_comm *comm, const run_moe_config *cfg, const run_moe_scenario *sc,
+                       run_moe_rank_result *result, mm_error *err);
+
+/* ---- the check (run_moe_check.c) -------------------------------------------------------------- */
+
+typedef struct run_moe_errors {
+    int64_t values;          /* outputs compared */
+    double max_abs_over_rms; /* max |y - y_ref| / rms(y_ref) */
+    double rms_ref;
+    double within_ulp;       /* fraction of BF16 outputs at most 1 ulp from the reference */
+    double within_tolerance; /* fraction within the scenario tolerance */
+} run_moe_errors;
+
+/* Recomputes the samples of all ranks with the float64 reference (experts rebuilt from the seed). */
+mm_status run_moe_check(const run_moe_config *cfg, const run_moe_scenario *sc,
+                        const run_moe_rank_result *results, run_moe_errors *out, mm_error *err);
+
+/* ---- the trace (run_moe_trace.c) -------------------------------------------------------------- */
+
+/* Appends the scenario's events (every rank, every timed iteration) to an open trace. */
+typedef struct run_moe_trace {
+    FILE *file;
+    int events_written;
+    double origin;                                  /* seconds subtracted from every timestamp */
+    unsigned char lane_named[MM_COMM_MAX_RANKS][4]; /* extra tracks of a rank already named */
+} run_moe_trace;
+
+int run_moe_trace_open(run_moe_trace *t, const char *path, int64_t ranks);
+void run_moe_trace_scenario(run_moe_trace *t, const run_moe_config *cfg, const run_moe_scenario *sc,
+                            const run_moe_rank_result *results);
+int run_moe_trace_close(run_moe_trace *t);
+
+#endif
