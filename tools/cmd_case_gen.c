@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "case_gen_mega_moe.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "demo_data.h"
@@ -23,6 +24,8 @@ static const struct {
 } case_generators[] = {
     {"re_routing", "moe_re_routing: skewed counts (N, E), random tokens (A, H), optional scales",
      generate_re_routing},
+    {"mega_moe", "mega_moe: every scenario, ranks, shared experts, masks, all attributes (see --help)",
+     mm_cli_case_gen_mega_moe},
 };
 static const size_t case_generator_count = sizeof case_generators / sizeof case_generators[0];
 

@@ -6,6 +6,7 @@
 
 static const mm_case_op *const case_ops[] = {
     &mm_case_op_re_routing,
+    &mm_case_op_mega_moe,
 };
 static const size_t case_op_count = sizeof case_ops / sizeof case_ops[0];
 

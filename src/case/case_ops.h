@@ -36,5 +36,6 @@ void mm_case_list_ops(char *buf, size_t cap);
 int mm_case_is_contract_op(const char *name);
 
 extern const mm_case_op mm_case_op_re_routing;
+extern const mm_case_op mm_case_op_mega_moe;
 
 #endif
