@@ -28,6 +28,29 @@ static void test_scenarios(void) {
     }
 }
 
+/* The alltoallv scenarios again with every block pulled (inline capacity 0) and with a mix of inline
+ * and pulled blocks (capacity 100 bytes), so that both protocols and their mixture are covered. */
+static void test_alltoallv_protocols(void) {
+    static const char *const limits[] = {"0", "100"};
+    for (size_t l = 0; l < 2; l++) {
+        setenv("MEGAMOE_COMM_INLINE_MAX", limits[l], 1);
+        for (int n = 2; n <= 4; n++)
+            for (size_t s = 0; s < SCEN_COUNT; s++) {
+                if (strcmp(scen_all[s].name, "alltoallv") != 0 && strcmp(scen_all[s].name, "agree") != 0 &&
+                    strcmp(scen_all[s].name, "survivors") != 0)
+                    continue;
+                mm_status status[MM_COMM_MAX_RANKS];
+                mm_error errs[MM_COMM_MAX_RANKS], err_store = {MM_OK, ""}, *err = &err_store;
+                mm_status st = mm_comm_run_threads(n, run_scenario, (void *)&scen_all[s], status, errs, err);
+                if (st != MM_OK)
+                    fprintf(stderr, "scenario %s with %d ranks, inline max %s: %s\n", scen_all[s].name, n,
+                            limits[l], err->message);
+                CHECK_OK(st, err);
+            }
+    }
+    unsetenv("MEGAMOE_COMM_INLINE_MAX");
+}
+
 /* Rank 1 fails, the others succeed: the launcher reports each rank and the lowest failure. */
 static mm_status fail_on_some(mm_comm *c, void *arg, mm_error *err) {
     (void)arg;
@@ -132,6 +155,7 @@ static void test_mpi_availability(void) {
 
 int main(void) {
     test_scenarios();
+    test_alltoallv_protocols();
     test_launcher_errors();
     test_settings();
     test_mpi_availability();

@@ -10,7 +10,7 @@
 
 /* Rounds of pure spinning before yielding: about a microsecond, the cost of a handoff between two
  * ranks that run on different cores. */
-#define MM_WAIT_SPIN_ROUNDS 64
+#define MM_WAIT_SPIN_ROUNDS 16
 /* Yield (rather than sleep) for this long: a rank descheduled on a shared core is back within a few
  * time slices, and a sleeping waiter costs ~24 us to wake. */
 #define MM_WAIT_YIELD_SECONDS 2e-3
@@ -39,7 +39,7 @@ static void cpu_relax(void) {
 int mm_waiter_pause(mm_waiter *w) {
     w->rounds++;
     if (w->rounds < MM_WAIT_SPIN_ROUNDS) {
-        for (int i = 0; i < 8; i++) cpu_relax();
+        for (int i = 0; i < 4; i++) cpu_relax();
         return 1;
     }
     double now = mm_comm_now();

@@ -45,7 +45,18 @@ thr_group *mm_thr_group_new(int size, double timeout) {
     g->slots = aligned_zalloc((size_t)size * sizeof *g->slots);
     g->acks = aligned_zalloc((size_t)size * (size_t)size * sizeof *g->acks);
     g->comms = aligned_zalloc((size_t)size * sizeof *g->comms);
-    if (!g->slots || !g->acks || !g->comms) {
+    /* Mailboxes: 2 MiB per group at most, so the inline capacity shrinks as ranks grow (64 KiB per
+     * block for up to 4 ranks, 16 KiB for 8, 4 KiB for 16, 256 B for 64). */
+    size_t boxes = (size_t)size * (size_t)size * 2;
+    g->inline_max = ((size_t)2 << 20) / boxes - 64;
+    size_t limit = MM_THR_INLINE_MAX;
+    const char *env = getenv("MEGAMOE_COMM_INLINE_MAX");
+    if (env && *env) limit = (size_t)strtoull(env, NULL, 10);
+    if (g->inline_max > limit) g->inline_max = limit;
+    g->inline_max &= ~(size_t)63;
+    g->mailbox_stride = 64 + g->inline_max;
+    g->mailboxes = aligned_zalloc(boxes * g->mailbox_stride);
+    if (!g->slots || !g->acks || !g->comms || !g->mailboxes) {
         mm_thr_group_delete(g);
         return NULL;
     }
@@ -58,6 +69,7 @@ void mm_thr_group_delete(thr_group *g) {
     free(g->slots);
     free(g->acks);
     free(g->comms);
+    free(g->mailboxes);
     free(g);
 }
 

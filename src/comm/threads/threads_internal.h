@@ -7,6 +7,8 @@
  *     the arguments of that collective in slots[r] before the release store of posted;
  *   - acks[s * size + r]: 2 * epoch (+1 on a count mismatch) once rank r has finished reading rank s's
  *     send buffer for that collective, so rank s may return and reuse it.
+ *   - mailboxes[(s * size + r) * 2 + parity]: what rank s sends rank r in the alltoallv of that parity
+ *     of epoch: a header line (epoch, byte count, inline or pull) and, for small blocks, the bytes;
  * Flags only grow, so no flag ever needs resetting and a late reader never confuses two collectives. */
 #ifndef MEGAMOE_COMM_THREADS_INTERNAL_H
 #define MEGAMOE_COMM_THREADS_INTERNAL_H
@@ -33,7 +35,26 @@ typedef struct thr_group {
     thr_slot *slots;       /* size */
     thr_flag *acks;        /* size * size, [sender * size + reader] */
     mm_comm *comms;        /* size: each rank's own handle */
+    unsigned char *mailboxes;
+    size_t mailbox_stride; /* header line + inline capacity */
+    size_t inline_max;     /* blocks up to this many bytes travel inside the mailbox */
 } thr_group;
+
+typedef struct thr_mailbox_header {
+    _Alignas(64) _Atomic uint64_t epoch; /* release-stored last, after the other fields and the bytes */
+    size_t count;
+    int pull; /* 1: the receiver copies from the sender's buffer and acknowledges */
+} thr_mailbox_header;
+
+static inline thr_mailbox_header *thr_mailbox(const thr_group *g, int sender, int receiver, uint64_t epoch) {
+    size_t index = ((size_t)sender * (size_t)g->size + (size_t)receiver) * 2 + (size_t)(epoch & 1);
+    return (thr_mailbox_header *)(g->mailboxes + index * g->mailbox_stride);
+}
+
+/* Largest block sent inline through a mailbox (two copies, one flag round) rather than pulled from the
+ * sender's buffer (one copy, two flag rounds); see docs/comm.md for the measurement. The environment
+ * variable MEGAMOE_COMM_INLINE_MAX (bytes) overrides it, for measuring. */
+#define MM_THR_INLINE_MAX ((size_t)64 << 10)
 
 extern const mm_comm_vtable mm_thr_vtable;
 
