@@ -401,24 +401,30 @@ static inline double moe_case_error(const moe_case *c, int r) {
     return amax > 0 ? emax / amax : emax;
 }
 
-/* Checks every rank against the reference: expert_token_nums exact, inactive rows exact +0, y within
- * the documented tolerance of the scenario. Returns the worst normalized error. */
-static inline double moe_case_check(const moe_case *c, const char *label) {
-    double worst = 0;
+/* Checks rank r against the reference: expert_token_nums exact, inactive rows exact +0, y within the
+ * documented tolerance of the scenario (ops/mega_moe/tolerance.h). Returns the normalized error. */
+static inline double moe_case_check_rank(const moe_case *c, int r, const char *label) {
     int64_t El = c->sp.experts / c->sp.ranks, H = c->sp.hidden;
     double tol = mm_mega_moe_tolerance(c->sp.routed, moe_dispatch_dtype(&c->sp.attrs),
                                        c->sp.shared_count ? c->sp.shared : MM_DTYPE_INVALID);
+    const mm_ref_case_rank *k = &c->ref.ranks[r];
+    for (int64_t j = 0; j < El; j++) CHECK_EQ_INT(c->etn[r][j], k->expert_token_nums[j]);
+    for (int64_t i = 0; i < k->bs; i++)
+        if (!k->x_active_mask[i])
+            for (int64_t h = 0; h < H; h++) CHECK_EQ_HEX(c->y[r][i * H + h], 0);
+    double e = moe_case_error(c, r);
+    if (!(e <= tol)) {
+        CHECK(e <= tol);
+        fprintf(stderr, "  %s rank %d: error %.4g above tolerance %.4g\n", label, r, e, tol);
+    }
+    return e;
+}
+
+/* All ranks; returns the worst normalized error. */
+static inline double moe_case_check(const moe_case *c, const char *label) {
+    double worst = 0;
     for (int r = 0; r < c->sp.ranks; r++) {
-        const mm_ref_case_rank *k = &c->ref.ranks[r];
-        for (int64_t j = 0; j < El; j++) CHECK_EQ_INT(c->etn[r][j], k->expert_token_nums[j]);
-        for (int64_t i = 0; i < k->bs; i++)
-            if (!k->x_active_mask[i])
-                for (int64_t h = 0; h < H; h++) CHECK_EQ_HEX(c->y[r][i * H + h], 0);
-        double e = moe_case_error(c, r);
-        if (!(e <= tol)) {
-            CHECK(e <= tol);
-            fprintf(stderr, "  %s rank %d: error %.4g above tolerance %.4g\n", label, r, e, tol);
-        }
+        double e = moe_case_check_rank(c, r, label);
         if (!(e <= worst)) worst = e;
     }
     return worst;
