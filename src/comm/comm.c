@@ -28,6 +28,7 @@ void mm_comm_init_common(mm_comm *c, const mm_comm_vtable *vt, void *impl, int r
     c->timeout = timeout;
     c->alive_count = size;
     for (int r = 0; r < size; r++) c->alive[r] = 1;
+    c->spin_rounds = mm_comm_spin_rounds_for(size);
 }
 
 int mm_comm_mpi_available(void) {

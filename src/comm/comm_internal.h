@@ -44,6 +44,7 @@ struct mm_comm {
     char poison_reason[160];
     int alive_count;
     unsigned char alive[MM_COMM_MAX_RANKS];
+    int spin_rounds; /* 0 when this machine runs more of our ranks than it has cores: yield at once */
 };
 
 struct mm_symm {
@@ -65,12 +66,17 @@ double mm_comm_default_timeout(void);
  * they wait for run (a pure spin barrier with 4 threads on 2 cores costs ~4 ms here, spin-then-yield
  * ~3 us), while a short wait must not pay the ~24 us of waking a sleeping thread. */
 typedef struct mm_waiter {
-    uint64_t rounds, sleeps;
+    uint64_t rounds, sleeps, spin_rounds;
     double start, deadline;
 } mm_waiter;
 
 double mm_comm_now(void); /* monotonic seconds */
 void mm_waiter_start(mm_waiter *w, double timeout);
+/* With c's timeout and c's spinning policy. */
+void mm_waiter_start_for(mm_waiter *w, const mm_comm *c);
+/* Spin rounds for `ranks_here` ranks sharing this machine: none when they outnumber the cores, since
+ * a spinning rank then holds the core that the rank it waits for needs. */
+int mm_comm_spin_rounds_for(int ranks_here);
 /* Pauses once; returns 0 when the deadline has passed (the caller then reports a timeout). */
 int mm_waiter_pause(mm_waiter *w);
 

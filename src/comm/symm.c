@@ -81,7 +81,7 @@ mm_status mm_symm_wait(mm_symm *symm, int peer, uint64_t value, mm_error *err) {
     st = mm_comm_enter(c, "symm_wait", err);
     if (st) return st;
     mm_waiter w;
-    mm_waiter_start(&w, c->timeout);
+    mm_waiter_start_for(&w, c);
     while (c->vt->signal_value(symm, peer) < value) {
         if (!mm_waiter_pause(&w)) {
             unsigned char missing[MM_COMM_MAX_RANKS] = {0};
@@ -105,7 +105,7 @@ mm_status mm_symm_wait_all(mm_symm *symm, uint64_t value, mm_error *err) {
     int left = 0;
     for (int p = 0; p < c->size; p++) left += missing[p] = c->alive[p];
     mm_waiter w;
-    mm_waiter_start(&w, c->timeout);
+    mm_waiter_start_for(&w, c);
     for (;;) {
         for (int p = 0; p < c->size; p++)
             if (missing[p] && c->vt->signal_value(symm, p) >= value) {

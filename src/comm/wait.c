@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "comm/comm_internal.h"
 #include "core/error.h"
@@ -26,8 +27,19 @@ double mm_comm_now(void) {
 void mm_waiter_start(mm_waiter *w, double timeout) {
     w->rounds = 0;
     w->sleeps = 0;
+    w->spin_rounds = MM_WAIT_SPIN_ROUNDS;
     w->start = mm_comm_now();
     w->deadline = w->start + timeout;
+}
+
+void mm_waiter_start_for(mm_waiter *w, const mm_comm *c) {
+    mm_waiter_start(w, c->timeout);
+    w->spin_rounds = (uint64_t)c->spin_rounds;
+}
+
+int mm_comm_spin_rounds_for(int ranks_here) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores >= 1 && ranks_here > cores ? 0 : MM_WAIT_SPIN_ROUNDS;
 }
 
 static void cpu_relax(void) {
@@ -38,7 +50,7 @@ static void cpu_relax(void) {
 
 int mm_waiter_pause(mm_waiter *w) {
     w->rounds++;
-    if (w->rounds < MM_WAIT_SPIN_ROUNDS) {
+    if (w->rounds < w->spin_rounds) {
         for (int i = 0; i < 4; i++) cpu_relax();
         return 1;
     }

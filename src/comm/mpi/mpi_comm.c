@@ -101,6 +101,9 @@ static mm_status mpi_wrap_owned(MPI_Comm comm, double timeout, mm_comm **out, mm
     m->shared_windows = m->all_on_node && !(no_shm && *no_shm && strcmp(no_shm, "0") != 0);
     m->comm = comm;
     mm_comm_init_common(&m->handle, &mm_mpi_vtable, m, rank, size, timeout);
+    int here = 0;
+    for (int r = 0; r < size; r++) here += m->node_of[r] == m->node_of[rank];
+    m->handle.spin_rounds = mm_comm_spin_rounds_for(here);
     *out = &m->handle;
     return MM_OK;
 fail:

@@ -36,7 +36,7 @@ static mm_status exchange_wait(mm_comm *c, mpi_exchange *x, const size_t *expect
                                mm_error *err) {
     const int n = c->size;
     mm_waiter w;
-    mm_waiter_start(&w, c->timeout);
+    mm_waiter_start_for(&w, c);
     for (;;) {
         int pending = 0;
         for (int p = 0; p < n; p++) {

@@ -63,7 +63,7 @@ mm_status mm_thr_alltoallv(mm_comm *c, const void *send, const size_t *send_coun
     }
 
     mm_waiter w;
-    mm_waiter_start(&w, c->timeout);
+    mm_waiter_start_for(&w, c);
     while (left) {
         int progressed = 0;
         for (int i = 1; i < n; i++) {
@@ -97,7 +97,7 @@ mm_status mm_thr_alltoallv(mm_comm *c, const void *send, const size_t *send_coun
     /* Wait until every peer that pulls from my send buffer is done with it. */
     int peer_failed = -1;
     for (int p = 0; p < n; p++) left += missing[p] = pulled[p];
-    mm_waiter_start(&w, c->timeout);
+    mm_waiter_start_for(&w, c);
     while (left) {
         for (int p = 0; p < n; p++) {
             if (!missing[p]) continue;

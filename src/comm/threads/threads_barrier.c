@@ -17,7 +17,7 @@ mm_status mm_thr_barrier(mm_comm *c, mm_error *err) {
     for (int p = 0; p < c->size; p++)
         if (p != c->rank && c->alive[p]) left += missing[p] = 1;
     mm_waiter w;
-    mm_waiter_start(&w, c->timeout);
+    mm_waiter_start_for(&w, c);
     for (;;) {
         for (int p = 0; p < c->size; p++)
             if (missing[p] && atomic_load_explicit(&g->slots[p].posted, memory_order_acquire) >= epoch) {

@@ -45,8 +45,8 @@ thr_group *mm_thr_group_new(int size, double timeout) {
     g->slots = aligned_zalloc((size_t)size * sizeof *g->slots);
     g->acks = aligned_zalloc((size_t)size * (size_t)size * sizeof *g->acks);
     g->comms = aligned_zalloc((size_t)size * sizeof *g->comms);
-    /* Mailboxes: 2 MiB per group at most, so the inline capacity shrinks as ranks grow (64 KiB per
-     * block for up to 4 ranks, 16 KiB for 8, 4 KiB for 16, 256 B for 64). */
+    /* Mailboxes: MM_THR_INLINE_MAX bytes each, but 2 MiB per group at most, so the inline capacity
+     * shrinks for many ranks (4 KiB up to 16 ranks, 1 KiB for 32, 256 B for 64). */
     size_t boxes = (size_t)size * (size_t)size * 2;
     g->inline_max = ((size_t)2 << 20) / boxes - 64;
     size_t limit = MM_THR_INLINE_MAX;
@@ -116,7 +116,7 @@ static mm_status thr_destroy(mm_comm *c, mm_error *err) {
         return MM_OK;
     }
     mm_waiter w;
-    mm_waiter_start(&w, c->timeout);
+    mm_waiter_start_for(&w, c);
     while (atomic_load_explicit(&g->departed.v, memory_order_acquire) < (uint64_t)(c->alive_count - 1))
         if (!mm_waiter_pause(&w))
             return mm_fail(err, MM_ERR_TIMEOUT,

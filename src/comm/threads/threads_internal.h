@@ -54,7 +54,7 @@ static inline thr_mailbox_header *thr_mailbox(const thr_group *g, int sender, in
 /* Largest block sent inline through a mailbox (two copies, one flag round) rather than pulled from the
  * sender's buffer (one copy, two flag rounds); see docs/comm.md for the measurement. The environment
  * variable MEGAMOE_COMM_INLINE_MAX (bytes) overrides it, for measuring. */
-#define MM_THR_INLINE_MAX ((size_t)64 << 10)
+#define MM_THR_INLINE_MAX ((size_t)4 << 10)
 
 extern const mm_comm_vtable mm_thr_vtable;
 
