@@ -49,8 +49,9 @@ static const char bench_comm_usage[] =
 #define BENCH_ROW_BYTES  ((size_t)7168 * 2)
 #define BENCH_MAX_POINTS 12
 
-enum { M_THREADS, M_MM_MPI, M_MPI_ALLTOALLV, M_MEMCPY, M_COUNT };
-static const char *const method_names[M_COUNT] = {"threads", "mm-mpi", "MPI_Alltoallv", "memcpy"};
+enum { M_THREADS, M_THREADS_PUT, M_MM_MPI, M_MPI_PUT, M_MPI_ALLTOALLV, M_MEMCPY, M_COUNT };
+static const char *const method_names[M_COUNT] = {"threads", "threads put",   "mm-mpi",
+                                                  "mpi put", "MPI_Alltoallv", "memcpy"};
 
 typedef struct bench_cfg {
     int ranks;
@@ -61,7 +62,8 @@ typedef struct bench_cfg {
 
 typedef struct bench_run {
     const bench_cfg *cfg;
-    double median[BENCH_MAX_POINTS]; /* seconds per call, written by rank 0 */
+    double median[BENCH_MAX_POINTS];     /* alltoallv: seconds per call, written by rank 0 */
+    double median_put[BENCH_MAX_POINTS]; /* put + signal into symmetric buffers */
 } bench_run;
 
 /* Calls per timed batch: about 16 MB per rank per batch, so a batch lasts long enough to time. */
@@ -98,6 +100,8 @@ static mm_status bench_comm_rank(mm_comm *c, void *arg, mm_error *err) {
     size_t sc[MM_COMM_MAX_RANKS], sd[MM_COMM_MAX_RANKS], rc[MM_COMM_MAX_RANKS], rd[MM_COMM_MAX_RANKS];
     double *samples = calloc((size_t)cfg->repetitions, sizeof *samples);
     uint8_t *send = malloc(largest * (size_t)n), *recv = malloc(largest * (size_t)n);
+    mm_symm *symm = NULL;
+    uint64_t put_rounds = 0;
     mm_status st = MM_OK;
     if (!samples || !send || !recv) {
         st = bench_fail(err, "no memory for %zu bytes per rank", 2 * largest * (size_t)n);
@@ -106,6 +110,7 @@ static mm_status bench_comm_rank(mm_comm *c, void *arg, mm_error *err) {
     for (int p = 0; p < n; p++)
         for (size_t i = 0; i < largest; i++) send[(size_t)p * largest + i] = bench_byte(me, p, i);
     memset(recv, 0, largest * (size_t)n);
+    st = mm_symm_alloc(c, 2 * (size_t)n * largest, &symm, err);
     for (int k = 0; k < cfg->points && st == MM_OK; k++) {
         size_t per = cfg->per_peer[k];
         for (int p = 0; p < n; p++) {
@@ -123,6 +128,40 @@ static mm_status bench_comm_rank(mm_comm *c, void *arg, mm_error *err) {
             if (rep >= 0) samples[rep] = (t1 - t0) / calls;
         }
         if (me == 0) run->median[k] = median_of(samples, cfg->repetitions);
+
+        /* The same exchange as dispatch does it: put each block straight into the destination's
+         * symmetric buffer, signal, wait for every peer's signal. Two halves alternate, so a block
+         * is never overwritten before its receiver has moved on (it waited for my previous signal). */
+        for (int rep = -cfg->warmup; rep < cfg->repetitions && st == MM_OK; rep++) {
+            st = mm_comm_barrier(c, err);
+            double t0 = cli_now_seconds();
+            for (int i = 0; i < calls && st == MM_OK; i++) {
+                size_t half = (size_t)(put_rounds & 1) * (size_t)n * largest;
+                for (int j = 0; j < n && st == MM_OK; j++) {
+                    int p = (me + j) % n;
+                    st = mm_symm_put(symm, p, half + (size_t)me * largest, send + (size_t)p * largest, per,
+                                     err);
+                    if (st == MM_OK) st = mm_symm_signal(symm, p, 1, err);
+                }
+                put_rounds++;
+                if (st == MM_OK) st = mm_symm_wait_all(symm, put_rounds, err);
+            }
+            if (st == MM_OK) st = mm_comm_barrier(c, err);
+            double t1 = cli_now_seconds();
+            if (rep >= 0) samples[rep] = (t1 - t0) / calls;
+        }
+        if (me == 0) run->median_put[k] = median_of(samples, cfg->repetitions);
+    }
+    /* Check the last round of puts too. */
+    if (st == MM_OK) {
+        const uint8_t *got =
+            (const uint8_t *)mm_symm_local(symm) + (size_t)((put_rounds - 1) & 1) * (size_t)n * largest;
+        for (int p = 0; p < n && st == MM_OK; p++)
+            for (size_t i = 0; i < largest; i++)
+                if (got[(size_t)p * largest + i] != bench_byte(p, me, i)) {
+                    st = bench_fail(err, "rank %d: put byte %zu from rank %d is wrong", me, i, p);
+                    break;
+                }
     }
     /* The last size moved `largest` bytes from every peer: check them all. */
     for (int p = 0; p < n && st == MM_OK; p++)
@@ -132,6 +171,10 @@ static mm_status bench_comm_rank(mm_comm *c, void *arg, mm_error *err) {
                 break;
             }
 done:
+    if (symm) {
+        mm_status freed = mm_symm_free(symm, st == MM_OK ? err : NULL);
+        if (st == MM_OK) st = freed;
+    }
     free(samples);
     free(send);
     free(recv);
@@ -233,13 +276,16 @@ static void sleepy_barrier(void) {
 
 static void print_table(const bench_cfg *cfg, double results[M_COUNT][BENCH_MAX_POINTS], const int *measured,
                         const char *how) {
-    printf("bench comm: %d ranks, %s; median of %d repetitions after %d warm-up; us per call and GB/s of all "
-           "blocks moved (%d x %d per size)\n",
-           cfg->ranks, how, cfg->repetitions, cfg->warmup, cfg->ranks, cfg->ranks);
+    printf("bench comm: %d ranks, %s; median of %d repetitions after %d warm-up\n", cfg->ranks, how,
+           cfg->repetitions, cfg->warmup);
+    printf("microseconds per call; GB/s counts all %d x %d blocks moved, self included\n", cfg->ranks,
+           cfg->ranks);
     printf("%-22s", "bytes per peer");
     for (int m = 0; m < M_COUNT; m++)
-        if (measured[m]) printf(" %22s", method_names[m]);
-    if (measured[M_MPI_ALLTOALLV]) printf(" %11s", "thr/MPI");
+        if (measured[m]) printf(" %13s", method_names[m]);
+    printf(" %12s", "threads GB/s");
+    printf(" %12s", "memcpy GB/s");
+    if (measured[M_MPI_ALLTOALLV]) printf(" %8s", "thr/MPI");
     printf(" %11s\n", "thr/memcpy");
     for (int k = 0; k < cfg->points; k++) {
         char label[40];
@@ -252,9 +298,9 @@ static void print_table(const bench_cfg *cfg, double results[M_COUNT][BENCH_MAX_
         printf("%-22s", label);
         double total_gb = (double)per * cfg->ranks * cfg->ranks * 1e-9;
         for (int m = 0; m < M_COUNT; m++)
-            if (measured[m]) printf(" %11.1f %7.2f GB/s", results[m][k] * 1e6, total_gb / results[m][k]);
-        if (measured[M_MPI_ALLTOALLV])
-            printf(" %10.2fx", results[M_MPI_ALLTOALLV][k] / results[M_THREADS][k]);
+            if (measured[m]) printf(" %13.1f", results[m][k] * 1e6);
+        printf(" %12.2f %12.2f", total_gb / results[M_THREADS][k], total_gb / results[M_MEMCPY][k]);
+        if (measured[M_MPI_ALLTOALLV]) printf(" %7.2fx", results[M_MPI_ALLTOALLV][k] / results[M_THREADS][k]);
         printf(" %10.0f%%\n", 100.0 * results[M_MEMCPY][k] / results[M_THREADS][k]);
     }
     fflush(stdout);
@@ -283,7 +329,7 @@ static int parse_ranks(const char *cmd, const char *text, int *ranks, int *count
 
 static int run_threads_and_memcpy(const char *cmd, bench_cfg *cfg,
                                   double results[M_COUNT][BENCH_MAX_POINTS]) {
-    bench_run run = {cfg, {0}};
+    bench_run run = {cfg, {0}, {0}};
     mm_error err;
     mm_error_clear(&err);
     /* mpirun binds each process to one core: the threads (which inherit the mask) and the memcpy
@@ -301,6 +347,7 @@ static int run_threads_and_memcpy(const char *cmd, bench_cfg *cfg,
     if (rebound) sched_setaffinity(0, sizeof saved, &saved);
     if (st != MM_OK) return cli_report(cmd, &err);
     memcpy(results[M_THREADS], run.median, sizeof run.median);
+    memcpy(results[M_THREADS_PUT], run.median_put, sizeof run.median_put);
     if (memcpy_rc != 0) {
         cli_error(cmd, "no memory for the memcpy baseline");
         return MM_CLI_EXIT_FAILURE;
@@ -333,7 +380,7 @@ static int run_mpi(const char *cmd, bench_cfg *cfg) {
     mm_comm *c = NULL;
     mm_error err;
     mm_error_clear(&err);
-    bench_run run = {cfg, {0}};
+    bench_run run = {cfg, {0}, {0}};
     mm_status st = mm_comm_mpi_world(&c, &err);
     if (st == MM_OK) st = bench_comm_rank(c, &run, &err);
     mm_comm_free(c, NULL);
@@ -348,9 +395,10 @@ static int run_mpi(const char *cmd, bench_cfg *cfg) {
         goto done;
     }
     memcpy(results[M_MM_MPI], run.median, sizeof run.median);
+    memcpy(results[M_MPI_PUT], run.median_put, sizeof run.median_put);
     if (bench_mpi_alltoallv(cfg, results[M_MPI_ALLTOALLV]) != 0) ok = 0;
     if (me == 0 && ok) {
-        int measured[M_COUNT] = {1, 1, 1, 1};
+        int measured[M_COUNT] = {1, 1, 1, 1, 1, 1};
         print_table(cfg, results, measured, "MPI processes and threads of one process");
     }
     if (!ok && rc == MM_CLI_EXIT_OK) rc = MM_CLI_EXIT_FAILURE;
@@ -422,7 +470,7 @@ int mm_bench_comm_main(int argc, char **argv) {
         double results[M_COUNT][BENCH_MAX_POINTS] = {{0}};
         int rc = run_threads_and_memcpy(cmd, &cfg, results);
         if (rc != MM_CLI_EXIT_OK) return rc;
-        int measured[M_COUNT] = {1, 0, 0, 1};
+        int measured[M_COUNT] = {1, 1, 0, 0, 0, 1};
         print_table(&cfg, results, measured, "threads of one process");
     }
     return MM_CLI_EXIT_OK;
