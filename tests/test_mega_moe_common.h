@@ -241,7 +241,8 @@ static inline void moe_make_weights(const moe_case *c, const mm_ref_case_weights
     const moe_spec *sp = &c->sp;
     memset(t, 0, sizeof *t);
     int64_t H = sp->hidden, I = sp->inter, n = w->count;
-    int64_t k2 = sp->attrs.activation == MM_MEGA_MOE_GELU ? 2 * I : I;
+    /* the buffers were sized for the activation the reference ran with */
+    int64_t k2 = c->ref.attrs.activation.kind == MM_REF_ACT_GELU ? 2 * I : I;
     int64_t s1[3] = {n, sp->transpose1 ? 2 * I : H, sp->transpose1 ? H : 2 * I};
     int64_t s2[3] = {n, sp->transpose2 ? H : k2, sp->transpose2 ? k2 : H};
     t->desc.count = n;
