@@ -126,26 +126,43 @@ static void check_kernel(const pair *p, const mm_gemm_kernel *kernel) {
 }
 
 int main(void) {
-    int avx512_kernels = 0;
+    int fast_kernels = 0;
     for (size_t i = 0; i < N_PAIRS; i++) {
         const mm_gemm_kernel *ref = mm_gemm_kernel_lookup(MM_ISA_REF, pairs[i].a, pairs[i].w);
         CHECK(ref != NULL);
         if (ref) check_kernel(&pairs[i], ref);
-        const mm_gemm_kernel *fast = mm_gemm_kernel_lookup(MM_ISA_AVX512, pairs[i].a, pairs[i].w);
-        if (fast) {
-            avx512_kernels++;
-            check_kernel(&pairs[i], fast);
+        for (int isa = MM_ISA_REF + 1; isa < MM_ISA_COUNT; isa++) {
+            const mm_gemm_kernel *fast = mm_gemm_kernel_lookup((mm_isa)isa, pairs[i].a, pairs[i].w);
+            if (fast) {
+                fast_kernels++;
+                check_kernel(&pairs[i], fast);
+            }
         }
     }
     /* Selection: the registry's choice exists for every pair and is the best ISA allowed. */
     for (size_t i = 0; i < N_PAIRS; i++) {
         const mm_gemm_kernel *sel = mm_gemm_kernel_select(pairs[i].a, pairs[i].w);
         CHECK(sel != NULL);
-        const mm_gemm_kernel *fast = mm_gemm_kernel_lookup(MM_ISA_AVX512, pairs[i].a, pairs[i].w);
-        if (sel) CHECK_EQ_INT(sel->isa, fast && mm_cpu_isa() == MM_ISA_AVX512 ? MM_ISA_AVX512 : MM_ISA_REF);
+        int best = MM_ISA_REF;
+        for (int isa = MM_ISA_REF + 1; isa <= (int)mm_cpu_isa(); isa++)
+            if (mm_gemm_kernel_lookup((mm_isa)isa, pairs[i].a, pairs[i].w)) best = isa;
+        if (sel) CHECK_EQ_INT(sel->isa, best);
     }
+    /* Per row count: the highest allowed ISA whose kernel takes that many rows. */
+    static const int64_t row_counts[] = {0, 1, 2, 3, 4, 7, 8, 16, 1000};
+    for (size_t i = 0; i < N_PAIRS; i++)
+        for (size_t j = 0; j < sizeof row_counts / sizeof row_counts[0]; j++) {
+            int64_t rows = row_counts[j];
+            const mm_gemm_kernel *sel = mm_gemm_kernel_select_rows(pairs[i].a, pairs[i].w, rows);
+            int best = MM_ISA_REF;
+            for (int isa = MM_ISA_REF + 1; isa <= (int)mm_cpu_isa(); isa++) {
+                const mm_gemm_kernel *k = mm_gemm_kernel_lookup((mm_isa)isa, pairs[i].a, pairs[i].w);
+                if (k && rows >= k->min_rows) best = isa;
+            }
+            CHECK(sel != NULL && sel->isa == (mm_isa)best && rows >= sel->min_rows);
+        }
     CHECK(mm_gemm_kernel_select(MM_DTYPE_BF16, MM_DTYPE_I8) == NULL);
     CHECK(mm_gemm_kernel_select(MM_DTYPE_INVALID, MM_DTYPE_BF16) == NULL);
-    printf("cpu isa %s, %d AVX-512 kernel pairs tested\n", mm_isa_name(mm_cpu_isa()), avx512_kernels);
+    printf("cpu isa %s, %d non-reference kernels tested\n", mm_isa_name(mm_cpu_isa()), fast_kernels);
     return mm_test_finish("test_gemm_kernels");
 }

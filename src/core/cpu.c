@@ -6,18 +6,37 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static pthread_once_t detect_once = PTHREAD_ONCE_INIT;
 static mm_cpu_features detected;
 static mm_isa detected_isa;
 
-/* XCR0 bits: 1 SSE, 2 AVX, 5 opmask, 6 ZMM_Hi256, 7 Hi16_ZMM. */
+/* XCR0 bits: 1 SSE, 2 AVX, 5 opmask, 6 ZMM_Hi256, 7 Hi16_ZMM; 17 XTILECFG, 18 XTILEDATA. */
 #define XCR0_AVX512_STATE 0xE6u
+#define XCR0_AMX_STATE    0x60000u
+/* Linux: ask for permission to use the AMX tile data state (arch/x86/include/uapi/asm/prctl.h). */
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA  18
 
 static uint64_t read_xcr0(void) {
     uint32_t lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return ((uint64_t)hi << 32) | lo;
+}
+
+static int supports(mm_isa isa) {
+    const mm_cpu_features *f = &detected;
+    int avx512 = f->os_saves_zmm && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq &&
+                 f->avx512_bf16 && f->avx512_vnni;
+    switch (isa) {
+    case MM_ISA_REF: return 1;
+    case MM_ISA_AVX512: return avx512;
+    case MM_ISA_AMX: return avx512 && f->amx_tile && f->amx_bf16 && f->amx_int8 && f->os_allows_amx;
+    case MM_ISA_COUNT: break;
+    }
+    return 0;
 }
 
 static void detect(void) {
@@ -26,22 +45,28 @@ static void detect(void) {
     detected_isa = MM_ISA_REF;
     if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return;
     int osxsave = (ecx >> 27) & 1;
-    if (osxsave) detected.os_saves_zmm = (read_xcr0() & XCR0_AVX512_STATE) == XCR0_AVX512_STATE;
+    uint64_t xcr0 = osxsave ? read_xcr0() : 0;
+    detected.os_saves_zmm = (xcr0 & XCR0_AVX512_STATE) == XCR0_AVX512_STATE;
     if (__get_cpuid_max(0, NULL) >= 7 && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) {
         detected.avx512f = (ebx >> 16) & 1;
         detected.avx512dq = (ebx >> 17) & 1;
         detected.avx512bw = (ebx >> 30) & 1;
         detected.avx512vl = (ebx >> 31) & 1;
         detected.avx512_vnni = (ecx >> 11) & 1;
+        detected.amx_bf16 = (edx >> 22) & 1;
+        detected.amx_tile = (edx >> 24) & 1;
+        detected.amx_int8 = (edx >> 25) & 1;
         if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) detected.avx512_bf16 = (eax >> 5) & 1;
     }
-    const mm_cpu_features *f = &detected;
-    int avx512 = f->os_saves_zmm && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq &&
-                 f->avx512_bf16 && f->avx512_vnni;
+    if (detected.amx_tile && (xcr0 & XCR0_AMX_STATE) == XCR0_AMX_STATE)
+        detected.os_allows_amx = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    detected_isa = MM_ISA_REF;
+    for (int isa = MM_ISA_REF + 1; isa < MM_ISA_COUNT && supports((mm_isa)isa); isa++)
+        detected_isa = (mm_isa)isa;
     /* Read once here (not on every call) so that all threads agree for the whole process. */
     const char *forced = getenv("MEGAMOE_ISA");
-    if (forced && strcmp(forced, "ref") == 0) avx512 = 0;
-    detected_isa = avx512 ? MM_ISA_AVX512 : MM_ISA_REF;
+    if (forced && strcmp(forced, "ref") == 0) detected_isa = MM_ISA_REF;
+    if (forced && strcmp(forced, "avx512") == 0 && detected_isa > MM_ISA_AVX512) detected_isa = MM_ISA_AVX512;
 }
 
 const mm_cpu_features *mm_cpu_features_get(void) {
@@ -54,10 +79,16 @@ mm_isa mm_cpu_isa(void) {
     return detected_isa;
 }
 
+int mm_cpu_supports(mm_isa isa) {
+    pthread_once(&detect_once, detect);
+    return supports(isa);
+}
+
 const char *mm_isa_name(mm_isa isa) {
     switch (isa) {
     case MM_ISA_REF: return "ref";
     case MM_ISA_AVX512: return "avx512";
+    case MM_ISA_AMX: return "amx";
     case MM_ISA_COUNT: break;
     }
     return "unknown";

@@ -3,7 +3,9 @@
  * AVX-512 code may only run after these checks: the CPU must report the instructions (cpuid) AND the
  * operating system must save the zmm/opmask state on context switches (xgetbv), otherwise the first
  * AVX-512 instruction faults. The answer is computed once per process (thread-safe) and never changes,
- * except that MEGAMOE_ISA=ref in the environment forces the portable reference code paths. */
+ * except that MEGAMOE_ISA in the environment caps it: "ref" forces the portable reference code paths,
+ * "avx512" stops below AMX. AMX tile data also needs a per-process permission from Linux
+ * (arch_prctl ARCH_REQ_XCOMP_PERM), requested once here. */
 #ifndef MEGAMOE_CORE_CPU_H
 #define MEGAMOE_CORE_CPU_H
 
@@ -15,20 +17,27 @@ typedef struct mm_cpu_features {
     int avx512_bf16;
     int avx512_vnni;
     int os_saves_zmm; /* XCR0 has the opmask, ZMM_Hi256 and Hi16_ZMM bits (plus SSE/AVX state) */
+    int amx_tile;
+    int amx_bf16;
+    int amx_int8;
+    int os_allows_amx; /* XCR0 has XTILECFG/XTILEDATA and Linux granted this process the tile state */
 } mm_cpu_features;
 
 /* Instruction-set levels the kernel registry knows, from most portable up. */
 typedef enum mm_isa {
     MM_ISA_REF = 0,    /* portable C */
     MM_ISA_AVX512 = 1, /* AVX512F/BW/VL/DQ + BF16 + VNNI, with OS support */
+    MM_ISA_AMX = 2,    /* AVX512 plus AMX tiles with BF16 and INT8, with OS support and permission */
     MM_ISA_COUNT
 } mm_isa;
 
 /* What the CPU and OS support (independent of MEGAMOE_ISA). */
 const mm_cpu_features *mm_cpu_features_get(void);
-/* Highest ISA that the hardware supports and the environment allows (MEGAMOE_ISA=ref caps it). */
+/* Highest ISA that the hardware supports and the environment allows (MEGAMOE_ISA caps it). */
 mm_isa mm_cpu_isa(void);
-/* Lower-case name of an ISA level ("ref", "avx512"). */
+/* Whether the hardware and OS support an ISA level (ignores MEGAMOE_ISA). */
+int mm_cpu_supports(mm_isa isa);
+/* Lower-case name of an ISA level ("ref", "avx512", "amx"). */
 const char *mm_isa_name(mm_isa isa);
 
 #endif

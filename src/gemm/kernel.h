@@ -73,6 +73,9 @@ typedef struct mm_gemm_kernel {
     mm_ukernel_fn fn;
     mm_gemm_prepare_rows_fn prepare_rows;   /* NULL: the kernel reads the activations as given */
     mm_gemm_prepare_panel_fn prepare_panel; /* NULL: the kernel reads the packed panel directly */
+    /* Fewest rows a group needs for this kernel to be chosen (0: any). Tile engines whose fixed cost
+     * only pays off on fuller tiles leave the few-row groups (weight-streaming bound) to the ISA below. */
+    int min_rows;
 } mm_gemm_kernel;
 
 #endif

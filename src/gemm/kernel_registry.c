@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gemm/kernels/kernels.h"
 
@@ -16,14 +17,24 @@ typedef struct registration {
 } registration;
 
 #define REF(fn, label)                                                                                       \
-    { label "_ref_4x32", MM_ISA_REF, MM_GEMM_REF_MR, fn, NULL, NULL }
+    { label "_ref_4x32", MM_ISA_REF, MM_GEMM_REF_MR, fn, NULL, NULL, 0 }
 #define AVX512(fn, label)                                                                                    \
-    { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, fn, NULL, NULL }
+    { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, fn, NULL, NULL, 0 }
 /* MX on BF16 dot products: rows decoded once per call, panels once per K block. */
 #define AVX512_MX(prepare_panel, label)                                                                      \
     {                                                                                                        \
         label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, mm_ukernel_mx_avx512,                        \
-            mm_gemm_mx_row_to_bf16, prepare_panel                                                            \
+            mm_gemm_mx_row_to_bf16, prepare_panel, 0                                                         \
+    }
+
+/* AMX tiles pay off from a few rows on (measured on the development VM: BF16 and MX from ~4 rows,
+ * INT8 from ~8); fewer rows stream weights faster through the AVX-512 kernels. */
+#define AMX(fn, label, min_rows)                                                                             \
+    { label "_amx_16x32", MM_ISA_AMX, MM_GEMM_AMX_MR, fn, NULL, NULL, min_rows }
+#define AMX_MX(prepare_panel, label)                                                                         \
+    {                                                                                                        \
+        label "_amx_16x32", MM_ISA_AMX, MM_GEMM_AMX_MR, mm_ukernel_mx_amx, mm_gemm_mx_row_to_bf16,           \
+            prepare_panel, 4                                                                                 \
     }
 
 /* Every supported pair, reference first. The FP8 pairs cover the mixed E4M3/E5M2 cases that an
@@ -49,25 +60,27 @@ static const registration registrations[] = {
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, AVX512_MX(mm_prepare_panel_fp4_avx512, "e4m3xfp4")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, AVX512_MX(mm_prepare_panel_fp4_avx512, "e5m2xfp4")},
     {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, AVX512_MX(mm_prepare_panel_fp4_avx512, "fp4xfp4")},
+    {MM_DTYPE_BF16, MM_DTYPE_BF16, AMX(mm_ukernel_bf16_bf16_amx, "bf16xbf16", 4)},
+    {MM_DTYPE_I8, MM_DTYPE_I8, AMX(mm_ukernel_i8_i8_amx, "i8xi8", 8)},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, AMX_MX(mm_prepare_panel_fp8_avx512, "e4m3xe4m3")},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, AMX_MX(mm_prepare_panel_fp8_avx512, "e5m2xe5m2")},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, AMX_MX(mm_prepare_panel_fp8_avx512, "e5m2xe4m3")},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, AMX_MX(mm_prepare_panel_fp8_avx512, "e4m3xe5m2")},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, AMX_MX(mm_prepare_panel_fp4_avx512, "e4m3xfp4")},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, AMX_MX(mm_prepare_panel_fp4_avx512, "e5m2xfp4")},
+    {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, AMX_MX(mm_prepare_panel_fp4_avx512, "fp4xfp4")},
 };
 #define N_REGISTRATIONS (sizeof registrations / sizeof registrations[0])
 
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
-static const mm_gemm_kernel *selected[MM_DTYPE_COUNT][MM_DTYPE_COUNT];
-
-static int isa_available(mm_isa isa) {
-    if (isa == MM_ISA_REF) return 1;
-    const mm_cpu_features *f = mm_cpu_features_get();
-    return f->os_saves_zmm && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512_bf16 &&
-           f->avx512_vnni;
-}
+/* by_isa[isa][a][w]: the kernel of that ISA for the pair, only for ISAs the process may use. */
+static const mm_gemm_kernel *by_isa[MM_ISA_COUNT][MM_DTYPE_COUNT][MM_DTYPE_COUNT];
 
 static void build_table(void) {
     mm_isa allowed = mm_cpu_isa();
-    /* Registration order is ISA order, so a later entry for a pair overrides an earlier one. */
     for (size_t i = 0; i < N_REGISTRATIONS; i++) {
         const registration *r = &registrations[i];
-        if (r->kernel.isa <= allowed) selected[r->a_dtype][r->w_dtype] = &r->kernel;
+        if (r->kernel.isa <= allowed) by_isa[r->kernel.isa][r->a_dtype][r->w_dtype] = &r->kernel;
     }
 }
 
@@ -75,14 +88,23 @@ static int dtype_in_range(mm_dtype d) {
     return d > MM_DTYPE_INVALID && d < MM_DTYPE_COUNT;
 }
 
-const mm_gemm_kernel *mm_gemm_kernel_select(mm_dtype a_dtype, mm_dtype w_dtype) {
+const mm_gemm_kernel *mm_gemm_kernel_select_rows(mm_dtype a_dtype, mm_dtype w_dtype, int64_t rows) {
     if (!dtype_in_range(a_dtype) || !dtype_in_range(w_dtype)) return NULL;
     pthread_once(&table_once, build_table);
-    return selected[a_dtype][w_dtype];
+    /* The highest allowed ISA that has the pair and takes this many rows; the reference takes any. */
+    for (int isa = MM_ISA_COUNT - 1; isa >= MM_ISA_REF; isa--) {
+        const mm_gemm_kernel *k = by_isa[isa][a_dtype][w_dtype];
+        if (k && rows >= k->min_rows) return k;
+    }
+    return NULL;
+}
+
+const mm_gemm_kernel *mm_gemm_kernel_select(mm_dtype a_dtype, mm_dtype w_dtype) {
+    return mm_gemm_kernel_select_rows(a_dtype, w_dtype, INT64_MAX);
 }
 
 const mm_gemm_kernel *mm_gemm_kernel_lookup(mm_isa isa, mm_dtype a_dtype, mm_dtype w_dtype) {
-    if (!isa_available(isa)) return NULL;
+    if (!mm_cpu_supports(isa)) return NULL;
     for (size_t i = 0; i < N_REGISTRATIONS; i++) {
         const registration *r = &registrations[i];
         if (r->kernel.isa == isa && r->a_dtype == a_dtype && r->w_dtype == w_dtype) return &r->kernel;

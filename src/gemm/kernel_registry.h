@@ -6,9 +6,16 @@
 #ifndef MEGAMOE_GEMM_KERNEL_REGISTRY_H
 #define MEGAMOE_GEMM_KERNEL_REGISTRY_H
 
+#include <stdint.h>
+
 #include "gemm/kernel.h"
 
-/* The kernel used for (a_dtype, w_dtype), or NULL when the pair is not supported. */
+/* The kernel used for (a_dtype, w_dtype) on a group of `rows` rows: the highest allowed ISA that has the
+ * pair and whose kernel's min_rows <= rows. NULL when the pair is not supported. The choice depends on
+ * the row count only, never on threads or scheduling; INT kernels agree bit for bit anyway, float
+ * kernels within their documented tolerance. */
+const mm_gemm_kernel *mm_gemm_kernel_select_rows(mm_dtype a_dtype, mm_dtype w_dtype, int64_t rows);
+/* The same for many rows (the best kernel for the pair). */
 const mm_gemm_kernel *mm_gemm_kernel_select(mm_dtype a_dtype, mm_dtype w_dtype);
 /* The kernel of exactly that ISA for the pair, or NULL if there is none or the hardware lacks the ISA
  * (ignores MEGAMOE_ISA, so tests can compare ISAs). */

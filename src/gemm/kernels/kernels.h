@@ -28,4 +28,11 @@ void mm_ukernel_mx_avx512(const mm_ukernel_args *args);
 void mm_prepare_panel_fp8_avx512(const mm_ukernel_args *args, uint8_t *block);
 void mm_prepare_panel_fp4_avx512(const mm_ukernel_args *args, uint8_t *block);
 
+/* AMX set (files kernels/amx/NAME_amx_avx512.c): call only when mm_cpu_isa() >= MM_ISA_AMX. */
+#define MM_GEMM_AMX_MR 16
+void mm_ukernel_bf16_bf16_amx(const mm_ukernel_args *args);
+void mm_ukernel_i8_i8_amx(const mm_ukernel_args *args);
+/* MX pairs: the BF16 tile over prepared rows and panel blocks (as the AVX-512 MX kernel). */
+void mm_ukernel_mx_amx(const mm_ukernel_args *args);
+
 #endif
