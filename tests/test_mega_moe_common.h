@@ -431,4 +431,110 @@ static inline double moe_case_check(const moe_case *c, const char *label) {
     return worst;
 }
 
+/* ---- the A16W16 twin of a quantized case: same x, ids and gating weights, BF16 weights holding the
+ * dequantized values (rounded to BF16), run through the reference. ---- */
+
+static inline uint32_t moe_get_code(const mm_ref_attrs *a, const mm_ref_case_weights *w, int which, int64_t e,
+                                    int64_t k, int64_t n) {
+    int64_t K = mm_ref_case_gemm_k(a, which), N = mm_ref_case_gemm_n(a, which);
+    int t = which == 1 ? a->transpose_weight1 : a->transpose_weight2;
+    int64_t rows = t ? N : K, cols = t ? K : N, r = t ? n : k, col = t ? k : n;
+    int64_t rb = mm_dtype_row_bytes(w->dtype, cols);
+    const uint8_t *m = (which == 1 ? w->weight1 : w->weight2) + e * rows * rb + r * rb;
+    if (mm_dtype_bits(w->dtype) == 4) return mm_nibble_get(m, col);
+    if (mm_dtype_bits(w->dtype) == 16) return ((const uint16_t *)m)[col];
+    return m[col];
+}
+
+static inline float moe_dequant_weight(const mm_ref_attrs *a, const mm_ref_case_weights *w, int which,
+                                       int64_t e, int64_t k, int64_t n) {
+    uint32_t code = moe_get_code(a, w, which, e, k, n);
+    int64_t K = mm_ref_case_gemm_k(a, which), N = mm_ref_case_gemm_n(a, which);
+    switch (w->dtype) {
+    case MM_DTYPE_BF16: return mm_bf16_to_f32((uint16_t)code);
+    case MM_DTYPE_I8: return (float)(int8_t)code * (which == 1 ? w->scales1 : w->scales2)[e * N + n];
+    case MM_DTYPE_INT4:
+        return (float)(code >= 8 ? (int)code - 16 : (int)code) *
+               (which == 1 ? w->scales1 : w->scales2)[e * N + n];
+    default: {
+        const uint8_t *sc = (which == 1 ? w->mx_scales1 : w->mx_scales2) + e * N * ((K + 63) / 64) * 2;
+        return mm_dtype_to_f32(w->dtype, code) * mm_e8m0_to_f32(mm_mx_weight_scale(sc, n, K, k / 32));
+    }
+    }
+}
+
+/* Error of the operator's y of quantized case q against the A16W16 reference on dequantized weights
+ * (worst rank, same metric as moe_case_error). Returns -1 on failure. */
+static inline double moe_case_error_vs_a16w16(const moe_case *q) {
+    const moe_spec *sp = &q->sp;
+    moe_spec bs = *sp;
+    bs.routed = MM_DTYPE_BF16;
+    bs.shared = MM_DTYPE_BF16;
+    bs.attrs.dispatch_quant_mode = 0;
+    bs.attrs.dispatch_quant_out_dtype = MM_DTYPE_INVALID;
+    bs.attrs.shared_expert_quant_out_dtype = MM_DTYPE_INVALID;
+    bs.attrs.activation_out_dtype = MM_DTYPE_INVALID;
+    bs.attrs.combine_quant_mode = 0;
+    mm_ref_attrs a = moe_ref_attrs(&bs);
+    mm_ref_case c;
+    mm_error err;
+    int64_t H = sp->hidden, K = sp->topk;
+    if (mm_ref_case_alloc(&c, &a, sp->bs, MM_DTYPE_BF16, sp->shared_count, MM_DTYPE_BF16, &err) != MM_OK)
+        return -1;
+    const mm_ref_attrs *qa = &q->ref.attrs;
+    for (int r = 0; r < sp->ranks; r++) {
+        const mm_ref_case_rank *src = &q->ref.ranks[r];
+        mm_ref_case_rank *dst = &c.ranks[r];
+        for (int64_t i = 0; i < src->bs; i++) {
+            for (int64_t h = 0; h < H; h++) {
+                uint16_t v = src->x_bf16 ? src->x_bf16[i * H + h] : 0;
+                if (qa->x_prequantized) { /* the BF16 twin sees the dequantized pre-quantized row */
+                    float f = mm_dtype_to_f32(
+                                  qa->dispatch_dtype,
+                                  mm_dtype_bits(qa->dispatch_dtype) == 4
+                                      ? mm_nibble_get(
+                                            src->x_quant + i * mm_dtype_row_bytes(qa->dispatch_dtype, H), h)
+                                      : src->x_quant[i * H + h]) *
+                              mm_e8m0_to_f32(src->x_scales[i * ((H + 31) / 32) + h / 32]);
+                    v = mm_f32_to_bf16(f);
+                }
+                dst->x_bf16[i * H + h] = v;
+            }
+            for (int64_t k = 0; k < K; k++) {
+                dst->topk_ids[i * K + k] = src->topk_ids[i * K + k];
+                dst->topk_weights[i * K + k] = src->topk_weights[i * K + k];
+            }
+            dst->x_active_mask[i] = src->x_active_mask[i];
+        }
+        const mm_ref_case_weights *gs[2] = {&src->routed, &src->shared};
+        mm_ref_case_weights *gd[2] = {&dst->routed, &dst->shared};
+        for (int g = 0; g < 2; g++)
+            for (int which = 1; which <= 2; which++) {
+                int64_t KK = mm_ref_case_gemm_k(qa, which), NN = mm_ref_case_gemm_n(qa, which);
+                for (int64_t e = 0; e < gs[g]->count; e++)
+                    for (int64_t k = 0; k < KK; k++)
+                        for (int64_t n = 0; n < NN; n++)
+                            mm_ref_case_set_weight(
+                                &a, gd[g], which, e, k, n,
+                                mm_f32_to_bf16(moe_dequant_weight(qa, gs[g], which, e, k, n)));
+            }
+    }
+    double worst = -1;
+    if (mm_ref_mega_moe(&c.attrs, c.inputs, c.outputs, &err) == MM_OK) {
+        worst = 0;
+        for (int r = 0; r < sp->ranks; r++) {
+            double amax = 0, emax = 0;
+            for (int64_t x = 0; x < sp->bs[r] * H; x++) {
+                double ref = mm_bf16_to_f32(c.ranks[r].y[x]), got = mm_bf16_to_f32(q->y[r][x]);
+                if (fabs(ref) > amax) amax = fabs(ref);
+                if (fabs(ref - got) > emax) emax = fabs(ref - got);
+            }
+            double e = amax > 0 ? emax / amax : emax;
+            if (e > worst) worst = e;
+        }
+    }
+    mm_ref_case_free(&c);
+    return worst;
+}
+
 #endif
