@@ -32,6 +32,9 @@ void mm_prepare_panel_fp4_avx512(const mm_ukernel_args *args, uint8_t *block);
 #define MM_GEMM_AMX_MR 16
 void mm_ukernel_bf16_bf16_amx(const mm_ukernel_args *args);
 void mm_ukernel_i8_i8_amx(const mm_ukernel_args *args);
+/* INT8 x INT4: the INT8 tile over panel blocks decoded to INT8 by mm_prepare_panel_i4_amx. */
+void mm_ukernel_i8_i4_amx(const mm_ukernel_args *args);
+void mm_prepare_panel_i4_amx(const mm_ukernel_args *args, uint8_t *block);
 /* MX pairs: the BF16 tile over prepared rows and panel blocks (as the AVX-512 MX kernel). */
 void mm_ukernel_mx_amx(const mm_ukernel_args *args);
 

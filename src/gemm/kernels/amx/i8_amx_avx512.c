@@ -1,17 +1,22 @@
-/* gemm/kernels/amx/i8_amx_avx512.c: INT8 x INT8 micro-kernel on AMX tiles (tdpbssd), 16 x 32 tile.
+/* gemm/kernels/amx/i8_amx_avx512.c: INT8 x INT8 and INT8 x INT4 micro-kernels on AMX tiles (tdpbssd),
+ * 16 x 32 tile.
  *
  * tdpbssd multiplies signed by signed bytes, so no offset trick is needed: the INT8 panel layout of
  * gemm/packed.h (per K quad, 32 columns x 4 bytes = 128 bytes) is the AMX B layout, loaded with a
  * 128-byte stride, and the activations load straight from their rows (64 bytes = 64 K per step). The
  * INT32 sums are exact (K <= MM_GEMM_INT_MAX_K), then scaled exactly as the reference (ref_int.c):
- * c = ((float)acc * s_W[n]) * s_X[row]. Bit-exact against the reference, by construction and by test. */
+ * c = ((float)acc * s_W[n]) * s_X[row]. Bit-exact against the reference, by construction and by test.
+ * INT4 weights are first decoded per (panel, K block) into the INT8 panel layout by
+ * mm_prepare_panel_i4_amx (nibble -> signed byte by vpshufb), then the same tile runs, and the scaling
+ * adds the INT4 offset: c = ((float)acc * s_W[n] + offset[n]) * s_X[row]. */
 #pragma GCC target("amx-tile,amx-int8")
 #include <immintrin.h>
 
 #include "gemm/kernels/amx/amx_tiles.h"
 #include "gemm/kernels/kernels.h"
 
-void mm_ukernel_i8_i8_amx(const mm_ukernel_args *p) {
+/* b: the panel's INT8 quads from quad k_begin / 4 on (128 bytes each). */
+static void i8_amx_tile(const mm_ukernel_args *p, const uint8_t *b, int weights_are_int4) {
     amx_tile_config cfg;
     amx_tile_config_make(&cfg, p->m);
     _tile_loadconfig(&cfg);
@@ -23,7 +28,6 @@ void mm_ukernel_i8_i8_amx(const mm_ukernel_args *p) {
         _tile_loadd(AMX_C0, partial, MM_GEMM_NR * 4);
         _tile_loadd(AMX_C1, partial + 16, MM_GEMM_NR * 4);
     }
-    const uint8_t *b = p->b + p->k_begin / 4 * 128;
     int64_t full_steps = (p->k_end - p->k_begin) / 64;
     for (int64_t s = 0; s < full_steps; s++) {
         _tile_loadd(AMX_A, p->a + p->k_begin + 64 * s, p->a_stride);
@@ -66,7 +70,39 @@ void mm_ukernel_i8_i8_amx(const mm_ukernel_args *p) {
         __m512 row_scale = _mm512_set1_ps(p->a_row_scales[r]);
         __m512 h0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(acc + r * MM_GEMM_NR)), scale0);
         __m512 h1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(acc + r * MM_GEMM_NR + 16)), scale1);
+        if (weights_are_int4) {
+            /* Separate multiply and add (no FMA): the reference rounds the product before adding. */
+            h0 = _mm512_add_ps(h0, _mm512_loadu_ps(p->col_offset));
+            h1 = _mm512_add_ps(h1, _mm512_loadu_ps(p->col_offset + 16));
+        }
         _mm512_mask_storeu_ps(p->c + r * p->ldc, mask0, _mm512_mul_ps(h0, row_scale));
         _mm512_mask_storeu_ps(p->c + r * p->ldc + 16, mask1, _mm512_mul_ps(h1, row_scale));
+    }
+}
+
+void mm_ukernel_i8_i8_amx(const mm_ukernel_args *p) {
+    i8_amx_tile(p, p->b + p->k_begin / 4 * 128, 0);
+}
+
+void mm_ukernel_i8_i4_amx(const mm_ukernel_args *p) {
+    i8_amx_tile(p, p->b_block, 1);
+}
+
+void mm_prepare_panel_i4_amx(const mm_ukernel_args *p, uint8_t *block) {
+    const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
+    /* Nibble code -> signed value, per 128-bit lane for vpshufb. */
+    const __m512i to_signed =
+        _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1));
+    /* One group of 8 K: 32 columns x 4 bytes, low nibbles K 0..3 and high nibbles K 4..7 of each column,
+     * becomes two INT8 quads of 32 columns x 4 bytes (gemm/packed.h). */
+    int64_t first_group = p->k_begin / 8, end_group = (p->k_end + 7) / 8;
+    for (int64_t g = first_group; g < end_group; g++) {
+        __m512i *dst = (__m512i *)(void *)(block + (g - first_group) * 256);
+        for (int half = 0; half < 2; half++) {
+            __m512i v = _mm512_load_si512(p->b + g * 128 + 64 * half);
+            dst[half] = _mm512_shuffle_epi8(to_signed, _mm512_and_si512(v, low_nibbles));
+            dst[2 + half] =
+                _mm512_shuffle_epi8(to_signed, _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles));
+        }
     }
 }
