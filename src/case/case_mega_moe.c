@@ -295,7 +295,13 @@ static mm_status run_threads(mm_case_ctx *ctx, moe_case_run *run, mm_error *err)
         if ((st = read_rank(ctx, g, &run->rank[g], err)) != MM_OK) return st;
         if ((st = alloc_outputs(ctx, run, &run->rank[g], err)) != MM_OK) return st;
     }
-    st = mm_comm_run_threads((int)run->ranks, thread_rank, run, NULL, NULL, err);
+    /* The operator's failures are agreed (same status and message, already naming the rank) on every
+     * rank: report rank 0's record as is rather than the launcher's "rank N: "-prefixed copy. */
+    mm_status *statuses = mm_case_alloc(ctx, (size_t)run->ranks * sizeof *statuses);
+    mm_error *errors = mm_case_alloc(ctx, (size_t)run->ranks * sizeof *errors);
+    if (!statuses || !errors) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "mega_moe case: out of memory");
+    st = mm_comm_run_threads((int)run->ranks, thread_rank, run, statuses, errors, err);
+    if (st != MM_OK && statuses[0] != MM_OK) return mm_fail(err, statuses[0], "%s", errors[0].message);
     if (st != MM_OK) return st;
     for (int64_t g = 0; g < run->ranks; g++) {
         if ((st = mm_case_output(ctx, g, "y", &run->rank[g].y, err)) != MM_OK) return st;

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# tests/cli/case_mega_moe.sh: `megamoe case` on mega_moe cases made by `case-gen mega_moe`: every scenario
+# and the main options run (exit 0) on the threads backend; in an MPI build, mpirun gives the same bytes;
+# a case breaking a rule exits 2 with one line naming it and writes no output.
+# Usage: bash case_mega_moe.sh <path-to-megamoe> <source-dir>
+set -u
+MEGAMOE=${1:?path to megamoe}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" # Open MPI's start-up allocations
+
+n=0
+gen_run() { # name ranks case-gen-options...
+    local name=$1 ranks=$2
+    shift 2
+    n=$((n + 1))
+    "$MEGAMOE" case-gen mega_moe -o "$WORK/$name.st" --ranks "$ranks" --seed "$n" "$@" || { bad "case-gen $name"; return; }
+    if timeout 120 "$MEGAMOE" case "$WORK/$name.st" -o "$WORK/$name.out.st"; then ok; else bad "case $name"; return; fi
+    if command -v mpirun >/dev/null && [ "$ranks" -le 4 ]; then
+        if timeout 120 mpirun --allow-run-as-root -n "$ranks" "$MEGAMOE" case "$WORK/$name.st" -o "$WORK/$name.mpi.st" \
+            --backend mpi >"$WORK/mpi.log" 2>&1; then
+            if cmp -s "$WORK/$name.out.st" "$WORK/$name.mpi.st"; then ok; else bad "$name: MPI output differs from threads"; fi
+        elif grep -q "no MPI" "$WORK/mpi.log"; then
+            ok # a build without MPI
+        else
+            bad "$name: mpirun failed: $(tail -3 "$WORK/mpi.log")"
+        fi
+    fi
+}
+
+gen_run a16w16 3 --scenario a16w16 --shared 2 --mask --zero-rank 1
+gen_run a8w8_int 2 --scenario a8w8-int --topk-weights-type 1
+gen_run a8w4_int 4 --scenario a8w4-int --transpose --combine-quant-mode 4
+gen_run a8w8_fp_e4m3 2 --scenario a8w8-fp-e4m3 --activation gelu
+gen_run a8w8_fp_e5m2 3 --scenario a8w8-fp-e5m2 --combine-quant-mode 3 --shared 1
+gen_run a8w4_fp 2 --scenario a8w4-fp --activation swigluoai --clamp 7
+gen_run a4w4_fp 2 --scenario a4w4-fp --prequantized --activation situglu
+gen_run dedup 4 --scenario a16w16 --combine-comm-mode 1 --topk 3
+gen_run layered 4 --scenario a16w16 --combine-comm-mode 2 --rank-num-per-server 2 --topk 4
+gen_run one_rank 1 --scenario a8w8-int --tokens 5
+
+# Broken: combine_comm_mode 2 on a flat topology -> status 2, one line naming the attribute, no output.
+"$MEGAMOE" case-gen mega_moe -o "$WORK/broken.st" --ranks 2 --combine-comm-mode 2 || bad "case-gen broken"
+"$MEGAMOE" case "$WORK/broken.st" -o "$WORK/broken.out.st" 2>"$WORK/err"
+status=$?
+if [ "$status" -eq 2 ]; then ok; else bad "broken case exited $status, expected 2"; fi
+if grep -q "combine_comm_mode = 2" "$WORK/err" && [ "$(wc -l <"$WORK/err")" -eq 1 ]; then ok; else bad "message: $(cat "$WORK/err")"; fi
+if [ ! -e "$WORK/broken.out.st" ]; then ok; else bad "output written for a broken case"; fi
+
+echo "case_mega_moe: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
