@@ -68,7 +68,7 @@ static void act_rows(void *ctx_, int64_t t) {
     for (int64_t r = ctx->tasks[t].row0; r < ctx->tasks[t].row0 + ctx->tasks[t].rows; r++) {
         float *h = s->h + r * 2 * I;
         if (job->path->scenario == MM_MOE_SCENARIO_A16W16)
-            for (int64_t j = 0; j < 2 * I; j++) h[j] = mm_bf16_to_f32(mm_f32_to_bf16(h[j]));
+            for (int64_t j = 0; j < 2 * I; j++) h[j] = mm_moe_bf16_to_f32(mm_moe_f32_to_bf16(h[j]));
         mm_moe_act_row(job->act, h, I, h); /* in place: output j only reads inputs j and I + j */
         if (job->row_weights) {
             float w = job->row_weights[r];
@@ -77,7 +77,7 @@ static void act_rows(void *ctx_, int64_t t) {
         uint8_t *q = s->a2 + r * s->a2_stride;
         switch (job->path->gemm2_dtype) {
         case MM_DTYPE_BF16:
-            for (int64_t j = 0; j < K2; j++) ((uint16_t *)q)[j] = mm_f32_to_bf16(h[j]);
+            for (int64_t j = 0; j < K2; j++) ((uint16_t *)q)[j] = mm_moe_f32_to_bf16(h[j]);
             break;
         case MM_DTYPE_I8:
             mm_int8_quantize_row_mul_even(h, K2, MM_INT8_SCALE_AMAX_DIV_127, (int8_t *)q, &s->a2_scales[r]);
@@ -97,7 +97,7 @@ static void gemm2_epilogue(void *ctx_, int64_t group, int64_t row0, int64_t col0
     for (int r = 0; r < rows; r++) {
         uint16_t *dst = job->out + (base + r) * job->hidden + col0;
         const float *src = tile + r * ld;
-        for (int c = 0; c < cols; c++) dst[c] = mm_f32_to_bf16(src[c]);
+        for (int c = 0; c < cols; c++) dst[c] = mm_moe_f32_to_bf16(src[c]);
     }
 }
 

@@ -108,7 +108,7 @@ typedef struct run_state {
 
 static float topk_weight(const run_state *s, int64_t i, int64_t k) {
     const mm_tensor *t = s->in->topk_weights;
-    if (s->c->bf16_weights) return mm_bf16_to_f32(((const uint16_t *)t->data)[i * s->K + k]);
+    if (s->c->bf16_weights) return mm_moe_bf16_to_f32(((const uint16_t *)t->data)[i * s->K + k]);
     return ((const float *)t->data)[i * s->K + k];
 }
 
@@ -306,11 +306,11 @@ static int64_t reduce_token(const run_state *s, int64_t i, float *acc) {
         }
         const uint16_t *o = s->routed_out + (int64_t)row * s->H;
         if (s->attrs->topk_weights_type == 1) {
-            for (int64_t x = 0; x < s->H; x++) acc[x] += mm_bf16_to_f32(o[x]);
+            for (int64_t x = 0; x < s->H; x++) acc[x] += mm_moe_bf16_to_f32(o[x]);
         } else {
             float w = header_of(s, row)->weight;
             for (int64_t x = 0; x < s->H; x++) {
-                float term = w * mm_bf16_to_f32(o[x]);
+                float term = w * mm_moe_bf16_to_f32(o[x]);
                 acc[x] += term;
             }
         }
@@ -327,7 +327,7 @@ static void reduce_source_task(void *ctx, int64_t t) {
         int64_t first = reduce_token(s, i, acc);
         if (first < 0) continue;
         uint16_t *out = (uint16_t *)(s->comb_peer[src] + (i * s->K + first) * s->b->comb_slot_bytes);
-        for (int64_t x = 0; x < s->H; x++) out[x] = mm_f32_to_bf16(acc[x]);
+        for (int64_t x = 0; x < s->H; x++) out[x] = mm_moe_f32_to_bf16(acc[x]);
     }
 }
 
@@ -396,7 +396,7 @@ mm_status mm_moe_run_batch(run_state *s, const int64_t *sources, int64_t n_sourc
                 for (int64_t i = 0; i < bs && st == MM_OK; i++) {
                     int64_t first = reduce_token(s, i, s->task_rows);
                     if (first < 0) continue;
-                    for (int64_t x = 0; x < s->H; x++) tmp[x] = mm_f32_to_bf16(s->task_rows[x]);
+                    for (int64_t x = 0; x < s->H; x++) tmp[x] = mm_moe_f32_to_bf16(s->task_rows[x]);
                     st = mm_symm_put(s->b->comb, (int)src, (size_t)(i * s->K + first) * s->b->comb_slot_bytes,
                                      tmp, (size_t)(2 * s->H), err);
                 }
@@ -479,10 +479,10 @@ static int64_t relay_token(const run_state *s, int64_t h, int64_t i, float *acc)
         }
         const uint16_t *o = (const uint16_t *)(slot + sizeof rh);
         if (s->attrs->topk_weights_type == 1) {
-            for (int64_t x = 0; x < s->H; x++) acc[x] += mm_bf16_to_f32(o[x]);
+            for (int64_t x = 0; x < s->H; x++) acc[x] += mm_moe_bf16_to_f32(o[x]);
         } else {
             for (int64_t x = 0; x < s->H; x++) {
-                float term = rh.weight * mm_bf16_to_f32(o[x]);
+                float term = rh.weight * mm_moe_bf16_to_f32(o[x]);
                 acc[x] += term;
             }
         }
@@ -500,7 +500,7 @@ static void relay_task(void *ctx_, int64_t t) {
         int64_t first = relay_token(s, h, i, acc);
         if (first < 0) continue;
         uint16_t *out = (uint16_t *)(s->comb_peer[h] + (i * s->K + first) * s->b->comb_slot_bytes);
-        for (int64_t x = 0; x < s->H; x++) out[x] = mm_f32_to_bf16(acc[x]);
+        for (int64_t x = 0; x < s->H; x++) out[x] = mm_moe_f32_to_bf16(acc[x]);
     }
 }
 
@@ -518,7 +518,7 @@ static mm_status relay_reduce(run_state *s, mm_error *err) {
         for (int64_t i = 0; i < bs && st == MM_OK; i++) {
             int64_t first = relay_token(s, h, i, s->task_rows);
             if (first < 0) continue;
-            for (int64_t x = 0; x < s->H; x++) tmp[x] = mm_f32_to_bf16(s->task_rows[x]);
+            for (int64_t x = 0; x < s->H; x++) tmp[x] = mm_moe_f32_to_bf16(s->task_rows[x]);
             st = mm_symm_put(s->b->comb, (int)h, (size_t)(i * s->K + first) * s->b->comb_slot_bytes, tmp,
                              (size_t)(2 * s->H), err);
         }
@@ -545,7 +545,7 @@ static void final_task(void *ctx, int64_t t) {
                 float w = weighted ? topk_weight(s, i, k) : 1.0f;
                 if (cq == 0) {
                     const uint16_t *o = (const uint16_t *)slot;
-                    for (int64_t x = 0; x < s->H; x++) deq[x] = mm_bf16_to_f32(o[x]);
+                    for (int64_t x = 0; x < s->H; x++) deq[x] = mm_moe_bf16_to_f32(o[x]);
                 } else {
                     mm_mx_dequantize_row(slot, slot + s->H, s->H,
                                          cq == 3 ? MM_DTYPE_FP8_E5M2 : MM_DTYPE_FP8_E4M3FN, deq, NULL);
@@ -566,17 +566,17 @@ static void final_task(void *ctx, int64_t t) {
                     if ((ids[i * s->K + k] / s->El) / gs != g) continue;
                     const uint16_t *o =
                         (const uint16_t *)(s->comb_local + (i * s->K + k) * s->b->comb_slot_bytes);
-                    for (int64_t x = 0; x < s->H; x++) acc[x] += mm_bf16_to_f32(o[x]);
+                    for (int64_t x = 0; x < s->H; x++) acc[x] += mm_moe_bf16_to_f32(o[x]);
                     break;
                 }
             }
         }
         for (int64_t e = 0; e < S; e++) {
             const uint16_t *o = s->shared_out + (e * c->active_rows + a) * s->H;
-            for (int64_t x = 0; x < s->H; x++) acc[x] += mm_bf16_to_f32(o[x]);
+            for (int64_t x = 0; x < s->H; x++) acc[x] += mm_moe_bf16_to_f32(o[x]);
         }
         uint16_t *out = (uint16_t *)s->out_y + i * s->H;
-        for (int64_t x = 0; x < s->H; x++) out[x] = mm_f32_to_bf16(acc[x]);
+        for (int64_t x = 0; x < s->H; x++) out[x] = mm_moe_f32_to_bf16(acc[x]);
     }
 }
 
