@@ -52,8 +52,8 @@ mm_status mm_mpi_guard(MPI_Comm comm, double timeout, const char *op, mm_error *
         if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Test");
         if (done) return MM_OK;
         if (!mm_waiter_pause(&w)) {
-            /* A non-blocking barrier cannot be cancelled; the request is left to MPI. */
-            MPI_Request_free(&req);
+            /* A non-blocking collective may be neither cancelled nor freed: the request is left
+             * pending (the communicator is unusable anyway). */
             return mm_fail(err, MM_ERR_TIMEOUT,
                            "%s: not every rank of the MPI communicator arrived within %g s", op, timeout);
         }
