@@ -126,6 +126,7 @@ typedef struct run_moe_rank_result {
     mm_mega_moe_stats *stats; /* cfg.iterations entries: the timed runs (the warm-up is not kept) */
     int64_t recv_rows;        /* rows that reached this rank's experts in one call */
     double setup_seconds;     /* weight generation + packing + buffer */
+    double generate_seconds;  /* of which: generating (and quantizing) this rank's weights */
     /* the checked sample: rows spread over the rank's tokens */
     int64_t sample_count;
     int64_t *sample_rows;

@@ -4,7 +4,7 @@
  * rank builds only its own experts, the check rebuilds only the experts its sample touches, and MPI
  * processes need not exchange weights. Quantized scenarios quantize these same BF16 values with the
  * formats API (per-channel INT8 / INT4, MX block-32), which keeps the scenarios comparable. Values are
- * uniform with variance 1 / K per weight (K the reduction length), so activations stay O(1). */
+ * uniform with variance about 1 / K per weight (K the reduction length), so activations stay O(1). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,38 +46,117 @@ static int is_int(mm_dtype d) {
     return d == MM_DTYPE_I8 || d == MM_DTYPE_INT4;
 }
 
-/* Scratch for quantizing one row. */
+/* A weight row is drawn as integer levels k in [-128, 127] times a power-of-two step, so every value is
+ * exact in BF16 and a row holds at most 256 distinct values. Quantizing a row then means quantizing
+ * its palette (the values k * step for |k| <= the row's largest |k|, which has the row's amax) with the
+ * formats API once and looking the codes up: the same codes as quantizing the whole row, since the
+ * per-element rule depends only on the value and the row's scale. This keeps INT8 generation at table
+ * speed (the per-element formats call costs ~20 ns here; 128 experts hold 600 M weights). */
+enum { LEVELS = 256, LEVEL_BIAS = 128 };
+
 typedef struct row_scratch {
-    uint16_t *bf16;
-    float *f32;
-    int8_t *q;
+    int8_t *levels; /* k of each element */
+    uint16_t *bf16; /* the row as BF16 */
+    float palette[LEVELS + 1];
+    int8_t codes[LEVELS + 1];
+    uint16_t level_bf16[LEVELS]; /* BF16 of k * step */
+    float step;
+    /* MX: for a block whose largest |k| is m, its E8M0 scale and the code of every level in [-m, m] */
+    uint8_t mx_ready[LEVEL_BIAS + 1], mx_scale[LEVEL_BIAS + 1];
+    uint8_t mx_codes[LEVEL_BIAS + 1][LEVELS + 1];
 } row_scratch;
 
-/* Quantizes one output channel (a row of k values) into its storage; fills its scale / bias. */
-static mm_status store_row(mm_dtype dtype, const uint16_t *row, int64_t k, row_scratch *s, uint8_t *dst,
-                           float *scale, float *bias, uint8_t *mx_groups, mm_error *err) {
-    switch (dtype) {
-    case MM_DTYPE_BF16: memcpy(dst, row, (size_t)k * 2); return MM_OK;
-    case MM_DTYPE_I8:
-        for (int64_t i = 0; i < k; i++) s->f32[i] = mm_bf16_to_f32(row[i]);
-        mm_int8_quantize_row_div_away(s->f32, k, (int8_t *)dst, scale);
-        return MM_OK;
-    case MM_DTYPE_INT4: {
-        float amax = 0.0f;
-        for (int64_t i = 0; i < k; i++) amax = fmaxf(amax, fabsf(mm_bf16_to_f32(row[i])));
-        float sc = amax / 7.0f;
-        int64_t sum = 0;
-        for (int64_t i = 0; i < k; i++) {
-            float v = sc > 0.0f ? roundf(mm_bf16_to_f32(row[i]) / sc) : 0.0f;
-            s->q[i] = (int8_t)fminf(7.0f, fmaxf(-8.0f, v));
-            sum += s->q[i];
+static void draw_levels(uint64_t *state, int64_t n, int8_t *levels) {
+    for (int64_t i = 0; i < n; i += 8) {
+        uint64_t r = splitmix64(state);
+        for (int64_t j = 0; j < 8 && i + j < n; j++) levels[i + j] = (int8_t)(uint8_t)(r >> (8 * j));
+    }
+}
+
+static int max_abs_level(const int8_t *levels, int64_t n) {
+    int m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int a = levels[i] < 0 ? -levels[i] : levels[i];
+        if (a > m) m = a;
+    }
+    return m;
+}
+
+/* Fills the MX code table of blocks with largest |level| m: quantizes blocks made of the pinned value
+ * -m * step (which fixes the block's amax, hence its scale) and up to 31 levels of [-m, m]. */
+static mm_status mx_table(mm_dtype elem, int m, row_scratch *s, mm_error *err) {
+    uint16_t block[32];
+    uint8_t q[32], scale = 0;
+    int top = m < LEVELS - LEVEL_BIAS - 1 ? m : LEVELS - LEVEL_BIAS - 1; /* levels stop at +127 */
+    for (int first = -m; first <= top; first += 31) {
+        int len = 1;
+        block[0] = s->level_bf16[LEVEL_BIAS - m]; /* -m * step: exists for every m <= 128 */
+        for (int j = first; j <= top && len < 32; j++) block[len++] = s->level_bf16[j + LEVEL_BIAS];
+        mm_status st = mm_mx_quantize_row_bf16(block, len, elem, q, &scale, err);
+        if (st != MM_OK) return st;
+        for (int i = 1; i < len; i++)
+            s->mx_codes[m][first + i - 1 + m] = elem == MM_DTYPE_FP4_E2M1 ? mm_nibble_get(q, i) : q[i];
+    }
+    s->mx_scale[m] = scale;
+    s->mx_ready[m] = 1;
+    return MM_OK;
+}
+
+/* MX block-32 quantization of the row by table (bit-identical to mm_mx_quantize_row_bf16 on it). */
+static mm_status store_row_mx(mm_dtype elem, int64_t k, row_scratch *s, uint8_t *dst, uint8_t *group_scales,
+                              mm_error *err) {
+    int fp4 = elem == MM_DTYPE_FP4_E2M1;
+    if (fp4) memset(dst, 0, (size_t)mm_dtype_row_bytes(elem, k));
+    for (int64_t g = 0; g * 32 < k; g++) {
+        int64_t begin = g * 32, end = begin + 32 < k ? begin + 32 : k;
+        int m = max_abs_level(s->levels + begin, end - begin);
+        if (!s->mx_ready[m]) {
+            mm_status st = mx_table(elem, m, s, err);
+            if (st != MM_OK) return st;
         }
-        *scale = sc;
-        *bias = (float)(8.0 * (double)sc * (double)sum); /* the standard MSD bias (spec step 2) */
-        return mm_int4_pack(s->q, k, dst, err);
+        group_scales[g] = s->mx_scale[m];
+        const uint8_t *codes = s->mx_codes[m];
+        for (int64_t i = begin; i < end; i++) {
+            uint8_t c = codes[s->levels[i] + m];
+            if (fp4)
+                dst[i >> 1] |= (uint8_t)(c << ((i & 1) * 4));
+            else
+                dst[i] = c;
+        }
     }
-    default: return mm_mx_quantize_row_bf16(row, k, dtype, dst, mx_groups, err);
+    return MM_OK;
+}
+
+/* Quantizes one output channel (a row of k values) into its storage; fills its scale / bias. */
+static mm_status store_row(mm_dtype dtype, int64_t k, row_scratch *s, uint8_t *dst, float *scale, float *bias,
+                           uint8_t *mx_groups, mm_error *err) {
+    if (dtype == MM_DTYPE_BF16) {
+        uint16_t *out = (uint16_t *)(void *)dst;
+        for (int64_t i = 0; i < k; i++) out[i] = s->level_bf16[s->levels[i] + LEVEL_BIAS];
+        return MM_OK;
     }
+    if (dtype != MM_DTYPE_I8 && dtype != MM_DTYPE_INT4) return store_row_mx(dtype, k, s, dst, mx_groups, err);
+    int m = max_abs_level(s->levels, k);
+    for (int j = -m; j <= m; j++) s->palette[j + m] = (float)j * s->step;
+    if (dtype == MM_DTYPE_I8) {
+        mm_int8_quantize_row_div_away(s->palette, 2 * m + 1, s->codes, scale);
+        for (int64_t i = 0; i < k; i++) dst[i] = (uint8_t)s->codes[s->levels[i] + m];
+        return MM_OK;
+    }
+    /* INT4 per channel (no formats rule for weights): s = amax / 7, q = round half away, clipped */
+    float sc = (float)m * s->step / 7.0f;
+    for (int j = -m; j <= m; j++)
+        s->codes[j + m] =
+            (int8_t)(sc > 0.0f ? fminf(7.0f, fmaxf(-8.0f, roundf(s->palette[j + m] / sc))) : 0.0f);
+    int8_t *q = (int8_t *)s->bf16; /* the BF16 row is no longer needed: reuse it for the values */
+    int64_t sum = 0;
+    for (int64_t i = 0; i < k; i++) {
+        q[i] = s->codes[s->levels[i] + m];
+        sum += q[i];
+    }
+    *scale = sc;
+    *bias = (float)(8.0 * (double)sc * (double)sum); /* the standard MSD bias (spec step 2) */
+    return mm_int4_pack(q, k, dst, err);
 }
 
 /* One matrix of `count` experts: (count, n, k) stored rows of k; fills data, per-channel scales,
@@ -88,31 +167,39 @@ static mm_status make_matrix(const run_moe_config *cfg, mm_dtype dtype, const in
     mm_status st = MM_OK;
     int64_t row_bytes = mm_dtype_row_bytes(dtype, k), groups = (k + 31) / 32;
     int64_t mx_bytes = n * ((k + 63) / 64) * 2;
-    row_scratch s = {malloc((size_t)k * 2), malloc((size_t)k * sizeof(float)), malloc((size_t)k)};
+    row_scratch *s = calloc(1, sizeof *s); /* ~34 KB of tables: not on a rank thread's stack */
     uint8_t *mx_groups = is_mx(dtype) ? malloc((size_t)(n * groups)) : NULL;
-    if (!s.bf16 || !s.f32 || !s.q || (is_mx(dtype) && !mx_groups)) {
+    if (s) {
+        s->levels = malloc((size_t)k);
+        s->bf16 = malloc((size_t)k * 2);
+    }
+    if (!s || !s->levels || !s->bf16 || (is_mx(dtype) && !mx_groups)) {
         st =
             run_moe_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for weight rows of %lld values", (long long)k);
         goto done;
     }
-    float amp = sqrtf(3.0f / (float)k);
+    /* step: the power of two nearest to amp / 128, amp = sqrt(3 / k) (uniform with variance ~1 / k) */
+    s->step = exp2f(rintf(log2f(sqrtf(3.0f / (float)k) / 128.0f)));
+    for (int j = 0; j < LEVELS; j++) s->level_bf16[j] = mm_f32_to_bf16((float)(j - LEVEL_BIAS) * s->step);
     for (int64_t e = 0; e < count && st == MM_OK; e++) {
         int64_t id = ids ? ids[e] : first_id + e;
         uint64_t state = stream_seed(cfg->seed, (uint64_t)id + 1, (uint64_t)matrix + 1);
         for (int64_t r = 0; r < n && st == MM_OK; r++) {
-            fill_uniform_bf16(&state, k, amp, s.bf16);
+            draw_levels(&state, k, s->levels);
             float *sc = scales ? &scales[e * n + r] : NULL;
             float *b = bias ? &bias[e * n + r] : NULL;
-            st = store_row(dtype, s.bf16, k, &s, data + (e * n + r) * row_bytes, sc, b,
+            st = store_row(dtype, k, s, data + (e * n + r) * row_bytes, sc, b,
                            mx_groups ? mx_groups + r * groups : NULL, err);
         }
         if (st == MM_OK && mx_groups)
             st = mm_mx_weight_scales_pack(mx_groups, n, k, mx_scales + e * mx_bytes, err);
     }
 done:
-    free(s.bf16);
-    free(s.f32);
-    free(s.q);
+    if (s) {
+        free(s->levels);
+        free(s->bf16);
+    }
+    free(s);
     free(mx_groups);
     return st;
 }

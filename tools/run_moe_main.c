@@ -266,10 +266,11 @@ static void print_row(const run_moe_config *cfg, const run_moe_scenario *sc, con
 
 /* Check and report of one scenario whose results are all on this process. Returns the exit status. */
 static int report_scenario(const run_moe_config *cfg, const run_moe_scenario *sc, run_moe_rank_result *res,
-                           run_moe_trace *trace) {
+                           run_moe_trace *trace, char *notes, size_t notes_size) {
     run_moe_errors errors;
     int rc = MM_CLI_EXIT_OK;
     int checked = cfg->check_tokens > 0;
+    double check_begin = cli_now_seconds();
     if (checked) {
         mm_error err;
         mm_error_clear(&err);
@@ -279,7 +280,17 @@ static int report_scenario(const run_moe_config *cfg, const run_moe_scenario *sc
         }
         if (!(errors.within_tolerance >= 1.0)) rc = MM_CLI_EXIT_FAILURE;
     }
+    double check_seconds = cli_now_seconds() - check_begin;
     print_row(cfg, sc, res, checked ? &errors : NULL);
+    double setup = 0.0, generate = 0.0;
+    for (int64_t r = 0; r < cfg->ranks; r++) {
+        setup = fmax(setup, res[r].setup_seconds);
+        generate = fmax(generate, res[r].generate_seconds);
+    }
+    if (notes)
+        snprintf(notes, notes_size,
+                 "%-15s setup %.2f s (of which generating weights %.2f s), check %.2f s%s\n", sc->name, setup,
+                 generate, check_seconds, checked ? "" : " (no check)");
     if (rc != MM_CLI_EXIT_OK)
         cli_error(cmd, "%s: %.3f%% of the checked outputs exceed the tolerance |d| <= %g |ref| + %g rms(ref)",
                   sc->name, (1.0 - errors.within_tolerance) * 100.0, sc->tolerance_relative,
@@ -321,6 +332,15 @@ static size_t scenario_list(const run_options *o, const run_moe_scenario **list)
     return 1;
 }
 
+static void print_notes(char notes[][160], size_t count) {
+    int any = 0;
+    for (size_t i = 0; i < count; i++)
+        if (notes[i][0]) {
+            if (!any++) printf("\n");
+            fputs(notes[i], stdout);
+        }
+}
+
 static void results_free(run_moe_rank_result *res, int64_t n) {
     for (int64_t r = 0; r < n; r++) run_moe_result_free(&res[r]);
     free(res);
@@ -342,6 +362,7 @@ static int run_threads(run_options *o) {
     if (finish_config(o) != 0) return MM_CLI_EXIT_USAGE;
     const run_moe_scenario *list[16];
     size_t count = scenario_list(o, list);
+    char notes[16][160] = {{0}};
     run_moe_trace trace;
     if (cfg->trace_path && run_moe_trace_open(&trace, cfg->trace_path, cfg->ranks) != 0) {
         cli_error(cmd, "cannot write the trace '%s'", cfg->trace_path);
@@ -368,11 +389,13 @@ static int run_threads(run_options *o) {
             cli_error(cmd, "%s: %s", list[i]->name, err.message);
             this_rc = cli_exit_status(st);
         } else {
-            this_rc = report_scenario(cfg, list[i], res, cfg->trace_path ? &trace : NULL);
+            this_rc = report_scenario(cfg, list[i], res, cfg->trace_path ? &trace : NULL, notes[i],
+                                      sizeof notes[i]);
         }
         if (rc == MM_CLI_EXIT_OK) rc = this_rc;
         results_free(res, cfg->ranks);
     }
+    print_notes(notes, count);
     if (cfg->trace_path) {
         if (run_moe_trace_close(&trace) != 0) {
             cli_error(cmd, "error writing the trace '%s'", cfg->trace_path);
@@ -453,6 +476,7 @@ static int run_mpi(run_options *o) {
     }
     const run_moe_scenario *list[16];
     size_t count = scenario_list(o, list);
+    char notes[16][160] = {{0}};
     for (size_t i = 0; i < count; i++) {
         run_moe_rank_result *res = results_alloc(cfg, me == 0 ? n : 1, &err);
         int ok = res != NULL, all_ok = 0;
@@ -476,12 +500,15 @@ static int run_mpi(run_options *o) {
             this_rc = cli_exit_status(st);
         } else {
             gather_results(cfg, me, n, &res[0], res);
-            if (me == 0) this_rc = report_scenario(cfg, list[i], res, tracing ? &trace : NULL);
+            if (me == 0)
+                this_rc =
+                    report_scenario(cfg, list[i], res, tracing ? &trace : NULL, notes[i], sizeof notes[i]);
             MPI_Bcast(&this_rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
         }
         if (rc == MM_CLI_EXIT_OK) rc = this_rc;
         results_free(res, me == 0 ? n : 1);
     }
+    if (me == 0) print_notes(notes, count);
     if (tracing) {
         if (run_moe_trace_close(&trace) != 0) {
             cli_error(cmd, "error writing the trace '%s'", cfg->trace_path);

@@ -79,7 +79,9 @@ static void keep_sample(const run_moe_config *cfg, const run_moe_tokens *tok, co
 /* Builds this rank's packed weights from freshly generated experts; the generated copies are freed
  * before returning (the packed weights are all the operator keeps). */
 static mm_status make_weights(mm_comm *comm, const run_moe_config *cfg, const run_moe_scenario *sc,
-                              mm_mega_moe_buffer *buffer, mm_mega_moe_weights **out, mm_error *err) {
+                              mm_mega_moe_buffer *buffer, mm_mega_moe_weights **out, double *generate_seconds,
+                              mm_error *err) {
+    double t0 = now_seconds();
     int64_t local = cfg->experts / cfg->ranks;
     run_moe_expert_data routed, shared;
     memset(&routed, 0, sizeof routed);
@@ -88,6 +90,7 @@ static mm_status make_weights(mm_comm *comm, const run_moe_config *cfg, const ru
     if (st == MM_OK && cfg->shared_experts > 0)
         st = run_moe_expert_data_make(cfg, sc, RUN_MOE_SHARED_ID_BASE, NULL, cfg->shared_experts, &shared,
                                       err);
+    *generate_seconds = now_seconds() - t0;
     if (st == MM_OK) {
         mm_mega_moe_expert_weights rv = run_moe_expert_weights_view(&routed);
         mm_mega_moe_expert_weights sv = run_moe_expert_weights_view(&shared);
@@ -124,7 +127,7 @@ mm_status run_moe_rank(mm_comm *comm, const run_moe_config *cfg, const run_moe_s
                                  .intermediate_hidden = cfg->inter,
                                  .max_recv_token_num = 0};
     if ((st = mm_mega_moe_buffer_create(comm, &sizing, &buffer, err)) != MM_OK) goto fail;
-    st = make_weights(comm, cfg, sc, buffer, &weights, err);
+    st = make_weights(comm, cfg, sc, buffer, &weights, &res->generate_seconds, err);
     if ((st = mm_comm_agree(comm, st, err)) != MM_OK) goto fail;
     res->setup_seconds = now_seconds() - t0;
 
