@@ -122,6 +122,9 @@ static inline __attribute__((always_inline)) void prepare_panel(const mm_ukernel
                             _mm512_loadu_ps(p->b_mx_scale + kb * MM_GEMM_NR + 16)};
         for (int64_t kp = kp0; kp < kp_end; kp++) {
             __m512i codes[2];
+            /* Few rows make this a streaming loop over the weights: fetch ahead of the hardware prefetcher.
+             */
+            _mm_prefetch((const char *)(p->b + (kp + 128) * (is_fp4 ? 32 : 64)), _MM_HINT_T0);
             pair_codes(p->b, kp, is_fp4, codes);
             __m512i *dst = (__m512i *)(void *)(block + (kp - first_pair) * 128);
             for (int h = 0; h < 2; h++) {
