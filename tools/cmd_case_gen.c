@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "case_gen_dispatch_combine.h"
 #include "case_gen_mega_moe.h"
 #include "cli_util.h"
 #include "commands.h"
@@ -26,6 +27,10 @@ static const struct {
      generate_re_routing},
     {"mega_moe", "mega_moe: every scenario, ranks, shared experts, masks, all attributes (see --help)",
      mm_cli_case_gen_mega_moe},
+    {"dispatch_v3", "moe_distribute_dispatch_v3: shared ranks, TP, quant 2, masks, special and removed ranks",
+     mm_cli_case_gen_dispatch_v3},
+    {"combine_v2", "moe_distribute_combine_add_rms_norm_v2: the handoff of a real dispatch run, all inputs",
+     mm_cli_case_gen_combine_v2},
 };
 static const size_t case_generator_count = sizeof case_generators / sizeof case_generators[0];
 

@@ -63,6 +63,12 @@ mm_status mm_dc_workspace_create(mm_comm *comm, mm_dc_workspace **out, mm_error 
 /* Collective over the alive ranks when buffers were allocated (every alive rank frees its own
  * workspace); accepts NULL. */
 mm_status mm_dc_workspace_free(mm_dc_workspace *ws, mm_error *err);
+/* Collective: allocates the buffers for calls with up to max_bs tokens per rank, the given hidden size
+ * and topk, and attrs' expert layout. Optional on the threads backend (calls grow the buffers as
+ * needed); on the MPI backend symmetric buffers can only be allocated while every rank is alive, so a
+ * job that may scale in reserves before its ranks can fail. */
+mm_status mm_dc_workspace_reserve(mm_dc_workspace *ws, const mm_dc_attrs *attrs, int64_t max_bs,
+                                  int64_t hidden, int64_t topk, mm_error *err);
 /* For a rank that leaves the group (elastic scale-in) instead of freeing collectively: releases this
  * rank's private memory only; the survivors' mm_dc_workspace_free frees the symmetric buffers. */
 void mm_dc_workspace_abandon(mm_dc_workspace *ws);

@@ -156,7 +156,7 @@ static mm_status call_rank(mm_dc_workspace *ws, const mm_dc_attrs *attrs, dcc_ra
     return mm_combine_v2(ws, &in, attrs, &out, err);
 }
 
-static const dcc_op combine_op = {combine_outputs, 3, 0, read_rank, alloc_rank, call_rank};
+static const dcc_op combine_op = {combine_outputs, 3, 0, "residual_x", read_rank, alloc_rank, call_rank};
 
 static mm_status run_combine(mm_case_ctx *ctx, mm_error *err) {
     mm_dc_attrs attrs;

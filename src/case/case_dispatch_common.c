@@ -94,10 +94,10 @@ static mm_status prepare_rank(dcc_runner *run, int64_t g, mm_error *err) {
     return st;
 }
 
-static mm_status call_rank(mm_comm *comm, dcc_runner *run, int64_t g, mm_error *err) {
+/* ws: a workspace made earlier (freed here), or NULL for a new one. */
+static mm_status call_rank(mm_comm *comm, dcc_runner *run, int64_t g, mm_dc_workspace *ws, mm_error *err) {
     mm_dc_attrs a = attrs_of(run, g);
-    mm_dc_workspace *ws = NULL;
-    mm_status st = mm_dc_workspace_create(comm, &ws, err);
+    mm_status st = ws ? MM_OK : mm_dc_workspace_create(comm, &ws, err);
     if (st) return st;
     st = run->op->call(ws, &a, &run->rank[g], err);
     mm_status st2 = mm_dc_workspace_free(ws, st ? NULL : err);
@@ -113,7 +113,7 @@ static mm_status thread_rank(mm_comm *comm, void *arg, mm_error *err) {
     mm_status st = MM_OK;
     if (run->n_alive < run->ranks && (st = mm_comm_set_survivors(comm, run->alive_list, run->n_alive, err)))
         return st;
-    return call_rank(comm, run, g, err);
+    return call_rank(comm, run, g, NULL, err);
 }
 
 static mm_status add_outputs(dcc_runner *run, int64_t g, dcc_rank *r, mm_error *err) {
@@ -214,13 +214,42 @@ static mm_status run_mpi(dcc_runner *run, mm_error *err) {
     if (ctx->options.timeout_seconds > 0) mm_comm_set_timeout(comm, ctx->options.timeout_seconds, NULL);
     mm_error local = {MM_OK, ""};
     unsigned char *block = NULL, *all = NULL;
-    if (!run->alive[g]) goto done; /* removed by scale-in: this process takes no part */
+    mm_dc_workspace *ws = NULL;
+    if ((st = mm_dc_workspace_create(comm, &ws, &local))) goto done;
+    if (run->n_alive < run->ranks) {
+        /* MPI allocates symmetric buffers only while every rank is alive: reserve them first, sized from
+         * the file's header (every process sees every rank's shapes). */
+        int64_t max_bs = 0, hidden = 1, topk = 1;
+        for (int64_t q = 0; q < run->ranks; q++) {
+            if (!run->alive[q]) continue;
+            char name[96];
+            mm_case_tensor_name(name, sizeof name, q, "expert_ids");
+            const mm_st_tensor_info *ids = mm_st_find(ctx->reader, name);
+            mm_case_tensor_name(name, sizeof name, q, run->op->hidden_tensor);
+            const mm_st_tensor_info *hx = mm_st_find(ctx->reader, name);
+            if (ids && ids->ndim == 2) {
+                max_bs = ids->shape[0] > max_bs ? ids->shape[0] : max_bs;
+                topk = ids->shape[1] > topk ? ids->shape[1] : topk;
+            }
+            if (hx && hx->ndim >= 1 && hx->shape[hx->ndim - 1] > hidden) hidden = hx->shape[hx->ndim - 1];
+        }
+        mm_dc_attrs a = attrs_of(run, g);
+        mm_status rs = mm_dc_workspace_reserve(ws, &a, max_bs, hidden, topk, &local);
+        if ((st = mm_comm_agree(comm, rs, &local))) goto done;
+    }
+    if (!run->alive[g]) { /* removed by scale-in: this process takes no further part */
+        mm_dc_workspace_abandon(ws);
+        ws = NULL;
+        goto done;
+    }
     if (run->n_alive < run->ranks &&
         (st = mm_comm_set_survivors(comm, run->alive_list, run->n_alive, &local)))
         goto done;
     st = prepare_rank(run, g, &local);
     if ((st = mm_comm_agree(comm, st, &local)) != MM_OK) goto done;
-    if ((st = call_rank(comm, run, g, &local)) != MM_OK) goto done;
+    st = call_rank(comm, run, g, ws, &local);
+    ws = NULL;
+    if (st != MM_OK) goto done;
     int64_t bytes = (int64_t)block_size(run, &run->rank[g]);
     if ((st = mm_comm_allreduce_i64(comm, &bytes, 1, MM_REDUCE_MAX, &local))) goto done;
     block = calloc(1, (size_t)bytes);
@@ -232,6 +261,7 @@ static mm_status run_mpi(dcc_runner *run, mm_error *err) {
     for (int64_t q = 0; q < run->ranks && st == MM_OK; q++)
         if (run->alive[q]) st = block_read(run, q, all + (size_t)q * (size_t)bytes, &local);
 done:
+    if (ws) mm_dc_workspace_free(ws, NULL);
     free(block), free(all);
     mm_comm_free(comm, NULL);
     if (st) return mm_fail(err, st, "%s", local.message);

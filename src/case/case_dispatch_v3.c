@@ -83,8 +83,8 @@ static mm_status call_rank(mm_dc_workspace *ws, const mm_dc_attrs *attrs, dcc_ra
 }
 
 static const dcc_op dispatch_op = {
-    dispatch_outputs, 6,          (1u << OUT_EXPAND) | (1u << OUT_SCALES) | (1u << OUT_ASSIST),
-    read_rank,        alloc_rank, call_rank};
+    dispatch_outputs, 6,        (1u << OUT_EXPAND) | (1u << OUT_SCALES) | (1u << OUT_ASSIST), "x", read_rank,
+    alloc_rank,       call_rank};
 
 static mm_status run_dispatch(mm_case_ctx *ctx, mm_error *err) {
     mm_dc_attrs attrs;

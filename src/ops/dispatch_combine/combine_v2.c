@@ -372,7 +372,7 @@ static mm_status exchange(mm_dc_workspace *ws, const combine_plan *p, const dc_c
     mm_comm *comm = ws->comm;
     int size = mm_comm_size(comm);
     int64_t slots = call->bs_max * (p->k + t->S);
-    size_t bytes = (size_t)t->tpw * (size_t)slots * (size_t)p->h * 2;
+    size_t bytes = dc_combine_bytes(t->tpw, call->bs_max, p->k, t->S, p->h);
     mm_status st = dc_buffer_ensure(ws, &ws->combine, bytes, err);
     if (st) return st;
     mm_symm *symm = ws->combine.symm;

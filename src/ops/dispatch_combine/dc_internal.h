@@ -146,4 +146,25 @@ static inline size_t dc_align64(size_t n) {
     return (n + 63) & ~(size_t)63;
 }
 
+/* One source's region in a destination's dispatch buffer (the buffer has one per communicator rank). */
+typedef struct dc_region_layout {
+    int64_t cap; /* rows one source can send to one rank: bs_max x min(K, L) */
+    size_t hdr, assist_off, scale_off, rows_off, bytes;
+} dc_region_layout;
+
+static inline dc_region_layout dc_region_of(int64_t L, int64_t k, int64_t bs_max, size_t row_bytes) {
+    dc_region_layout r;
+    r.cap = bs_max * (k < L ? k : L);
+    r.hdr = dc_align64((size_t)L * sizeof(int32_t));
+    r.assist_off = r.hdr;
+    r.scale_off = r.assist_off + dc_align64((size_t)r.cap * 3 * sizeof(int32_t));
+    r.rows_off = r.scale_off + dc_align64((size_t)r.cap * sizeof(float));
+    r.bytes = r.rows_off + dc_align64((size_t)r.cap * row_bytes);
+    return r;
+}
+/* Combine buffer: per TP part, bs_max x (K + S) BF16 rows. */
+static inline size_t dc_combine_bytes(int64_t tpw, int64_t bs_max, int64_t k, int64_t s, int64_t h) {
+    return (size_t)tpw * (size_t)bs_max * (size_t)(k + s) * (size_t)h * 2;
+}
+
 #endif

@@ -37,6 +37,24 @@ void mm_dc_workspace_abandon(mm_dc_workspace *ws) {
     free(ws);
 }
 
+mm_status mm_dc_workspace_reserve(mm_dc_workspace *ws, const mm_dc_attrs *attrs, int64_t max_bs,
+                                  int64_t hidden, int64_t topk, mm_error *err) {
+    if (!ws) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "ws (workspace) is NULL");
+    dc_topology t;
+    mm_status st = dc_check_attrs(attrs, 0, &t, err);
+    if (st) return st;
+    if (max_bs < 0 || max_bs > DC_MAX_BS || hidden < 1 || hidden > DC_MAX_H || topk < 1 || topk > DC_MAX_K)
+        return mm_fail(
+            err, MM_ERR_INVALID_ARGUMENT,
+            "reserve: max_bs = %lld, hidden = %lld, topk = %lld must be in [0, %d], [1, %d], [1, %d]",
+            (long long)max_bs, (long long)hidden, (long long)topk, DC_MAX_BS, DC_MAX_H, DC_MAX_K);
+    /* Rows of BF16/F16 (the largest element): enough for every quant mode. */
+    dc_region_layout lay = dc_region_of(t.L, topk, max_bs, (size_t)hidden * 2);
+    if ((st = dc_buffer_ensure(ws, &ws->dispatch, lay.bytes * (size_t)mm_comm_size(ws->comm), err)))
+        return st;
+    return dc_buffer_ensure(ws, &ws->combine, dc_combine_bytes(t.tpw, max_bs, topk, t.S, hidden), err);
+}
+
 mm_status dc_buffer_ensure(mm_dc_workspace *ws, dc_buffer *buf, size_t bytes, mm_error *err) {
     if (bytes == 0) bytes = 64;
     if (buf->symm && mm_symm_size(buf->symm) >= bytes) return MM_OK;

@@ -28,21 +28,10 @@ typedef struct dispatch_plan {
     size_t row_bytes;
 } dispatch_plan;
 
-typedef struct region_layout {
-    int64_t cap; /* rows one source can send to one rank */
-    size_t hdr, assist_off, scale_off, rows_off, bytes;
-} region_layout;
+typedef dc_region_layout region_layout;
 
 static region_layout region_of(const dispatch_plan *p, int64_t bs_max) {
-    region_layout r;
-    int64_t per_token = p->k < p->t.L ? p->k : p->t.L;
-    r.cap = bs_max * per_token;
-    r.hdr = dc_align64((size_t)p->t.L * sizeof(int32_t));
-    r.assist_off = r.hdr;
-    r.scale_off = r.assist_off + dc_align64((size_t)r.cap * 3 * sizeof(int32_t));
-    r.rows_off = r.scale_off + dc_align64((size_t)r.cap * sizeof(float));
-    r.bytes = r.rows_off + dc_align64((size_t)r.cap * p->row_bytes);
-    return r;
+    return dc_region_of(p->t.L, p->k, bs_max, p->row_bytes);
 }
 
 static mm_status check_out(const mm_tensor *t, const char *name, mm_dtype dtype, int ndim, int64_t d0,
