@@ -331,9 +331,7 @@ static void reduce_source_task(void *ctx, int64_t t) {
     }
 }
 
-mm_status mm_moe_run_batch(run_state *s, const int64_t *sources, int64_t n_sources, mm_error *err);
-
-mm_status mm_moe_run_batch(run_state *s, const int64_t *sources, int64_t n_sources, mm_error *err) {
+static mm_status mm_moe_run_batch(run_state *s, const int64_t *sources, int64_t n_sources, mm_error *err) {
     mm_status st = MM_OK;
     int64_t El = s->El, n_groups = 0, n_rows = 0;
     mm_moe_ffn_group *groups = calloc((size_t)(El * n_sources), sizeof *groups);
