@@ -50,6 +50,8 @@ static void print_usage(void) {
            "      --ranks R          ranks as threads (default 4; --backend mpi: the processes)\n"
            "      --tokens T         tokens per rank (default: the preset's, a few seconds in all)\n"
            "      --experts E        routed experts loaded (a multiple of R; default: the preset's)\n"
+           "      --hidden H, --intermediate I\n"
+           "                         override the preset's H and I (quick tests, what-if shapes)\n"
            "      --iterations N     timed calls (default 3; one warm-up call first, not counted)\n"
            "      --seed S           seed of weights, tokens and routing (default 1)\n"
            "      --skew X           spread of the per-expert routing bias, 0 = uniform (default 1.0)\n"
@@ -68,7 +70,7 @@ typedef struct run_options {
     run_moe_config cfg;
     const char *scenario; /* NULL: the preset's */
     int mpi;
-    int64_t tokens, experts, check_tokens; /* -1: the preset's */
+    int64_t tokens, experts, check_tokens, hidden, inter; /* -1: the preset's */
     int no_check;
 } run_options;
 
@@ -79,6 +81,8 @@ static int parse_options(int argc, char **argv, run_options *o) {
         OPT_RANKS,
         OPT_TOKENS,
         OPT_EXPERTS,
+        OPT_HIDDEN,
+        OPT_INTERMEDIATE,
         OPT_ITERATIONS,
         OPT_SEED,
         OPT_SKEW,
@@ -92,6 +96,8 @@ static int parse_options(int argc, char **argv, run_options *o) {
                                                  {"ranks", required_argument, NULL, OPT_RANKS},
                                                  {"tokens", required_argument, NULL, OPT_TOKENS},
                                                  {"experts", required_argument, NULL, OPT_EXPERTS},
+                                                 {"hidden", required_argument, NULL, OPT_HIDDEN},
+                                                 {"intermediate", required_argument, NULL, OPT_INTERMEDIATE},
                                                  {"iterations", required_argument, NULL, OPT_ITERATIONS},
                                                  {"seed", required_argument, NULL, OPT_SEED},
                                                  {"skew", required_argument, NULL, OPT_SKEW},
@@ -107,7 +113,7 @@ static int parse_options(int argc, char **argv, run_options *o) {
     o->cfg.iterations = 3;
     o->cfg.seed = 1;
     o->cfg.skew = 1.0;
-    o->tokens = o->experts = o->check_tokens = -1;
+    o->tokens = o->experts = o->check_tokens = o->hidden = o->inter = -1;
     int64_t v;
     int opt;
     optind = 0;
@@ -141,6 +147,12 @@ static int parse_options(int argc, char **argv, run_options *o) {
             break;
         case OPT_EXPERTS:
             if (cli_parse_int64(cmd, "--experts", optarg, 1, 4096, &o->experts) != 0) return -1;
+            break;
+        case OPT_HIDDEN:
+            if (cli_parse_int64(cmd, "--hidden", optarg, 1, 65536, &o->hidden) != 0) return -1;
+            break;
+        case OPT_INTERMEDIATE:
+            if (cli_parse_int64(cmd, "--intermediate", optarg, 1, 65536, &o->inter) != 0) return -1;
             break;
         case OPT_ITERATIONS:
             if (cli_parse_int64(cmd, "--iterations", optarg, 1, 1000, &o->cfg.iterations) != 0) return -1;
@@ -179,24 +191,26 @@ static int parse_options(int argc, char **argv, run_options *o) {
 }
 
 /* Applies the preset and the overrides once the rank count is known (mpi: the process count). */
-static int finish_config(run_options *o) {
+static int finish_config(run_options *o, int speak) {
     run_moe_config *c = &o->cfg;
     const run_moe_preset *p = c->preset;
-    c->hidden = p->hidden;
-    c->inter = p->inter;
+    c->hidden = o->hidden > 0 ? o->hidden : p->hidden;
+    c->inter = o->inter > 0 ? o->inter : p->inter;
     c->topk = p->topk;
     c->shared_experts = p->shared_experts;
     c->experts = o->experts > 0 ? o->experts : p->experts;
     c->tokens = o->tokens > 0 ? o->tokens : p->default_tokens;
     c->check_tokens = o->no_check ? 0 : o->check_tokens >= 0 ? o->check_tokens : p->default_check_tokens;
     if (c->experts % c->ranks != 0) {
-        cli_error(cmd, "--experts %lld is not a multiple of the %lld ranks", (long long)c->experts,
-                  (long long)c->ranks);
+        if (speak)
+            cli_error(cmd, "--experts %lld is not a multiple of the %lld ranks", (long long)c->experts,
+                      (long long)c->ranks);
         return -1;
     }
     if (c->topk > c->experts) {
-        cli_error(cmd, "--experts %lld is below the preset's top-k %lld", (long long)c->experts,
-                  (long long)c->topk);
+        if (speak)
+            cli_error(cmd, "--experts %lld is below the preset's top-k %lld", (long long)c->experts,
+                      (long long)c->topk);
         return -1;
     }
     return 0;
@@ -288,9 +302,8 @@ static int report_scenario(const run_moe_config *cfg, const run_moe_scenario *sc
         generate = fmax(generate, res[r].generate_seconds);
     }
     if (notes)
-        snprintf(notes, notes_size,
-                 "%-15s setup %.2f s (of which generating weights %.2f s), check %.2f s%s\n", sc->name, setup,
-                 generate, check_seconds, checked ? "" : " (no check)");
+        snprintf(notes, notes_size, "%s: setup %.2f s (of which generating weights %.2f s), check %.2f s%s\n",
+                 sc->name, setup, generate, check_seconds, checked ? "" : " (no check)");
     if (rc != MM_CLI_EXIT_OK)
         cli_error(cmd, "%s: %.3f%% of the checked outputs exceed the tolerance |d| <= %g |ref| + %g rms(ref)",
                   sc->name, (1.0 - errors.within_tolerance) * 100.0, sc->tolerance_relative,
@@ -359,7 +372,7 @@ static run_moe_rank_result *results_alloc(const run_moe_config *cfg, int64_t n, 
 
 static int run_threads(run_options *o) {
     run_moe_config *cfg = &o->cfg;
-    if (finish_config(o) != 0) return MM_CLI_EXIT_USAGE;
+    if (finish_config(o, 1) != 0) return MM_CLI_EXIT_USAGE;
     const run_moe_scenario *list[16];
     size_t count = scenario_list(o, list);
     char notes[16][160] = {{0}};
@@ -452,7 +465,7 @@ static int run_mpi(run_options *o) {
     mm_error_clear(&err);
     run_moe_trace trace;
     int tracing = 0;
-    if (finish_config(o) != 0) {
+    if (finish_config(o, me == 0) != 0) {
         rc = MM_CLI_EXIT_USAGE;
         goto done;
     }
@@ -526,7 +539,7 @@ done:
 static int run_mpi(run_options *o) {
     (void)o;
     cli_error(cmd, "--backend mpi: this build of megamoe has no MPI (build it with Open MPI)");
-    return MM_CLI_EXIT_USAGE;
+    return MM_CLI_EXIT_FAILURE;
 }
 #endif
 

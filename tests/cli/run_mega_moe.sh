@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# tests/cli/run_mega_moe.sh: `megamoe run` (the MegaMoE layer) on shrunken shapes: every scenario exits 0
+# with a table row whose sample check is within the scenario tolerance, the presets' activations and
+# shared experts run, --trace writes valid JSON with one track per rank and the stage slices inside the
+# calls, bad options exit 2 with one line, and an operator error is reported cleanly.
+# Usage: bash run_mega_moe.sh <path-to-megamoe> <source-dir>
+set -u
+MEGAMOE=${1:?path to megamoe}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+
+# expect STATUS DESCRIPTION -- ARGS...: runs megamoe ARGS, checks the exit status; keeps stdout/stderr.
+expect() {
+    local want=$1 what=$2
+    shift 3
+    timeout 120 "$MEGAMOE" "$@" >"$WORK/out" 2>"$WORK/err"
+    local got=$?
+    if [ "$got" -eq "$want" ]; then ok; else bad "$what: exit $got, expected $want ($(head -c 400 "$WORK/err"))"; fi
+}
+stderr_is_one_line() {
+    local lines
+    lines=$(wc -l <"$WORK/err")
+    if [ "$lines" -eq 1 ] && grep -qF -- "$1" "$WORK/err"; then ok; else bad "stderr should be one line with '$1': $(cat "$WORK/err")"; fi
+}
+stdout_has() { if grep -qF -- "$1" "$WORK/out"; then ok; else bad "stdout lacks '$1'"; fi; }
+
+# check_rows SCENARIO...: each scenario has one table row; its error columns are numbers, the max error
+# is below 0.1 of rms(y_ref) and 100% of the checked outputs are within the tolerance.
+check_rows() {
+    for sc in "$@"; do
+        if python3 - "$WORK/out" "$sc" <<'PY'; then ok; else bad "row of $sc: $(grep "^$sc " "$WORK/out")"; fi
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if l.split() and l.split()[0] == sys.argv[2]]
+assert len(rows) == 1, rows
+r = rows[0]
+assert len(r) == 14, r  # scenario tokens 6 stages total tokens/s GFLOP/s maxerr <=1ulp intol
+assert int(r[1]) > 0
+times = [float(v) for v in r[2:12]]
+assert all(t >= 0 for t in times) and times[8] > 0, times  # total ms, tokens/s > 0
+maxerr = float(r[11])
+assert 0 <= maxerr < 0.1, maxerr
+assert r[12].endswith("%") and float(r[12][:-1]) >= 90.0, r[12]
+assert r[13] == "100.0%", r[13]
+PY
+    done
+}
+
+SMALL=(--hidden 256 --intermediate 128 --experts 16 --tokens 12 --iterations 2 --check-tokens 3)
+ALL="a16w16 a8w8-int a8w4-int a8w8-fp8 a8w8-fp8-e5m2 a8w4-fp a4w4-fp"
+
+# Every scenario, one run (4 ranks as threads, skewed routing).
+expect 0 "all scenarios" -- run "${SMALL[@]}" --scenario all
+stdout_has "MegaMoE layer of Qwen3-30B-A3B"
+stdout_has "maxerr/rms"
+# shellcheck disable=SC2086
+check_rows $ALL
+
+# Presets: gpt-oss (swigluoai with clamp 7.0, alpha, beta; MXFP4 experts), deepseek (a shared expert),
+# mixtral (top-2), on their default scenarios, shrunk; and 3 ranks with BS differing routes.
+expect 0 "gpt-oss preset" -- run --preset gpt-oss-20b "${SMALL[@]}"
+stdout_has "swigluoai [7, 1.702, 1]"
+check_rows a8w4-fp
+expect 0 "deepseek preset" -- run --preset deepseek-v3 "${SMALL[@]}"
+stdout_has "1 shared"
+check_rows a8w8-fp8
+if grep -q "^a8w8-fp8 " "$WORK/out" && awk '$1 == "a8w8-fp8" { exit !($7 > 0) }' "$WORK/out"; then ok; else bad "deepseek: shared stage time not > 0"; fi
+expect 0 "mixtral preset, 3 ranks" -- run --preset mixtral-8x7b --hidden 128 --intermediate 64 --experts 6 --ranks 3 --tokens 5 --iterations 1
+check_rows a16w16
+
+# --no-check prints the row without error columns.
+expect 0 "no check" -- run "${SMALL[@]}" --no-check
+if awk '$1 == "a16w16" { exit !($12 == "-" && $14 == "-") }' "$WORK/out"; then ok; else bad "--no-check row: $(grep '^a16w16' "$WORK/out")"; fi
+
+# The trace: valid JSON, one named track per rank, every stage slice inside a call slice of its rank.
+expect 0 "trace" -- run "${SMALL[@]}" --experts 12 --ranks 3 --trace "$WORK/trace.json"
+stdout_has "trace: $WORK/trace.json"
+if python3 -m json.tool "$WORK/trace.json" >/dev/null; then ok; else bad "trace is not valid JSON"; fi
+if python3 - "$WORK/trace.json" <<'PY'; then ok; else bad "trace structure"; fi
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+names = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+assert sorted(n for n in names.values() if "overlap" not in n) == ["rank 0", "rank 1", "rank 2"], names
+calls = [e for e in ev if e["ph"] == "X" and e["cat"] == "run"]
+stages = [e for e in ev if e["ph"] == "X" and e["cat"] != "run"]
+assert len(calls) == 3 * 2, len(calls)  # 3 ranks x 2 timed iterations
+assert {"dispatch", "gemm1", "activation", "gemm2", "combine"} <= {e["name"] for e in stages}
+for s in stages:
+    rank = s["tid"] % 1000
+    assert any(c["tid"] == rank and c["ts"] - 1 <= s["ts"] and s["ts"] + s["dur"] <= c["ts"] + c["dur"] + 1
+               for c in calls), s
+for rank in range(3):
+    assert any(s["tid"] % 1000 == rank for s in stages), rank
+PY
+
+# Bad options: status 2, one line naming the problem.
+expect 2 "bad preset" -- run --preset llama
+stderr_is_one_line "--preset 'llama' is not a preset"
+expect 2 "bad scenario" -- run --scenario a2w2
+stderr_is_one_line "--scenario 'a2w2' is not a scenario"
+expect 2 "bad ranks" -- run --ranks 0
+stderr_is_one_line "--ranks 0 is outside"
+expect 2 "experts not a multiple of ranks" -- run --experts 6 --ranks 4
+stderr_is_one_line "--experts 6 is not a multiple of the 4 ranks"
+expect 2 "experts below top-k" -- run --experts 4 --ranks 4
+stderr_is_one_line "below the preset's top-k 8"
+expect 2 "bad backend" -- run --backend gpu
+stderr_is_one_line "--backend 'gpu' is not a backend"
+expect 2 "bad tokens" -- run --tokens many
+stderr_is_one_line "--tokens 'many' is not an integer"
+expect 2 "unknown option" -- run --warp 9
+stderr_is_one_line "unknown option '--warp'"
+expect 2 "positional" -- run extra
+stderr_is_one_line "unexpected argument 'extra'"
+expect 2 "unknown op" -- run --op teleport
+stderr_is_one_line "--op 'teleport' is not an operator"
+expect 2 "op without value" -- run --op
+stderr_is_one_line "'--op' needs a value"
+
+# An operator error (MX needs H a multiple of 32) is reported by the operator, cleanly: status 2, a
+# "not run" row naming the rule, one stderr line.
+expect 2 "operator rejects the shape" -- run --hidden 48 --intermediate 32 --experts 16 --tokens 4 --scenario a8w8-fp8
+stdout_has "a8w8-fp8        not run:"
+if [ "$(wc -l <"$WORK/err")" -eq 1 ] && grep -q "hidden" "$WORK/err"; then ok; else bad "operator error: $(cat "$WORK/err")"; fi
+
+# Help and the other operator.
+expect 0 "help" -- run --help
+stdout_has "usage: megamoe run [--op mega-moe]"
+stdout_has "re-routing"
+expect 0 "re-routing demo" -- run --op re-routing --tokens 64 --hidden 32 --iterations 1
+stdout_has "re-routing demo"
+
+echo "run_mega_moe: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# tests/cli/run_mpi.sh: `megamoe run --backend mpi` under mpirun (2 and 3 processes, one rank each):
+# every scenario's row is within tolerance and the trace has one track per process. A build without MPI
+# fails with status 1 and says so.
+# Usage: bash run_mpi.sh <path-to-megamoe> <source-dir>
+set -u
+MEGAMOE=${1:?path to megamoe}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# Open MPI keeps its start-up allocations until exit (see case_mpi.sh): no leak checks in this script.
+export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+
+SMALL=(--hidden 256 --intermediate 128 --experts 12 --tokens 10 --iterations 2 --check-tokens 2)
+
+timeout 60 "$MEGAMOE" run --backend mpi --help >/dev/null 2>&1 || bad "--help"
+timeout 120 "$MEGAMOE" run --backend mpi "${SMALL[@]}" >"$WORK/out" 2>"$WORK/err"
+status=$?
+if [ "$status" -eq 1 ] && grep -q "no MPI" "$WORK/err"; then
+    ok # a build without MPI says so and fails cleanly
+elif [ "$status" -ne 0 ]; then
+    bad "singleton MPI run: exit $status ($(cat "$WORK/err"))"
+elif ! command -v mpirun >/dev/null; then
+    bad "megamoe has MPI but mpirun is not installed"
+else
+    ok # a singleton process is a world of one rank
+    for np in 2 3; do
+        timeout 180 mpirun -np "$np" "$MEGAMOE" run --backend mpi "${SMALL[@]}" --scenario all \
+            --trace "$WORK/trace$np.json" >"$WORK/out" 2>"$WORK/err"
+        status=$?
+        if [ "$status" -eq 0 ]; then ok; else bad "mpirun -np $np: exit $status ($(head -c 400 "$WORK/err"))"; fi
+        if grep -qF "$np ranks (mpi)" "$WORK/out"; then ok; else bad "np $np: banner"; fi
+        if python3 - "$WORK/out" "$WORK/trace$np.json" "$np" <<'PY'; then ok; else bad "np $np: rows or trace"; fi
+import json, sys
+rows = [l.split() for l in open(sys.argv[1])]
+rows = [r for r in rows if len(r) == 14 and r[1].isdigit()]
+assert [r[0] for r in rows] == ["a16w16", "a8w8-int", "a8w4-int", "a8w8-fp8", "a8w8-fp8-e5m2", "a8w4-fp",
+                                "a4w4-fp"], rows
+for r in rows:
+    assert int(r[1]) == 10 * int(sys.argv[3]), r
+    assert float(r[11]) < 0.1 and r[13] == "100.0%", r
+ev = json.load(open(sys.argv[2]))["traceEvents"]
+tracks = sorted(e["args"]["name"] for e in ev if e["name"] == "thread_name" and "overlap" not in e["args"]["name"])
+assert tracks == ["rank %d" % r for r in range(int(sys.argv[3]))], tracks
+PY
+    done
+    # A bad option fails on every process with status 2.
+    timeout 60 mpirun -np 2 "$MEGAMOE" run --backend mpi --experts 5 >"$WORK/out" 2>"$WORK/err"
+    status=$?
+    if [ "$status" -eq 2 ] && grep -q "not a multiple of the 2 ranks" "$WORK/err"; then ok; else bad "bad option under mpirun: exit $status"; fi
+fi
+
+echo "run_mpi: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
