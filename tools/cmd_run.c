@@ -22,6 +22,8 @@ static const run_op run_ops_table[] = {
     {"mega-moe", "MegaMoE layer of a real model's shape on R ranks (default)", cli_run_mega_moe_main},
     {"re-routing", "MoeReRouting of a realistic received-token block, against memcpy",
      cli_run_rerouting_main},
+    {"dispatch-combine", "Dispatch V3 -> expert FFN -> Combine + RMSNorm V2, per-stage timings",
+     cli_run_dispatch_combine_main},
 };
 static const size_t run_op_count = sizeof run_ops_table / sizeof run_ops_table[0];
 

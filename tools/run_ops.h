@@ -9,6 +9,8 @@
 
 int cli_run_mega_moe_main(int argc, char **argv);  /* run_moe_main.c: the MegaMoE layer (default) */
 int cli_run_rerouting_main(int argc, char **argv); /* run_rerouting.c: MoeReRouting demo */
+/* run_dispatch_combine.c: Dispatch V3 + expert FFN + Combine V2 */
+int cli_run_dispatch_combine_main(int argc, char **argv);
 
 /* Lists the operators of cmd_run.c (for the default operator's --help). */
 void cli_run_print_ops(FILE *out);
