@@ -113,5 +113,21 @@ int main(void) {
         }
         CHECK_EQ_INT(bad, 0);
     }
+    /* dispatch rounding of a tie row: INT8 divides and rounds half away from zero (s = 127 / 127 = 1) */
+    {
+        static const float xs[8] = {127.0f, 0.5f, 1.5f, 2.5f, -0.5f, -2.5f, 126.5f, -3.5f};
+        static const int8_t want[8] = {127, 1, 2, 3, -1, -3, 127, -4};
+        uint16_t x[8];
+        for (int i = 0; i < 8; i++) x[i] = mm_f32_to_bf16(xs[i]);
+        int8_t q[8];
+        float scale = 0, f32[8];
+        mm_moe_quantize_input(MM_DTYPE_I8, x, 8, (uint8_t *)q, NULL, &scale, f32);
+        CHECK_EQ_HEX(*(const uint32_t *)(const void *)&scale, 0x3F800000u);
+        for (int i = 0; i < 8; i++) CHECK_EQ_INT(q[i], want[i]);
+        /* BF16 dispatch is a copy */
+        uint16_t copy[8];
+        mm_moe_quantize_input(MM_DTYPE_BF16, x, 8, (uint8_t *)copy, NULL, &scale, f32);
+        CHECK(memcmp(copy, x, sizeof x) == 0);
+    }
     return mm_test_finish("test_mega_moe_activation");
 }

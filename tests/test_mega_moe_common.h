@@ -34,6 +34,7 @@ typedef struct moe_spec {
     int nonstandard_bias; /* A8W4-INT bias differs from 8 s colsum */
     int64_t max_recv;     /* sizing.max_recv_token_num */
     int64_t max_tokens;   /* sizing.num_max_tokens_per_rank; 0 = the largest bs */
+    int ties;             /* x rows of half-integers with amax 127: exact ties for INT8 / MX rounding */
     uint64_t seed;
 } moe_spec;
 
@@ -179,6 +180,8 @@ static inline int moe_case_build(moe_case *c, const moe_spec *sp) {
         for (int64_t i = 0; i < k->bs; i++) {
             for (int64_t h = 0; h < H; h++) {
                 float v = (float)mm_test_rand_uniform(&st, -1.0, 1.0);
+                if (sp->ties) /* amax 127 makes the INT8 scale 1, so x / s = x.5 is a tie */
+                    v = h == 0 ? 127.0f : (float)((int)(mm_test_rand_u64(&st) % 41) - 20) + 0.5f;
                 if (k->x_bf16) k->x_bf16[i * H + h] = mm_f32_to_bf16(v);
             }
             if (a.x_prequantized) {

@@ -144,6 +144,22 @@ int main(void) {
         sp.shared_count = 1;
         run_check(&sp, "routed A8W8-INT, shared A8W4-INT", 1);
     }
+    /* every scenario x every activation (with parameters), and rows made of rounding ties */
+    for (int q = 0; q < n_sc; q++)
+        for (int act = 0; act <= (int)MM_MEGA_MOE_GELU; act++) {
+            moe_spec sp = base_spec(2, scenarios[q].weights, scenarios[q].mode, scenarios[q].dispatch);
+            sp.attrs.activation = (mm_mega_moe_activation)act;
+            static const int counts[] = {1, 1, 3, 2, 1};
+            static const float params[][3] = {{0.5f}, {0.3f}, {0.5f, 1.702f, 1.0f}, {1.5f, 0.5f}, {FLT_MAX}};
+            sp.attrs.activation_param_count = counts[act];
+            memcpy(sp.attrs.activation_params, params[act], sizeof params[act]);
+            sp.ties = act == 0;
+            sp.seed = 300 + (uint64_t)(q * 8 + act);
+            char label[128];
+            snprintf(label, sizeof label, "%s %s%s", scenarios[q].name,
+                     mm_mega_moe_activation_name(sp.attrs.activation), sp.ties ? " (ties)" : "");
+            run_check(&sp, label, q);
+        }
     /* larger shapes: error vs the reference, and vs A16W16 on the dequantized weights (quantization of
      * activations only; bounds: a few steps of the coarsest activation format on the path) */
     static const double twin_bound[] = {0.05, 0.05, 0.25, 0.5, 0.25, 0.6};
