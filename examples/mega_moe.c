@@ -64,8 +64,8 @@ static mm_status run_rank(mm_comm *comm, void *arg, mm_error *err) {
     int64_t bs = rank == 0 ? 3 : 2;
     out->bs = bs;
 
-    /* Tokens and routing: token i of rank r goes to experts (i + r) % 4 and (i + r + 1) % 4 (one on
-     * each rank here), with gating weights 0.75 and 0.25. */
+    /* Tokens and routing: token i of rank r goes to experts (i + r) % 4 and (i + r + 1) % 4 (some on
+     * the same rank, some on two), with gating weights 0.75 and 0.25. */
     uint16_t x[MAX_TOKENS][HIDDEN];
     int32_t ids[MAX_TOKENS][TOPK];
     float gates[MAX_TOKENS][TOPK];

@@ -9,7 +9,7 @@
 #include "megamoe/version.h"
 
 const mm_cli_command mm_cli_commands[] = {
-    {"run", "run the main job (now: the re-routing demo on a realistic shape)", mm_cli_run_main},
+    {"run", "run the main job: a MegaMoE layer of a real model's shape, timed and checked", mm_cli_run_main},
     {"case", "run one operator call from a case file and write its outputs", mm_cli_case_main},
     {"case-gen", "write a random (seeded) case file for an operator", mm_cli_case_gen_main},
     {"bench", "run a benchmark (no name: list them)", mm_cli_bench_main},
