@@ -13,6 +13,8 @@ static const mm_cli_bench bench_table[] = {
      mm_bench_rerouting_main},
     {"comm", "alltoallv latency and bandwidth: threads / MPI backends vs MPI_Alltoallv and memcpy",
      mm_bench_comm_main},
+    {"dispatch-combine", "Dispatch V3 / Combine V2 latency and bandwidth vs an alltoallv of the same bytes",
+     mm_bench_dispatch_combine_main},
 };
 static const size_t bench_count = sizeof bench_table / sizeof bench_table[0];
 
