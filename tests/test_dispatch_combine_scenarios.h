@@ -267,7 +267,7 @@ static inline void dct_expected_row(const dct_world *w, int g, int i, int k, int
         if (fabsf(v) > amax) amax = fabsf(v);
     }
     if (amax == 0.0f) {
-        memset(q, 0, (size_t)c->h);
+        for (int h = 0; h < c->h; h++) q[h] = 0;
         *scale = 0.0f;
         return;
     }

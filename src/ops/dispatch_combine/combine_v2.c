@@ -395,7 +395,7 @@ static mm_status exchange(mm_dc_workspace *ws, const combine_plan *p, const dc_c
     for (int i = 0; i < 64; i++) task_status[i] = MM_OK;
     send_ctx sc = {p, symm, slots, chunk, direct, task_status, task_err};
     if (direct)
-        mm_parallel_for(n_tasks, send_task, &sc);
+        dc_run_tasks(n_tasks, send_task, &sc, (size_t)p->rows * (size_t)p->h * 2);
     else /* puts go through the backend one at a time */
         for (int64_t task = 0; task < n_tasks; task++) send_task(&sc, task);
     for (int64_t i = 0; i < n_tasks; i++)
@@ -417,7 +417,7 @@ static mm_status exchange(mm_dc_workspace *ws, const combine_plan *p, const dc_c
     }
     if ((st = dc_scratch_ensure(ws, (size_t)(t_tasks ? t_tasks : 1) * (size_t)p->h, err))) return st;
     token_ctx tc = {p, mm_symm_local(symm), slots, ws->scratch, tchunk, out};
-    mm_parallel_for(t_tasks, token_task, &tc);
+    dc_run_tasks(t_tasks, token_task, &tc, (size_t)p->bs * (size_t)(p->k + t->S) * (size_t)p->h * 2);
     return MM_OK;
 }
 

@@ -135,6 +135,11 @@ void dc_summary_fill(dc_summary *s, const mm_dc_attrs *a, int64_t bs, int64_t h,
 mm_status dc_exchange(mm_comm *comm, mm_status local, const dc_summary *mine, const char *op, dc_call *call,
                       mm_error *err);
 
+/* Runs fn over n tasks: on the pool when the work (bytes) is worth waking it, else in this thread (a
+ * decode-sized call moves a few rows, and a pool round trip costs more than copying them). */
+#define DC_INLINE_BYTES ((size_t)256 * 1024)
+void dc_run_tasks(int64_t n, void (*fn)(void *, int64_t), void *ctx, size_t bytes);
+
 /* ---- workspace (dc_workspace.c) ---- */
 
 typedef struct dc_buffer {

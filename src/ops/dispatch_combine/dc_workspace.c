@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "ops/dispatch_combine/dc_internal.h"
 
 mm_status mm_dc_workspace_create(mm_comm *comm, mm_dc_workspace **out, mm_error *err) {
@@ -87,4 +88,12 @@ mm_status dc_scratch_ensure(mm_dc_workspace *ws, size_t floats, mm_error *err) {
         return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "scratch of %zu floats: out of memory", floats);
     ws->scratch_floats = floats;
     return MM_OK;
+}
+
+void dc_run_tasks(int64_t n, void (*fn)(void *, int64_t), void *ctx, size_t bytes) {
+    if (n <= 1 || bytes < DC_INLINE_BYTES) {
+        for (int64_t t = 0; t < n; t++) fn(ctx, t);
+        return;
+    }
+    mm_parallel_for(n, fn, ctx);
 }

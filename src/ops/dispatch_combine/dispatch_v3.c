@@ -322,7 +322,7 @@ static mm_status exchange(mm_dc_workspace *ws, const dispatch_plan *p, const dc_
     if (direct) {
         for (int g = 0; g < size; g++)
             if (bases[g]) memcpy(bases[g], counts + (g / t->tpw) * t->L, sizeof(int32_t) * (size_t)t->L);
-        mm_parallel_for(n_tasks, send_task, &sc);
+        dc_run_tasks(n_tasks, send_task, &sc, (size_t)n_items * p->row_bytes * (size_t)t->tpw);
     } else {
         if ((st = dc_staging_ensure(ws, lay.bytes, err))) goto fail;
         unsigned char *stage = ws->staging;
@@ -335,7 +335,7 @@ static mm_status exchange(mm_dc_workspace *ws, const dispatch_plan *p, const dc_
             memcpy(stage, cnt, sizeof(int32_t) * (size_t)t->L);
             sc.bases = one;
             sc.only_dest = o;
-            mm_parallel_for(n_tasks, send_task, &sc);
+            dc_run_tasks(n_tasks, send_task, &sc, (size_t)n_items * p->row_bytes * (size_t)t->tpw);
             for (int64_t tt = 0; tt < t->tpw; tt++) {
                 int g = (int)(o * t->tpw + tt);
                 size_t at = (size_t)me * lay.bytes;
@@ -398,7 +398,7 @@ static mm_status exchange(mm_dc_workspace *ws, const dispatch_plan *p, const dc_
     if (p->t.tpw == 1 && out->tp_recv_counts && out->tp_recv_counts->shape[0] == 1)
         ((int32_t *)out->tp_recv_counts->data)[0] = (int32_t)row;
     recv_ctx rc = {p, &lay, segs, out};
-    mm_parallel_for(ns, recv_task, &rc);
+    dc_run_tasks(ns, recv_task, &rc, (size_t)row * p->row_bytes);
     *rows_out = row;
     st = MM_OK;
 fail:
