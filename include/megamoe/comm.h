@@ -108,8 +108,10 @@ mm_status mm_comm_barrier(mm_comm *comm, mm_error *err);
 mm_status mm_comm_agree(mm_comm *comm, mm_status local, mm_error *err);
 
 /* Byte alltoallv. send_counts/send_displs/recv_counts/recv_displs have size() entries, in bytes.
- * What rank p sends to me must equal recv_counts[p] (checked: a mismatch is an error on the
- * receiver, agreed on all ranks). Entries for removed ranks are ignored. Buffers must not overlap. */
+ * What rank p sends to me must equal recv_counts[p]: a mismatch is MM_ERR_INVALID_ARGUMENT on the
+ * receiver naming the sender (other ranks may return MM_OK: follow with mm_comm_agree to make it
+ * everyone's result). Entries for removed ranks are ignored and their receive blocks left untouched.
+ * Send and receive buffers must not overlap. */
 mm_status mm_comm_alltoallv(mm_comm *comm, const void *send, const size_t *send_counts,
                             const size_t *send_displs, void *recv, const size_t *recv_counts,
                             const size_t *recv_displs, mm_error *err);
