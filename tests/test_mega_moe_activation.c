@@ -122,7 +122,9 @@ int main(void) {
         int8_t q[8];
         float scale = 0, f32[8];
         mm_moe_quantize_input(MM_DTYPE_I8, x, 8, (uint8_t *)q, NULL, &scale, f32);
-        CHECK_EQ_HEX(*(const uint32_t *)(const void *)&scale, 0x3F800000u);
+        uint32_t scale_bits;
+        memcpy(&scale_bits, &scale, sizeof scale_bits);
+        CHECK_EQ_HEX(scale_bits, 0x3F800000u);
         for (int i = 0; i < 8; i++) CHECK_EQ_INT(q[i], want[i]);
         /* BF16 dispatch is a copy */
         uint16_t copy[8];
