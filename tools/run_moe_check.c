@@ -5,8 +5,10 @@
  * shared experts, and in combine mode 0 not on where the experts live; so the samples of all ranks are
  * checked as one world of a single rank that holds just the experts the samples touch (relabelled
  * 0..E'-1, rebuilt from the seed) and the shared experts (the same on every rank). That keeps the
- * reference's cost to the sampled rows and the touched experts. */
+ * reference's cost to the sampled rows and the touched experts. The samples are split into two parts
+ * checked on two threads (each part rebuilds the experts it touches). */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,52 +61,51 @@ static void measure(const run_moe_scenario *sc, const uint16_t *y, const uint16_
     out->within_tolerance = n > 0 ? (double)tol_ok / (double)n : 1.0;
 }
 
-mm_status run_moe_check(const run_moe_config *cfg, const run_moe_scenario *sc,
-                        const run_moe_rank_result *results, run_moe_errors *out, mm_error *err) {
-    int64_t H = cfg->hidden, K = cfg->topk, n = 0;
-    for (int64_t r = 0; r < cfg->ranks; r++) n += results[r].sample_count;
+/* One part of the samples: rows [begin, end) of the gathered arrays, checked by its own reference call
+ * on its own thread (the reference is single-threaded; the machine has cores to spare after the run). */
+typedef struct check_part {
+    const run_moe_config *cfg;
+    const run_moe_scenario *sc;
+    int64_t begin, end;
+    const uint16_t *x;  /* (n, H) all samples */
+    const int32_t *ids; /* (n, K) global expert ids */
+    const float *gates; /* (n, K) */
+    uint16_t *y_ref;    /* (n, H): this part writes its rows */
+    mm_status status;
+    mm_error err;
+} check_part;
+
+/* The reference on the part's rows, as a world of one rank holding just the experts they touch. */
+static mm_status check_rows(check_part *p) {
+    const run_moe_config *cfg = p->cfg;
+    int64_t H = cfg->hidden, K = cfg->topk, n = p->end - p->begin;
+    mm_error *err = &p->err;
     run_moe_expert_data routed, shared;
     memset(&routed, 0, sizeof routed);
     memset(&shared, 0, sizeof shared);
     int64_t *used = malloc((size_t)(n * K + 1) * sizeof *used);
     int64_t *label = malloc((size_t)cfg->experts * sizeof *label);
-    uint16_t *x = malloc((size_t)(n * H + 1) * 2), *y = malloc((size_t)(n * H + 1) * 2);
-    uint16_t *y_ref = malloc((size_t)(n * H + 1) * 2);
     int32_t *ids = malloc((size_t)(n * K + 1) * 4);
-    float *gates = malloc((size_t)(n * K + 1) * 4);
-    int32_t *counts = NULL;
+    int32_t *counts = malloc((size_t)(n * K + 1) * 4);
     mm_status st = MM_OK;
-    if (!used || !label || !x || !y || !y_ref || !ids || !gates) {
+    if (!used || !label || !ids || !counts) {
         st = run_moe_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for the check of %lld tokens", (long long)n);
         goto done;
     }
-    /* Gather the samples and relabel their experts in order of first use. */
-    int64_t distinct = 0, row = 0;
+    /* relabel the experts in order of first use */
+    int64_t distinct = 0;
     for (int64_t e = 0; e < cfg->experts; e++) label[e] = -1;
-    for (int64_t r = 0; r < cfg->ranks; r++) {
-        const run_moe_rank_result *res = &results[r];
-        for (int64_t j = 0; j < res->sample_count; j++, row++) {
-            memcpy(x + row * H, res->sample_x + j * H, (size_t)H * 2);
-            memcpy(y + row * H, res->sample_y + j * H, (size_t)H * 2);
-            for (int64_t k = 0; k < K; k++) {
-                int32_t e = res->sample_ids[j * K + k];
-                if (label[e] < 0) {
-                    label[e] = distinct;
-                    used[distinct++] = e;
-                }
-                ids[row * K + k] = (int32_t)label[e];
-                gates[row * K + k] = res->sample_weights[j * K + k];
-            }
+    for (int64_t i = 0; i < n * K; i++) {
+        int32_t e = p->ids[p->begin * K + i];
+        if (label[e] < 0) {
+            label[e] = distinct;
+            used[distinct++] = e;
         }
+        ids[i] = (int32_t)label[e];
     }
-    counts = malloc((size_t)(distinct + 1) * 4);
-    if (!counts) {
-        st = run_moe_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for the check");
-        goto done;
-    }
-    if ((st = run_moe_expert_data_make(cfg, sc, 0, used, distinct, &routed, err)) != MM_OK) goto done;
+    if ((st = run_moe_expert_data_make(cfg, p->sc, 0, used, distinct, &routed, err)) != MM_OK) goto done;
     if (cfg->shared_experts > 0 &&
-        (st = run_moe_expert_data_make(cfg, sc, RUN_MOE_SHARED_ID_BASE, NULL, cfg->shared_experts, &shared,
+        (st = run_moe_expert_data_make(cfg, p->sc, RUN_MOE_SHARED_ID_BASE, NULL, cfg->shared_experts, &shared,
                                        err)) != MM_OK)
         goto done;
 
@@ -119,7 +120,7 @@ mm_status run_moe_check(const run_moe_config *cfg, const run_moe_scenario *sc,
     st = mm_ref_activation_init(&attrs.activation, kind, cfg->preset->activation_params,
                                 cfg->preset->activation_param_count, err);
     if (st != MM_OK) goto done;
-    attrs.dispatch_dtype = sc->dispatch_dtype;
+    attrs.dispatch_dtype = p->sc->dispatch_dtype;
     attrs.shared_quant_dtype = MM_DTYPE_INVALID;
     attrs.activation_out_dtype = MM_DTYPE_INVALID;
     attrs.transpose_weight1 = 1;
@@ -128,25 +129,79 @@ mm_status run_moe_check(const run_moe_config *cfg, const run_moe_scenario *sc,
     mm_ref_rank_input in;
     memset(&in, 0, sizeof in);
     in.bs = n;
-    in.x_bf16 = x;
+    in.x_bf16 = p->x + p->begin * H;
     in.topk_ids = ids;
-    in.topk_weights = gates;
+    in.topk_weights = p->gates + p->begin * K;
     in.routed = ref_weights_of(&routed);
     in.shared = ref_weights_of(&shared);
-    in.shared.dtype = cfg->shared_experts > 0 ? sc->weight_dtype : MM_DTYPE_INVALID;
-    mm_ref_rank_output ref_out = {y_ref, counts};
-    if ((st = mm_ref_mega_moe(&attrs, &in, &ref_out, err)) != MM_OK) goto done;
-    measure(sc, y, y_ref, n * H, out);
+    in.shared.dtype = cfg->shared_experts > 0 ? p->sc->weight_dtype : MM_DTYPE_INVALID;
+    mm_ref_rank_output ref_out = {p->y_ref + p->begin * H, counts};
+    st = mm_ref_mega_moe(&attrs, &in, &ref_out, err);
 done:
     run_moe_expert_data_free(&routed);
     run_moe_expert_data_free(&shared);
     free(used);
     free(label);
+    free(ids);
+    free(counts);
+    return st;
+}
+
+static void *check_part_main(void *arg) {
+    check_part *p = arg;
+    p->status = check_rows(p);
+    return NULL;
+}
+
+enum { CHECK_PARTS = 2 };
+
+mm_status run_moe_check(const run_moe_config *cfg, const run_moe_scenario *sc,
+                        const run_moe_rank_result *results, run_moe_errors *out, mm_error *err) {
+    int64_t H = cfg->hidden, K = cfg->topk, n = 0;
+    for (int64_t r = 0; r < cfg->ranks; r++) n += results[r].sample_count;
+    uint16_t *x = malloc((size_t)(n * H + 1) * 2), *y = malloc((size_t)(n * H + 1) * 2);
+    uint16_t *y_ref = malloc((size_t)(n * H + 1) * 2);
+    int32_t *ids = malloc((size_t)(n * K + 1) * 4);
+    float *gates = malloc((size_t)(n * K + 1) * 4);
+    mm_status st = MM_OK;
+    if (!x || !y || !y_ref || !ids || !gates) {
+        st = run_moe_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for the check of %lld tokens", (long long)n);
+        goto done;
+    }
+    for (int64_t r = 0, row = 0; r < cfg->ranks; r++) {
+        const run_moe_rank_result *res = &results[r];
+        memcpy(x + row * H, res->sample_x, (size_t)(res->sample_count * H) * 2);
+        memcpy(y + row * H, res->sample_y, (size_t)(res->sample_count * H) * 2);
+        memcpy(ids + row * K, res->sample_ids, (size_t)(res->sample_count * K) * 4);
+        memcpy(gates + row * K, res->sample_weights, (size_t)(res->sample_count * K) * 4);
+        row += res->sample_count;
+    }
+    /* Parts of consecutive rows on their own threads; a thread that cannot start runs its part here. */
+    check_part parts[CHECK_PARTS];
+    pthread_t threads[CHECK_PARTS];
+    int started[CHECK_PARTS] = {0};
+    int64_t count = n < CHECK_PARTS ? n : CHECK_PARTS;
+    for (int64_t p = 0; p < count; p++) {
+        check_part part = {cfg,   sc,    p * n / count, (p + 1) * n / count, x, ids,
+                           gates, y_ref, MM_OK,         {MM_OK, ""}};
+        parts[p] = part;
+        started[p] = p > 0 && pthread_create(&threads[p], NULL, check_part_main, &parts[p]) == 0;
+    }
+    for (int64_t p = 0; p < count; p++)
+        if (!started[p]) check_part_main(&parts[p]);
+    for (int64_t p = 0; p < count; p++) {
+        if (started[p]) pthread_join(threads[p], NULL);
+        if (st == MM_OK && parts[p].status != MM_OK) {
+            st = parts[p].status;
+            if (err) *err = parts[p].err;
+        }
+    }
+    if (st == MM_OK) measure(sc, y, y_ref, n * H, out);
+done:
     free(x);
     free(y);
     free(y_ref);
     free(ids);
     free(gates);
-    free(counts);
     return st;
 }

@@ -17,6 +17,7 @@
 #endif
 
 #include "cli_util.h"
+#include "megamoe/formats.h"
 #include "run_moe.h"
 #include "run_ops.h"
 #include "timing.h"
@@ -235,13 +236,13 @@ static double median_of(double *v, int64_t n) {
 
 /* Prints the table header (once). */
 static void print_header(void) {
-    printf("%-15s %7s %9s %9s %9s %9s %9s %9s %10s %9s %8s %9s %7s %7s\n", "scenario", "tokens", "dispatch",
-           "gemm1", "activ.", "gemm2", "shared", "combine", "total ms", "tokens/s", "GFLOP/s", "maxerr/rms",
-           "<=1ulp", "in tol");
+    printf("%-15s %7s %9s %9s %9s %9s %9s %9s %10s %9s %8s %9s %7s %7s %9s\n", "scenario", "tokens",
+           "dispatch", "gemm1", "activ.", "gemm2", "shared", "combine", "total ms", "tokens/s", "GFLOP/s",
+           "maxerr/rms", "<=1ulp", "in tol", "vs a16w16");
 }
 
 static void print_row(const run_moe_config *cfg, const run_moe_scenario *sc, const run_moe_rank_result *res,
-                      const run_moe_errors *errors) {
+                      const run_moe_errors *errors, double vs_a16w16) {
     int64_t R = cfg->ranks, N = cfg->iterations;
     double stage_ms[MM_MEGA_MOE_STAGE_COUNT], samples[1000], walls[1000];
     for (int s = 0; s < MM_MEGA_MOE_STAGE_COUNT; s++) {
@@ -271,16 +272,57 @@ static void print_row(const run_moe_config *cfg, const run_moe_scenario *sc, con
            stage_ms[MM_MEGA_MOE_STAGE_SHARED], stage_ms[MM_MEGA_MOE_STAGE_COMBINE], wall * 1e3,
            (double)tokens / wall, flops / wall * 1e-9);
     if (errors)
-        printf(" %9.2e %6.1f%% %6.1f%%\n", errors->max_abs_over_rms, errors->within_ulp * 100.0,
+        printf(" %9.2e %6.1f%% %6.1f%%", errors->max_abs_over_rms, errors->within_ulp * 100.0,
                errors->within_tolerance * 100.0);
     else
-        printf(" %9s %7s %7s\n", "-", "-", "-");
+        printf(" %9s %7s %7s", "-", "-", "-");
+    if (vs_a16w16 >= 0.0)
+        printf(" %9.2e\n", vs_a16w16);
+    else
+        printf(" %9s\n", "-");
     fflush(stdout);
+}
+
+/* What the report keeps across the scenarios of one run. */
+typedef struct run_report {
+    char notes[16][160]; /* per scenario: setup and check times, printed under the table */
+    uint16_t *a16w16_y;  /* the A16W16 outputs of the samples, when that scenario ran first */
+    int64_t a16w16_values;
+} run_report;
+
+/* Relative RMS difference of this scenario's sample outputs from A16W16's on the same tokens and the
+ * same BF16 master weights (the cost of quantization); -1 when A16W16 did not run before. Keeps the
+ * A16W16 outputs when sc is A16W16. */
+static double compare_with_a16w16(const run_moe_config *cfg, const run_moe_scenario *sc,
+                                  const run_moe_rank_result *res, run_report *report) {
+    int64_t H = cfg->hidden, values = 0;
+    for (int64_t r = 0; r < cfg->ranks; r++) values += res[r].sample_count * H;
+    if (sc->weight_dtype == MM_DTYPE_BF16) {
+        free(report->a16w16_y);
+        report->a16w16_y = malloc((size_t)values * 2 + 2);
+        report->a16w16_values = report->a16w16_y ? values : 0;
+        for (int64_t r = 0, at = 0; report->a16w16_y && r < cfg->ranks; r++) {
+            memcpy(report->a16w16_y + at, res[r].sample_y, (size_t)(res[r].sample_count * H) * 2);
+            at += res[r].sample_count * H;
+        }
+        return -1.0;
+    }
+    if (!report->a16w16_y || report->a16w16_values != values || values == 0) return -1.0;
+    double diff = 0.0, norm = 0.0;
+    for (int64_t r = 0, at = 0; r < cfg->ranks; r++)
+        for (int64_t i = 0; i < res[r].sample_count * H; i++, at++) {
+            double a = mm_bf16_to_f32(res[r].sample_y[i]), b = mm_bf16_to_f32(report->a16w16_y[at]);
+            diff += (a - b) * (a - b);
+            norm += b * b;
+        }
+    return norm > 0.0 ? sqrt(diff / norm) : -1.0;
 }
 
 /* Check and report of one scenario whose results are all on this process. Returns the exit status. */
 static int report_scenario(const run_moe_config *cfg, const run_moe_scenario *sc, run_moe_rank_result *res,
-                           run_moe_trace *trace, char *notes, size_t notes_size) {
+                           run_moe_trace *trace, run_report *report, size_t index) {
+    char *notes = report->notes[index];
+    size_t notes_size = sizeof report->notes[index];
     run_moe_errors errors;
     int rc = MM_CLI_EXIT_OK;
     int checked = cfg->check_tokens > 0;
@@ -295,15 +337,14 @@ static int report_scenario(const run_moe_config *cfg, const run_moe_scenario *sc
         if (!(errors.within_tolerance >= 1.0)) rc = MM_CLI_EXIT_FAILURE;
     }
     double check_seconds = cli_now_seconds() - check_begin;
-    print_row(cfg, sc, res, checked ? &errors : NULL);
+    print_row(cfg, sc, res, checked ? &errors : NULL, compare_with_a16w16(cfg, sc, res, report));
     double setup = 0.0, generate = 0.0;
     for (int64_t r = 0; r < cfg->ranks; r++) {
         setup = fmax(setup, res[r].setup_seconds);
         generate = fmax(generate, res[r].generate_seconds);
     }
-    if (notes)
-        snprintf(notes, notes_size, "%s: setup %.2f s (of which generating weights %.2f s), check %.2f s%s\n",
-                 sc->name, setup, generate, check_seconds, checked ? "" : " (no check)");
+    snprintf(notes, notes_size, "%s: setup %.2f s (of which generating weights %.2f s), check %.2f s%s\n",
+             sc->name, setup, generate, check_seconds, checked ? "" : " (no check)");
     if (rc != MM_CLI_EXIT_OK)
         cli_error(cmd, "%s: %.3f%% of the checked outputs exceed the tolerance |d| <= %g |ref| + %g rms(ref)",
                   sc->name, (1.0 - errors.within_tolerance) * 100.0, sc->tolerance_relative,
@@ -375,7 +416,8 @@ static int run_threads(run_options *o) {
     if (finish_config(o, 1) != 0) return MM_CLI_EXIT_USAGE;
     const run_moe_scenario *list[16];
     size_t count = scenario_list(o, list);
-    char notes[16][160] = {{0}};
+    run_report report;
+    memset(&report, 0, sizeof report);
     run_moe_trace trace;
     if (cfg->trace_path && run_moe_trace_open(&trace, cfg->trace_path, cfg->ranks) != 0) {
         cli_error(cmd, "cannot write the trace '%s'", cfg->trace_path);
@@ -402,13 +444,13 @@ static int run_threads(run_options *o) {
             cli_error(cmd, "%s: %s", list[i]->name, err.message);
             this_rc = cli_exit_status(st);
         } else {
-            this_rc = report_scenario(cfg, list[i], res, cfg->trace_path ? &trace : NULL, notes[i],
-                                      sizeof notes[i]);
+            this_rc = report_scenario(cfg, list[i], res, cfg->trace_path ? &trace : NULL, &report, i);
         }
         if (rc == MM_CLI_EXIT_OK) rc = this_rc;
         results_free(res, cfg->ranks);
     }
-    print_notes(notes, count);
+    print_notes(report.notes, count);
+    free(report.a16w16_y);
     if (cfg->trace_path) {
         if (run_moe_trace_close(&trace) != 0) {
             cli_error(cmd, "error writing the trace '%s'", cfg->trace_path);
@@ -489,7 +531,8 @@ static int run_mpi(run_options *o) {
     }
     const run_moe_scenario *list[16];
     size_t count = scenario_list(o, list);
-    char notes[16][160] = {{0}};
+    run_report report;
+    memset(&report, 0, sizeof report);
     for (size_t i = 0; i < count; i++) {
         run_moe_rank_result *res = results_alloc(cfg, me == 0 ? n : 1, &err);
         int ok = res != NULL, all_ok = 0;
@@ -513,15 +556,14 @@ static int run_mpi(run_options *o) {
             this_rc = cli_exit_status(st);
         } else {
             gather_results(cfg, me, n, &res[0], res);
-            if (me == 0)
-                this_rc =
-                    report_scenario(cfg, list[i], res, tracing ? &trace : NULL, notes[i], sizeof notes[i]);
+            if (me == 0) this_rc = report_scenario(cfg, list[i], res, tracing ? &trace : NULL, &report, i);
             MPI_Bcast(&this_rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
         }
         if (rc == MM_CLI_EXIT_OK) rc = this_rc;
         results_free(res, me == 0 ? n : 1);
     }
-    if (me == 0) print_notes(notes, count);
+    if (me == 0) print_notes(report.notes, count);
+    free(report.a16w16_y);
     if (tracing) {
         if (run_moe_trace_close(&trace) != 0) {
             cli_error(cmd, "error writing the trace '%s'", cfg->trace_path);

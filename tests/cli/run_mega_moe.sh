@@ -37,7 +37,7 @@ import sys
 rows = [l.split() for l in open(sys.argv[1]) if l.split() and l.split()[0] == sys.argv[2]]
 assert len(rows) == 1, rows
 r = rows[0]
-assert len(r) == 14, r  # scenario tokens 6 stages total tokens/s GFLOP/s maxerr <=1ulp intol
+assert len(r) == 15, r  # scenario tokens 6 stages total tokens/s GFLOP/s maxerr <=1ulp intol vs-a16w16
 assert int(r[1]) > 0
 times = [float(v) for v in r[2:12]]
 assert all(t >= 0 for t in times) and times[8] > 0, times  # total ms, tokens/s > 0
@@ -45,6 +45,8 @@ maxerr = float(r[11])
 assert 0 <= maxerr < 0.1, maxerr
 assert r[12].endswith("%") and float(r[12][:-1]) >= 90.0, r[12]
 assert r[13] == "100.0%", r[13]
+# vs a16w16: the relative RMS cost of quantization, once A16W16 ran before in the same command
+assert r[14] == "-" if r[0] == "a16w16" else (r[14] == "-" or 0 < float(r[14]) < 0.5), r[14]
 PY
     done
 }
@@ -58,6 +60,8 @@ stdout_has "MegaMoE layer of Qwen3-30B-A3B"
 stdout_has "maxerr/rms"
 # shellcheck disable=SC2086
 check_rows $ALL
+# with all scenarios in one command, every quantized one is compared with A16W16 on the same tokens
+if awk '$1 ~ /^a[0-9]w/ && $1 != "a16w16" && NF == 15 { n++; if ($15 == "-") bad = 1 } END { exit !(n == 6 && !bad) }' "$WORK/out"; then ok; else bad "vs a16w16 column"; fi
 
 # Presets: gpt-oss (swigluoai with clamp 7.0, alpha, beta; MXFP4 experts), deepseek (a shared expert),
 # mixtral (top-2), on their default scenarios, shrunk; and 3 ranks with BS differing routes.

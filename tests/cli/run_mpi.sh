@@ -37,7 +37,7 @@ else
         if python3 - "$WORK/out" "$WORK/trace$np.json" "$np" <<'PY'; then ok; else bad "np $np: rows or trace"; fi
 import json, sys
 rows = [l.split() for l in open(sys.argv[1])]
-rows = [r for r in rows if len(r) == 14 and r[1].isdigit()]
+rows = [r for r in rows if len(r) == 15 and r[1].isdigit()]
 assert [r[0] for r in rows] == ["a16w16", "a8w8-int", "a8w4-int", "a8w8-fp8", "a8w8-fp8-e5m2", "a8w4-fp",
                                 "a4w4-fp"], rows
 for r in rows:
