@@ -3,12 +3,17 @@
 # Skips apt entirely when everything is already present, so it is cheap to call before every build.
 #   scripts/install-deps.sh           build + test dependencies
 #   scripts/install-deps.sh --ci      also the tools CI uses (clang-format)
+#   scripts/install-deps.sh --bench   also oneDNN (libdnnl-dev), the optional baseline of `megamoe bench ffn`
 set -euo pipefail
 
 packages=(gcc make cmake libc6-dev pkg-config openmpi-bin libopenmpi-dev python3)
-if [ "${1:-}" = "--ci" ]; then
-  packages+=(clang-format)
-fi
+for flag in "$@"; do
+  case "$flag" in
+    --ci) packages+=(clang-format) ;;
+    --bench) packages+=(libdnnl-dev) ;;
+    *) echo "install-deps: unknown option $flag (use --ci and/or --bench)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -15,6 +15,8 @@ static const mm_cli_bench bench_table[] = {
      mm_bench_comm_main},
     {"dispatch-combine", "Dispatch V3 / Combine V2 latency and bandwidth vs an alltoallv of the same bytes",
      mm_bench_dispatch_combine_main},
+    {"ffn", "expert FFN per format / rows / ISA vs peak loops, streaming bandwidth and oneDNN",
+     mm_bench_ffn_main},
 };
 static const size_t bench_count = sizeof bench_table / sizeof bench_table[0];
 

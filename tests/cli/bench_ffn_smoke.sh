@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# tests/cli/bench_ffn_smoke.sh: `megamoe bench ffn --quick` runs and prints its tables (no timing is
+# asserted: speed is the benchmark's business, not a test's); bad options exit 2 with one stderr line.
+# Usage: bash bench_ffn_smoke.sh <path-to-megamoe> <source-dir>
+set -u
+MEGAMOE=${1:?path to megamoe}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+
+timeout 240 "$MEGAMOE" bench ffn --quick >"$WORK/out" 2>"$WORK/err"
+status=$?
+if [ "$status" -eq 0 ]; then ok; else bad "bench ffn --quick exited $status: $(head -c 400 "$WORK/err")"; fi
+for section in "(a) peak loops" "vdpbf16ps" "(b) streaming read" "(c) expert FFN" "(d) oneDNN"; do
+    if grep -qF -- "$section" "$WORK/out"; then ok; else bad "output lacks '$section'"; fi
+done
+# One table row per format at the quick shape (H = 2048), each ending in a number (the speed-up).
+for format in bf16 int8 int8xint4 mxfp8 mxfp8xmxfp4 mxfp4; do
+    if grep -qE "^$format +2048 +(1|8|64) +[a-z0-9]+ +[a-z0-9_]+ .*[0-9]$" "$WORK/out"; then ok; else
+        bad "no table row for $format"
+    fi
+done
+
+timeout 60 "$MEGAMOE" bench ffn --format nosuch >"$WORK/out" 2>"$WORK/err"
+status=$?
+if [ "$status" -eq 2 ] && [ "$(wc -l <"$WORK/err")" -eq 1 ] && grep -qF -- "--format" "$WORK/err"; then ok; else
+    bad "bad --format: exit $status, stderr $(cat "$WORK/err")"
+fi
+timeout 60 "$MEGAMOE" bench ffn --rows 0 >"$WORK/out" 2>"$WORK/err"
+if [ $? -eq 2 ] && grep -qF -- "--rows" "$WORK/err"; then ok; else bad "--rows 0 accepted: $(cat "$WORK/err")"; fi
+timeout 60 "$MEGAMOE" bench ffn --help >"$WORK/out" 2>"$WORK/err"
+if [ $? -eq 0 ] && grep -qF -- "--quick" "$WORK/out"; then ok; else bad "--help"; fi
+
+echo "bench_ffn_smoke: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
