@@ -4,7 +4,7 @@
  *   run_moe_presets.c  model presets and the scenario table (what each name means)
  *   run_moe_data.c     seeded weights (per expert, so any rank can rebuild any expert), tokens, routing
  *   run_moe_rank.c     the work of one rank: buffer, weights, timed iterations, the checked sample
- *   run_moe_check.c    the sample against the float64 reference (src/ref), error metrics
+ *   run_moe_check.c    the samples against the float64 reference (src/ref), on two threads; metrics
  *   run_moe_trace.c    Chrome / Perfetto JSON trace of the stage events
  *   run_moe_main.c     options, threads or MPI, the table */
 #ifndef MEGAMOE_TOOLS_RUN_MOE_H

@@ -57,7 +57,7 @@ const run_moe_preset run_moe_presets[] = {
      .activation_params = {7.0f, 1.702f, 1.0f}, /* clamp, alpha, beta */
      .default_scenario = "a8w4-fp",
      .default_tokens = 64,
-     .default_check_tokens = 2},
+     .default_check_tokens = 1},
 };
 const size_t run_moe_preset_count = sizeof run_moe_presets / sizeof run_moe_presets[0];
 
