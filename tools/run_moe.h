@@ -6,7 +6,9 @@
  *   run_moe_rank.c     the work of one rank: buffer, weights, timed iterations, the checked sample
  *   run_moe_check.c    the samples against the float64 reference (src/ref), on two threads; metrics
  *   run_moe_trace.c    Chrome / Perfetto JSON trace of the stage events
- *   run_moe_main.c     options, threads or MPI, the table */
+ *   run_moe_report.c   the banner, the table rows, the notes
+ *   run_moe_mpi.c      the MPI driver (one rank per process; rank 0 gathers and reports)
+ *   run_moe_main.c     options, the threads driver */
 #ifndef MEGAMOE_TOOLS_RUN_MOE_H
 #define MEGAMOE_TOOLS_RUN_MOE_H
 
@@ -72,10 +74,11 @@ typedef struct run_moe_config {
 /* Fills err (may be NULL) with status and a formatted message; returns status. The tool's own
  * failures use it (the library's are reported by the library). */
 #if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
+#define RUN_MOE_PRINTF(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))
+#else
+#define RUN_MOE_PRINTF(fmt_idx, arg_idx)
 #endif
-mm_status
-run_moe_fail(mm_error *err, mm_status status, const char *fmt, ...);
+mm_status run_moe_fail(mm_error *err, mm_status status, const char *fmt, ...) RUN_MOE_PRINTF(3, 4);
 
 /* ---- synthetic data (run_moe_data.c) ---------------------------------------------------------- */
 
@@ -171,5 +174,43 @@ int run_moe_trace_open(run_moe_trace *t, const char *path, int64_t ranks);
 void run_moe_trace_scenario(run_moe_trace *t, const run_moe_config *cfg, const run_moe_scenario *sc,
                             const run_moe_rank_result *results);
 int run_moe_trace_close(run_moe_trace *t);
+
+/* ---- the drivers (run_moe_main.c, run_moe_mpi.c) and the report (run_moe_report.c) ------------ */
+
+typedef struct run_moe_options {
+    run_moe_config cfg;
+    const char *scenario; /* NULL: the preset's */
+    int mpi;
+    int64_t tokens, experts, check_tokens, hidden, inter; /* -1: the preset's */
+    int no_check;
+} run_moe_options;
+
+/* Applies the preset and the overrides once the rank count is known (mpi: the process count); prints
+ * a usage error (when speak) and returns -1 when they do not fit. */
+int run_moe_finish_config(run_moe_options *o, int speak);
+/* The scenarios to run (one, or all of them); list has room for run_moe_scenario_count entries. */
+size_t run_moe_scenario_list(const run_moe_options *o, const run_moe_scenario **list);
+/* Runs every scenario with one rank per MPI process; returns the exit status. */
+int run_moe_run_mpi(run_moe_options *o);
+
+/* Per-rank results of one scenario (n entries), or NULL when out of memory. */
+run_moe_rank_result *run_moe_results_alloc(const run_moe_config *cfg, int64_t n, mm_error *err);
+void run_moe_results_free(run_moe_rank_result *res, int64_t n);
+
+/* What the report keeps across the scenarios of one command. */
+typedef struct run_moe_report {
+    char notes[16][160]; /* per scenario: setup and check times, printed under the table */
+    uint16_t *a16w16_y;  /* the A16W16 outputs of the samples, when that scenario ran first */
+    int64_t a16w16_values;
+} run_moe_report;
+
+void run_moe_print_banner(const run_moe_config *cfg, const char *backend);
+void run_moe_print_header(void);
+/* Checks the scenario's samples, prints its row, adds its note and its trace slices; returns the exit
+ * status (1 when a checked output is outside the tolerance). */
+int run_moe_report_scenario(const run_moe_config *cfg, const run_moe_scenario *sc, run_moe_rank_result *res,
+                            run_moe_trace *trace, run_moe_report *report, size_t index);
+/* Prints the notes of the count scenarios. */
+void run_moe_print_notes(char notes[][160], size_t count);
 
 #endif
