@@ -75,15 +75,48 @@ static const registration registrations[] = {
 };
 #define N_REGISTRATIONS (sizeof registrations / sizeof registrations[0])
 
+/* Few-rows kernels: chosen for groups of at most max_rows rows, before the ISA's general kernel. A
+ * decode-sized group streams its weights once; the MX one looks codes up in registers instead of writing
+ * a decoded block (mx_small_avx512.c; it also needs AVX512_VBMI). Measured with `megamoe bench ffn`. */
+typedef struct few_rows_registration {
+    mm_dtype a_dtype;
+    mm_dtype w_dtype;
+    int max_rows;
+    mm_gemm_kernel kernel;
+} few_rows_registration;
+
+#define AVX512_MX_SMALL(label)                                                                               \
+    {                                                                                                        \
+        label "_avx512_small_4x32", MM_ISA_AVX512, MM_GEMM_MX_SMALL_MR, mm_ukernel_mx_small_avx512,          \
+            mm_gemm_mx_row_to_bf16, NULL, 0                                                                  \
+    }
+static const few_rows_registration few_rows_registrations[] = {
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, 3, AVX512_MX_SMALL("e4m3xe4m3")},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, 3, AVX512_MX_SMALL("e5m2xe5m2")},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, 3, AVX512_MX_SMALL("e5m2xe4m3")},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, 3, AVX512_MX_SMALL("e4m3xe5m2")},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, 3, AVX512_MX_SMALL("e4m3xfp4")},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, 3, AVX512_MX_SMALL("e5m2xfp4")},
+    {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, 3, AVX512_MX_SMALL("fp4xfp4")},
+};
+#define N_FEW_ROWS (sizeof few_rows_registrations / sizeof few_rows_registrations[0])
+
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 /* by_isa[isa][a][w]: the kernel of that ISA for the pair, only for ISAs the process may use. */
 static const mm_gemm_kernel *by_isa[MM_ISA_COUNT][MM_DTYPE_COUNT][MM_DTYPE_COUNT];
+static const few_rows_registration *few_by_isa[MM_ISA_COUNT][MM_DTYPE_COUNT][MM_DTYPE_COUNT];
 
 static void build_table(void) {
     mm_isa allowed = mm_cpu_isa();
     for (size_t i = 0; i < N_REGISTRATIONS; i++) {
         const registration *r = &registrations[i];
         if (r->kernel.isa <= allowed) by_isa[r->kernel.isa][r->a_dtype][r->w_dtype] = &r->kernel;
+    }
+    __builtin_cpu_init();
+    int vbmi = __builtin_cpu_supports("avx512vbmi");
+    for (size_t i = 0; i < N_FEW_ROWS; i++) {
+        const few_rows_registration *r = &few_rows_registrations[i];
+        if (r->kernel.isa <= allowed && vbmi) few_by_isa[r->kernel.isa][r->a_dtype][r->w_dtype] = r;
     }
 }
 
@@ -96,6 +129,8 @@ const mm_gemm_kernel *mm_gemm_kernel_select_rows(mm_dtype a_dtype, mm_dtype w_dt
     pthread_once(&table_once, build_table);
     /* The highest allowed ISA that has the pair and takes this many rows; the reference takes any. */
     for (int isa = MM_ISA_COUNT - 1; isa >= MM_ISA_REF; isa--) {
+        const few_rows_registration *few = few_by_isa[isa][a_dtype][w_dtype];
+        if (few && rows <= few->max_rows) return &few->kernel;
         const mm_gemm_kernel *k = by_isa[isa][a_dtype][w_dtype];
         if (k && rows >= k->min_rows) return k;
     }

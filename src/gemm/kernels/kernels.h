@@ -27,6 +27,11 @@ void mm_ukernel_i8_i4_avx512(const mm_ukernel_args *args);
 void mm_ukernel_mx_avx512(const mm_ukernel_args *args);
 void mm_prepare_panel_fp8_avx512(const mm_ukernel_args *args, uint8_t *block);
 void mm_prepare_panel_fp4_avx512(const mm_ukernel_args *args, uint8_t *block);
+/* MX pairs with few rows (m <= MM_GEMM_MX_SMALL_MR, mx_small_avx512.c): BF16 dot products over prepared
+ * rows and the raw packed panel (FP8 or FP4 codes looked up to BF16 in registers, scales per K block).
+ * Also needs AVX512_VBMI. */
+#define MM_GEMM_MX_SMALL_MR 4
+void mm_ukernel_mx_small_avx512(const mm_ukernel_args *args);
 
 /* AMX set (files kernels/amx/NAME_amx_avx512.c): call only when mm_cpu_isa() >= MM_ISA_AMX. */
 #define MM_GEMM_AMX_MR 16

@@ -1,0 +1,160 @@
+/* tests/test_gemm_small_rows.c: the few-rows MX kernel (mx_small_avx512.c) that the registry picks for
+ * groups of 1..3 rows: which kernel is chosen for which row count, and the kernel's results against the
+ * float64 expectation (sum of exact products a' * w' of the dequantized values) within its documented
+ * bound 2 K 2^-24 sum |a' w'|, on every MX format pair, 1..4 rows, K and N around the block sizes
+ * (32-value MX blocks, 256-value K blocks of the framework, 32-column panels, odd K), the same for the
+ * reference kernel on the same cases; and weight scales outside the fast range (tiny, huge, NaN), which
+ * take the kernel's slow path: NaN scale gives NaN in exactly the columns that have one, others stay
+ * within the bound plus the flushing of values below 2^-126. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gemm/kernel_registry.h"
+#include "gemm/kernels/kernels.h"
+#include "test_gemm_common.h"
+
+static const mm_dtype pairs[][2] = {
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN}, {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2},   {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1},   {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1},
+    {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1},
+};
+#define N_PAIRS ((int)(sizeof pairs / sizeof pairs[0]))
+
+static int small_available(void) {
+    __builtin_cpu_init();
+    return mm_cpu_isa() >= MM_ISA_AVX512 && __builtin_cpu_supports("avx512vbmi");
+}
+
+/* Whether a dequantized weight of column j is beyond F32 (the reference's w' is then Inf). */
+static int column_overflows(const gemm_case *c, int64_t j) {
+    for (int64_t i = 0; i < c->k; i++)
+        if (fabs(c->deq_w[i * c->n + j]) >= ldexp(1.0, 128)) return 1;
+    return 0;
+}
+
+/* Runs the case with `kernel` and compares every output with the float64 expectation. extra_per_k: an
+ * allowance per K element for flushed tiny values. nan_cols: per column, 1 when NaN is expected. */
+static void check_case(const char *what, const gemm_case *c, const mm_gemm_kernel *kernel, double extra_per_k,
+                       const int *nan_cols) {
+    mm_error err;
+    mm_gemm_weight_desc desc = gemm_case_weights(c);
+    mm_gemm_packed_weights *w = NULL;
+    CHECK_OK(mm_gemm_pack_weights(&desc, &w, &err), &err);
+    if (!w) return;
+    int64_t ldc = c->n + 3;
+    float *out = malloc((size_t)(c->rows * ldc) * sizeof *out);
+    for (int64_t i = 0; i < c->rows * ldc; i++) out[i] = 12345.0f; /* the gaps must stay untouched */
+    mm_gemm_group g = gemm_case_group(c, w, out, ldc);
+    mm_gemm_options opts = {kernel, NULL, NULL};
+    CHECK_OK(mm_gemm_grouped(c->a_dtype, 1, &g, &opts, &err), &err);
+    int bad = 0;
+    for (int64_t r = 0; r < c->rows; r++) {
+        for (int64_t j = 0; j < c->n; j++) {
+            double value, abs_sum;
+            float exact;
+            gemm_case_expect(c, r, j, &value, &abs_sum, &exact);
+            float got = out[r * ldc + j];
+            int ok;
+            if (nan_cols && nan_cols[j])
+                ok = isnan(got);
+            else if (!isfinite(value) || fabs(value) > 1e37 || column_overflows(c, j))
+                ok = 1; /* beyond the F32 range: Inf or NaN either way (documented) */
+            else
+                ok = fabs((double)got - value) <=
+                     2 * gemm_f32_sum_bound(c->k, abs_sum) + extra_per_k * (double)c->k;
+            if (!ok && bad++ == 0)
+                fprintf(stderr, "%s %s: K=%lld N=%lld rows=%lld: c[%lld][%lld] = %.9g, expected %.9g\n", what,
+                        kernel->name, (long long)c->k, (long long)c->n, (long long)c->rows, (long long)r,
+                        (long long)j, got, value);
+        }
+        for (int64_t j = c->n; j < ldc; j++)
+            if (out[r * ldc + j] != 12345.0f && bad++ == 0)
+                fprintf(stderr, "%s: wrote past column N\n", what);
+    }
+    CHECK_EQ_INT(bad, 0);
+    free(out);
+    mm_gemm_packed_free(w);
+}
+
+static void test_selection(void) {
+    for (int p = 0; p < N_PAIRS; p++) {
+        for (int64_t rows = 1; rows <= 5; rows++) {
+            const mm_gemm_kernel *k = mm_gemm_kernel_select_rows(pairs[p][0], pairs[p][1], rows);
+            CHECK(k != NULL);
+            if (!k) continue;
+            int is_small = strstr(k->name, "_small_") != NULL;
+            /* Few rows go to the small kernel when the CPU has it; 4 rows and more never do. */
+            CHECK_EQ_INT(is_small, small_available() && rows <= 3);
+            if (is_small) CHECK_EQ_INT(k->mr, MM_GEMM_MX_SMALL_MR);
+        }
+    }
+    /* Non-MX pairs never get it. */
+    const mm_gemm_kernel *k = mm_gemm_kernel_select_rows(MM_DTYPE_BF16, MM_DTYPE_BF16, 1);
+    CHECK(k && strstr(k->name, "_small_") == NULL);
+}
+
+static void test_shapes(const mm_gemm_kernel *small, const mm_gemm_kernel *ref_of[N_PAIRS]) {
+    static const int64_t ks[] = {1, 2, 31, 32, 33, 63, 64, 65, 255, 256, 257, 300, 513};
+    static const int64_t ns[] = {1, 15, 16, 17, 32, 33, 70};
+    uint64_t seed = 1;
+    for (int p = 0; p < N_PAIRS; p++)
+        for (int64_t rows = 1; rows <= MM_GEMM_MX_SMALL_MR; rows++)
+            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+                for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                    /* Every K with two N, every N with two K: covers the grid's edges without its cost. */
+                    if (ni > 1 && ki % 4 != ni % 4) continue;
+                    gemm_case c;
+                    gemm_case_make(&c, pairs[p][0], pairs[p][1], rows, ks[ki], ns[ni], (int)(seed & 1), 0,
+                                   seed);
+                    seed++;
+                    check_case("shape", &c, small, 0, NULL);
+                    if (rows == 1 && ref_of[p]) check_case("shape", &c, ref_of[p], 0, NULL);
+                    gemm_case_free(&c);
+                }
+}
+
+/* Scale bytes outside the fast range in some blocks: tiny (values flushed), huge, NaN. */
+static void test_extreme_scales(const mm_gemm_kernel *small) {
+    static const uint8_t extremes[] = {1, 9, 16, 247, 253, 255};
+    uint64_t seed = 99;
+    for (int p = 0; p < N_PAIRS; p++)
+        for (size_t e = 0; e < sizeof extremes / sizeof extremes[0]; e++) {
+            int64_t k = 300, n = 40, blocks = (k + 31) / 32, slots = (k + 63) / 64 * 2;
+            gemm_case c;
+            gemm_case_make(&c, pairs[p][0], pairs[p][1], 2, k, n, 0, 0, seed++);
+            int nan_cols[40] = {0};
+            double max_a = 0;
+            for (int64_t i = 0; i < c.rows * k; i++)
+                if (fabs(c.deq_a[i]) > max_a) max_a = fabs(c.deq_a[i]);
+            /* Columns 3, 20 and 39 get the extreme scale in block 2; column 21 in the last block. */
+            const int64_t cols[][2] = {{3, 2}, {20, 2}, {39, 2}, {21, blocks - 1}};
+            for (size_t t = 0; t < 4; t++) {
+                int64_t j = cols[t][0], b = cols[t][1];
+                uint8_t *s = &c.w_mx[j * slots + b];
+                double old = mm_e8m0_to_f32(*s);
+                *s = extremes[e];
+                for (int64_t i = b * 32; i < k && i < (b + 1) * 32; i++)
+                    c.deq_w[i * n + j] = c.deq_w[i * n + j] / old * ldexp(1.0, (int)extremes[e] - 127);
+                if (extremes[e] == 0xFF) nan_cols[j] = 1;
+            }
+            check_case("extreme scale", &c, small, max_a * ldexp(1.0, -126) * 8, nan_cols);
+            gemm_case_free(&c);
+        }
+}
+
+int main(void) {
+    test_selection();
+    if (small_available()) {
+        const mm_gemm_kernel *small = mm_gemm_kernel_select_rows(MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, 1);
+        const mm_gemm_kernel *ref_of[N_PAIRS];
+        for (int p = 0; p < N_PAIRS; p++)
+            ref_of[p] = mm_gemm_kernel_lookup(MM_ISA_REF, pairs[p][0], pairs[p][1]);
+        test_shapes(small, ref_of);
+        test_extreme_scales(small);
+    } else {
+        printf("test_gemm_small_rows: no AVX-512 VBMI here, only the selection was checked\n");
+    }
+    return mm_test_finish("test_gemm_small_rows");
+}
