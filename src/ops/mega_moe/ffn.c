@@ -1,14 +1,24 @@
 /* ops/mega_moe/ffn.c: the expert FFN on a batch of row groups (spec steps 2-6): one grouped GEMM1 over
- * every group, the activation pass (BF16 rounding of H for A16W16, activation, optional gating weight,
+ * every group, the activation (BF16 rounding of H for A16W16, activation, optional gating weight,
  * GEMM2-input rounding or quantization), one grouped GEMM2 whose epilogue writes BF16 rows.
  *
- * Routed experts call it once per batch of source ranks whose rows have arrived, shared experts once
- * per call. Each row's result depends only on that row, so batching never changes bits. */
+ * Fused path (gated activations, GEMM1 weights packed gate/up interleaved, see weights.c): GEMM1's
+ * epilogue receives tiles holding 16 gate and the 16 matching up columns and applies the activation
+ * right there, while the tile is in cache; the F32 GEMM1 output never goes to memory. With a BF16
+ * GEMM2 input the epilogue also writes the rounded GEMM2 input; INT8 / MX inputs need a whole row
+ * (row amax, 32-blocks across tiles), so a light pass quantizes the F32 activation rows afterwards.
+ * Unfused path (gelu, or plain packing): GEMM1 writes F32 rows, then one pass does the rest. Both
+ * evaluate the same F32 operations on the same values per element, so they give the same bits.
+ *
+ * Routed experts call it once per batch of finished experts, shared experts once per call. Each
+ * row's result depends only on that row, so batching never changes bits. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "gemm/packed.h"
 #include "megamoe/formats.h"
 #include "ops/mega_moe/mega_moe_internal.h"
 
@@ -58,34 +68,74 @@ typedef struct act_task {
 typedef struct ffn_ctx {
     const mm_moe_ffn_job *job;
     const act_task *tasks;
+    int fused; /* the activation ran in GEMM1's epilogue */
 } ffn_ctx;
 
+/* The GEMM2 input of row r from its K2 F32 activation values h (spec step 5). */
+static void quantize_gemm2_input(const mm_moe_ffn_job *job, const mm_moe_rowops *ops, int64_t r, float *h) {
+    const mm_moe_ffn_scratch *s = job->scratch;
+    int64_t K2 = job->k2;
+    uint8_t *q = s->a2 + r * s->a2_stride;
+    switch (job->path->gemm2_dtype) {
+    case MM_DTYPE_BF16: ops->to_bf16((uint16_t *)q, h, K2); break;
+    case MM_DTYPE_I8:
+        mm_int8_quantize_row_mul_even(h, K2, MM_INT8_SCALE_AMAX_DIV_127, (int8_t *)q, &s->a2_scales[r]);
+        break;
+    default:
+        mm_mx_quantize_row_f32(h, K2, job->path->gemm2_dtype, q, s->a2_mx + r * s->a2_mx_stride, NULL);
+        break;
+    }
+}
+
+/* Unfused: activation and GEMM2-input quantization of rows whose F32 GEMM1 output is in h. Fused: only
+ * the quantization (the epilogue left the activation rows in h). */
 static void act_rows(void *ctx_, int64_t t) {
     const ffn_ctx *ctx = ctx_;
     const mm_moe_ffn_job *job = ctx->job;
     const mm_moe_ffn_scratch *s = job->scratch;
+    const mm_moe_rowops *ops = mm_moe_rowops_get();
     int64_t I = job->inter, K2 = job->k2;
     for (int64_t r = ctx->tasks[t].row0; r < ctx->tasks[t].row0 + ctx->tasks[t].rows; r++) {
         float *h = s->h + r * 2 * I;
-        if (job->path->scenario == MM_MOE_SCENARIO_A16W16)
-            for (int64_t j = 0; j < 2 * I; j++) h[j] = mm_moe_bf16_to_f32(mm_moe_f32_to_bf16(h[j]));
-        mm_moe_act_row(job->act, h, I, h); /* in place: output j only reads inputs j and I + j */
+        if (!ctx->fused) {
+            if (job->path->scenario == MM_MOE_SCENARIO_A16W16) ops->round_bf16(h, 2 * I);
+            mm_moe_act_row(job->act, h, I, h); /* in place: output j only reads inputs j and I + j */
+            if (job->row_weights) {
+                float w = job->row_weights[r];
+                for (int64_t j = 0; j < K2; j++) h[j] = h[j] * w;
+            }
+        }
+        quantize_gemm2_input(job, ops, r, h);
+    }
+}
+
+/* Fused GEMM1 epilogue: the tile's columns are gate 16p..16p+15 then the matching up columns (packed
+ * order, col0 = 32p); activation output j = 16p + c goes to the BF16 GEMM2 input, or to h for a
+ * quantization pass. The same per-element operations as act_rows. */
+static void gemm1_act_epilogue(void *ctx_, int64_t group, int64_t row0, int64_t col0, int rows, int cols,
+                               float *tile, int64_t ld) {
+    const mm_moe_ffn_job *job = ctx_;
+    const mm_moe_ffn_scratch *s = job->scratch;
+    int64_t I = job->inter, j0 = col0 / 2;
+    int n = (int)(I - j0 < 16 ? I - j0 : 16);
+    int a16 = job->path->scenario == MM_MOE_SCENARIO_A16W16,
+        bf16_out = job->path->gemm2_dtype == MM_DTYPE_BF16;
+    const mm_moe_rowops *ops = mm_moe_rowops_get();
+    float act[16];
+    (void)cols;
+    for (int r = 0; r < rows; r++) {
+        int64_t row = job->groups[group].row0 + row0 + r;
+        float *t = tile + r * ld;
+        if (a16) ops->round_bf16(t, 32);
+        for (int c = 0; c < n; c++) act[c] = mm_moe_act_gated(job->act, t[c], t[16 + c]);
         if (job->row_weights) {
-            float w = job->row_weights[r];
-            for (int64_t j = 0; j < K2; j++) h[j] = h[j] * w;
+            float w = job->row_weights[row];
+            for (int c = 0; c < n; c++) act[c] = act[c] * w;
         }
-        uint8_t *q = s->a2 + r * s->a2_stride;
-        switch (job->path->gemm2_dtype) {
-        case MM_DTYPE_BF16:
-            for (int64_t j = 0; j < K2; j++) ((uint16_t *)q)[j] = mm_moe_f32_to_bf16(h[j]);
-            break;
-        case MM_DTYPE_I8:
-            mm_int8_quantize_row_mul_even(h, K2, MM_INT8_SCALE_AMAX_DIV_127, (int8_t *)q, &s->a2_scales[r]);
-            break;
-        default:
-            mm_mx_quantize_row_f32(h, K2, job->path->gemm2_dtype, q, s->a2_mx + r * s->a2_mx_stride, NULL);
-            break;
-        }
+        if (bf16_out)
+            ops->to_bf16((uint16_t *)(s->a2 + row * s->a2_stride) + j0, act, n);
+        else
+            memcpy(s->h + row * 2 * I + j0, act, (size_t)n * sizeof(float));
     }
 }
 
@@ -93,11 +143,12 @@ static void act_rows(void *ctx_, int64_t t) {
 static void gemm2_epilogue(void *ctx_, int64_t group, int64_t row0, int64_t col0, int rows, int cols,
                            float *tile, int64_t ld) {
     const mm_moe_ffn_job *job = ctx_;
+    const mm_moe_rowops *ops = mm_moe_rowops_get();
     int64_t base = job->groups[group].row0 + row0;
     for (int r = 0; r < rows; r++) {
-        uint16_t *dst = job->out + (base + r) * job->hidden + col0;
-        const float *src = tile + r * ld;
-        for (int c = 0; c < cols; c++) dst[c] = mm_moe_f32_to_bf16(src[c]);
+        uint16_t *dst = job->row_dst && job->row_dst[base + r] ? job->row_dst[base + r]
+                                                               : job->out + (base + r) * job->hidden;
+        ops->to_bf16(dst + col0, tile + r * ld, cols);
     }
 }
 
@@ -114,16 +165,26 @@ mm_status mm_moe_ffn_run(const mm_moe_ffn_job *job, mm_error *err) {
         st = mm_fail(err, MM_ERR_OUT_OF_MEMORY, "expert FFN task tables: out of memory");
         goto done;
     }
+    /* Fused when every group's GEMM1 weights are interleaved (a weights handle packs all alike). */
+    int fused = n > 0;
+    for (int64_t i = 0; i < n; i++) fused = fused && job->groups[i].w1->interleave_gate_up;
+    mm_moe_gate_enter();
     double t0 = mm_moe_now();
     for (int64_t i = 0; i < n; i++) {
         const mm_moe_ffn_group *src = &job->groups[i];
-        g[i] =
-            (mm_gemm_group){src->rows,     src->a,           src->a_stride, src->a_row_scales,
-                            src->a_mx,     src->a_mx_stride, src->w1,       s->h + src->row0 * 2 * job->inter,
-                            2 * job->inter};
+        g[i] = (mm_gemm_group){src->rows,
+                               src->a,
+                               src->a_stride,
+                               src->a_row_scales,
+                               src->a_mx,
+                               src->a_mx_stride,
+                               src->w1,
+                               fused ? NULL : s->h + src->row0 * 2 * job->inter,
+                               fused ? 0 : 2 * job->inter};
     }
-    st = mm_gemm_grouped(job->path->input_dtype, n, g, NULL, err);
-    if (st != MM_OK) goto done;
+    mm_gemm_options opts1 = {NULL, fused ? gemm1_act_epilogue : NULL, (void *)job};
+    st = mm_gemm_grouped(job->path->input_dtype, n, g, &opts1, err);
+    if (st != MM_OK) goto leave;
     double t1 = mm_moe_now();
     int64_t t = 0;
     for (int64_t i = 0; i < n; i++)
@@ -132,8 +193,8 @@ mm_status mm_moe_ffn_run(const mm_moe_ffn_job *job, mm_error *err) {
             tasks[t++] =
                 (act_task){job->groups[i].row0 + r, left < ACT_ROWS_PER_TASK ? left : ACT_ROWS_PER_TASK};
         }
-    ffn_ctx ctx = {job, tasks};
-    mm_parallel_for(n_tasks, act_rows, &ctx);
+    ffn_ctx ctx = {job, tasks, fused};
+    if (!fused || job->path->gemm2_dtype != MM_DTYPE_BF16) mm_parallel_for(n_tasks, act_rows, &ctx);
     double t2 = mm_moe_now();
     for (int64_t i = 0; i < n; i++) {
         const mm_moe_ffn_group *src = &job->groups[i];
@@ -149,13 +210,15 @@ mm_status mm_moe_ffn_run(const mm_moe_ffn_job *job, mm_error *err) {
     }
     mm_gemm_options opts = {NULL, gemm2_epilogue, (void *)job};
     st = mm_gemm_grouped(job->path->gemm2_dtype, n, g, &opts, err);
-    if (st != MM_OK) goto done;
+    if (st != MM_OK) goto leave;
     double t3 = mm_moe_now();
     if (job->timing) {
         mm_moe_stats_event(job->timing, MM_MEGA_MOE_STAGE_GEMM1, t0, t1);
         mm_moe_stats_event(job->timing, MM_MEGA_MOE_STAGE_ACTIVATION, t1, t2);
         mm_moe_stats_event(job->timing, MM_MEGA_MOE_STAGE_GEMM2, t2, t3);
     }
+leave:
+    mm_moe_gate_leave();
 done:
     free(g);
     free(tasks);

@@ -5,7 +5,10 @@
  *   buffer.c    the buffer (symmetric areas, workspace, timing)
  *   validate.c  mm_mega_moe_plan: every rule of the spec, agreed on all ranks
  *   ffn.c       one group of experts on its rows: GEMM1, activation, GEMM2 (routed and shared)
- *   run.c       mm_mega_moe_run: dispatch, experts as rows arrive, shared experts, combine
+ *   rowops.c    row loops of the hot paths (BF16 <-> F32, weighted sums), AVX-512 in rowops_avx512.c
+ *   run.c       mm_mega_moe_run: dispatch, shared experts, the call
+ *   experts.c   routed experts scheduled as their rows complete, combine sends per finished expert
+ *   combine.c   combine: relay reduction (mode 2), the home rank's final sums
  *
  * Symmetric areas of a buffer (each rank holds the same sizes):
  *   recv   the rows routed to this rank's experts: `recv_capacity` slots, expert-major then source-major
@@ -90,6 +93,14 @@ typedef struct mm_moe_expert_set {
     int64_t k2; /* GEMM2 reduction length: I, or 2I for gelu weights */
     mm_gemm_packed_weights **w1, **w2;
 } mm_moe_expert_set;
+
+/* mm_mega_moe_weights_create with a choice: fuse_activation 1 (what the public function does) packs
+ * gated GEMM1 weights gate/up interleaved so the activation runs in GEMM1's epilogue; 0 keeps the plain
+ * layout and the separate activation pass (the unfused path, kept for gelu and as the tests' baseline). */
+mm_status mm_moe_weights_create_with(const mm_mega_moe_buffer *buffer,
+                                     const mm_mega_moe_expert_weights *routed,
+                                     const mm_mega_moe_expert_weights *shared, int fuse_activation,
+                                     mm_mega_moe_weights **out, mm_error *err);
 
 struct mm_mega_moe_weights {
     int64_t hidden, inter, local_experts;
@@ -196,6 +207,8 @@ typedef struct mm_moe_ffn_job {
     const float *row_weights; /* topk_weights_type 1: multiply the activation output (NULL = none) */
     mm_moe_ffn_scratch *scratch;
     uint16_t *out;              /* BF16 rows x H at the global row index */
+    uint16_t *const *row_dst;   /* NULL, or per global row: where its BF16 output goes instead of out
+                                   (a home rank's combine slot), NULL entries use out */
     mm_mega_moe_buffer *timing; /* stage events go here (NULL = none) */
 } mm_moe_ffn_job;
 
@@ -205,5 +218,36 @@ mm_status mm_moe_ffn_run(const mm_moe_ffn_job *job, mm_error *err);
  * scales into mx or the INT8 scale into *int8_scale. f32_row: H floats of scratch (INT8). */
 void mm_moe_quantize_input(mm_dtype dtype, const uint16_t *x, int64_t hidden, uint8_t *data, uint8_t *mx,
                            float *int8_scale, float *f32_row);
+
+/* compute_only.c: this rank's expert FFN alone on rows placed beforehand (x cycled, quantized as the
+ * dispatch would), no communication: the baseline of `megamoe bench layer`. rows_per_expert has E / R
+ * entries (e.g. a call's expert_token_nums); shared_rows rows go through each shared expert. */
+typedef struct mm_moe_compute_only mm_moe_compute_only;
+mm_status mm_moe_compute_only_create(const mm_mega_moe_buffer *b, const mm_mega_moe_weights *w,
+                                     const mm_mega_moe_attrs *attrs, const int64_t *rows_per_expert,
+                                     int64_t shared_rows, const uint16_t *x, int64_t x_rows,
+                                     mm_moe_compute_only **out, mm_error *err);
+mm_status mm_moe_compute_only_run(mm_moe_compute_only *co, mm_error *err);
+void mm_moe_compute_only_free(mm_moe_compute_only *co);
+
+/* gate.c: at most cores / pool threads ranks of this process run FFN batches at once (the others
+ * sleep); enter and leave around each batch. */
+void mm_moe_gate_enter(void);
+void mm_moe_gate_leave(void);
+
+/* rowops.c: row loops with an AVX-512 version chosen at run time; every version gives the same bits
+ * (products and sums are separately rounded F32 operations in index order, BF16 rounding is RNE). */
+typedef struct mm_moe_rowops {
+    void (*axpy_bf16)(float *acc, float w, const uint16_t *o, int64_t n); /* acc += F32(w * o) */
+    void (*add_bf16)(float *acc, const uint16_t *o, int64_t n);           /* acc += o */
+    void (*to_bf16)(uint16_t *dst, const float *src, int64_t n);          /* RNE, NaN as mm_f32_to_bf16 */
+    void (*round_bf16)(float *v, int64_t n);                              /* v = F32(BF16(v)), in place */
+} mm_moe_rowops;
+
+/* The fastest table the CPU allows (MEGAMOE_ISA=ref: the portable one). */
+const mm_moe_rowops *mm_moe_rowops_get(void);
+const mm_moe_rowops *mm_moe_rowops_portable(void);
+/* rowops_avx512.c: use only after mm_cpu_isa() >= MM_ISA_AVX512 (data, so reading it is safe). */
+extern const mm_moe_rowops mm_moe_rowops_avx512_table;
 
 #endif

@@ -102,8 +102,8 @@ static void free_set(mm_moe_expert_set *s) {
 /* Packs GEMM `which` (1 or 2) of expert e. */
 static mm_status pack_one(const char *group, int which, int64_t e, mm_dtype dtype, int64_t k, int64_t n,
                           int transposed, const weight_view *w, const weight_view *sc, mm_dtype scale_dtype,
-                          const weight_view *bias, float *scale_tmp, mm_gemm_packed_weights **out,
-                          mm_error *err) {
+                          const weight_view *bias, float *scale_tmp, int interleave,
+                          mm_gemm_packed_weights **out, mm_error *err) {
     mm_gemm_weight_desc d;
     memset(&d, 0, sizeof d);
     d.dtype = dtype;
@@ -126,14 +126,15 @@ static mm_status pack_one(const char *group, int which, int64_t e, mm_dtype dtyp
     } else if (dtype != MM_DTYPE_BF16) {
         d.mx_scales = view_data(sc, e);
     }
-    st = mm_gemm_pack_weights(&d, out, err);
+    mm_gemm_pack_options opts = {interleave};
+    st = mm_gemm_pack_weights_with(&d, &opts, out, err);
     if (st != MM_OK) return mm_error_prefix(err, "%s weight%d of expert %" PRId64, group, which, e);
     return MM_OK;
 }
 
 static mm_status make_set(const char *group, const mm_mega_moe_expert_weights *src, int64_t count_rule_lo,
-                          int64_t count_rule_hi, int64_t hidden, int64_t inter, mm_moe_expert_set *set,
-                          mm_error *err) {
+                          int64_t count_rule_hi, int64_t hidden, int64_t inter, int fuse_activation,
+                          mm_moe_expert_set *set, mm_error *err) {
     mm_status st = MM_OK;
     float *scale_tmp = NULL;
     memset(set, 0, sizeof *set);
@@ -229,10 +230,14 @@ static mm_status make_set(const char *group, const mm_mega_moe_expert_weights *s
         st = mm_fail(err, MM_ERR_OUT_OF_MEMORY, "%s weights: out of memory", group);
         goto fail;
     }
+    /* Gated weights (K2 = I) get gate/up interleaved panels, so that GEMM1's epilogue sees both halves
+     * of an activation output in one tile and applies the activation there (ffn.c). */
+    int interleave = fuse_activation && k2 == inter;
     for (int64_t e = 0; e < count; e++) {
-        st = pack_one(group, 1, e, dtype, hidden, n1, t1, &w1, &s1, sd1, &b1, scale_tmp, &set->w1[e], err);
+        st = pack_one(group, 1, e, dtype, hidden, n1, t1, &w1, &s1, sd1, &b1, scale_tmp, interleave,
+                      &set->w1[e], err);
         if (st != MM_OK) goto fail;
-        st = pack_one(group, 2, e, dtype, k2, hidden, t2, &w2, &s2, sd2, &b2, scale_tmp, &set->w2[e], err);
+        st = pack_one(group, 2, e, dtype, k2, hidden, t2, &w2, &s2, sd2, &b2, scale_tmp, 0, &set->w2[e], err);
         if (st != MM_OK) goto fail;
     }
     free(scale_tmp);
@@ -248,6 +253,13 @@ mm_status mm_mega_moe_weights_create(const mm_mega_moe_buffer *buffer,
                                      const mm_mega_moe_expert_weights *routed,
                                      const mm_mega_moe_expert_weights *shared, mm_mega_moe_weights **out,
                                      mm_error *err) {
+    return mm_moe_weights_create_with(buffer, routed, shared, 1, out, err);
+}
+
+mm_status mm_moe_weights_create_with(const mm_mega_moe_buffer *buffer,
+                                     const mm_mega_moe_expert_weights *routed,
+                                     const mm_mega_moe_expert_weights *shared, int fuse_activation,
+                                     mm_mega_moe_weights **out, mm_error *err) {
     mm_status st;
     if (!buffer || !routed || !out)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "buffer, routed and out must not be NULL");
@@ -258,9 +270,10 @@ mm_status mm_mega_moe_weights_create(const mm_mega_moe_buffer *buffer,
     w->inter = buffer->sizing.intermediate_hidden;
     w->local_experts = buffer->local_experts;
     st = make_set("routed", routed, buffer->local_experts, buffer->local_experts, w->hidden, w->inter,
-                  &w->routed, err);
+                  fuse_activation, &w->routed, err);
     if (st != MM_OK) goto fail;
-    st = make_set("shared", shared, 0, MM_MEGA_MOE_MAX_SHARED_EXPERTS, w->hidden, w->inter, &w->shared, err);
+    st = make_set("shared", shared, 0, MM_MEGA_MOE_MAX_SHARED_EXPERTS, w->hidden, w->inter, fuse_activation,
+                  &w->shared, err);
     if (st != MM_OK) goto fail;
     *out = w;
     return MM_OK;

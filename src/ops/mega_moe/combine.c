@@ -1,0 +1,149 @@
+/* ops/mega_moe/combine.c: the receiving half of combine on one rank: the relay reduction of combine
+ * mode 2, the combine signal and wait, and the home rank's final sums into y. The sums follow the
+ * reference's order exactly (ref/mega_moe_ref.h step 8); the row loops are the rowops of
+ * mega_moe_internal.h (AVX-512 when allowed, the same bits either way). */
+#include <string.h>
+
+#include "core/error.h"
+#include "core/parallel.h"
+#include "megamoe/formats.h"
+#include "ops/mega_moe/run_internal.h"
+
+typedef struct relay_task_ctx {
+    run_state *s;
+    int64_t home; /* the home whose tokens this pass reduces */
+} relay_task_ctx;
+
+/* Relay: token i of home h: F32 sum in k order of the domain's rows that arrived this call. */
+static int64_t relay_token(const run_state *s, int64_t h, int64_t i, float *acc) {
+    int64_t gs = s->c->group_size, first = -1;
+    const uint8_t *base = s->relay_local + ((h / gs) * s->M + i) * s->K * s->b->relay_slot_bytes;
+    for (int64_t k = 0; k < s->K; k++) {
+        const uint8_t *slot = base + k * s->b->relay_slot_bytes;
+        mm_moe_relay_header rh;
+        memcpy(&rh, slot, sizeof rh);
+        if (rh.epoch != s->b->relay_epoch) continue;
+        if (first < 0) {
+            first = k;
+            memset(acc, 0, (size_t)s->H * sizeof *acc);
+        }
+        const uint16_t *o = (const uint16_t *)(slot + sizeof rh);
+        if (s->attrs->topk_weights_type == 1)
+            s->ops->add_bf16(acc, o, s->H);
+        else
+            s->ops->axpy_bf16(acc, rh.weight, o, s->H);
+    }
+    return first;
+}
+
+static void relay_task(void *ctx_, int64_t t) {
+    relay_task_ctx *ctx = ctx_;
+    run_state *s = ctx->s;
+    int64_t h = ctx->home, bs = s->c->counts[h * s->stride + s->E];
+    int64_t end = (t + 1) * ROWS_PER_TASK < bs ? (t + 1) * ROWS_PER_TASK : bs;
+    float *acc = s->task_rows + t * 2 * s->H;
+    for (int64_t i = t * ROWS_PER_TASK; i < end; i++) {
+        int64_t first = relay_token(s, h, i, acc);
+        if (first < 0) continue;
+        s->ops->to_bf16((uint16_t *)(s->comb_peer[h] + (i * s->K + first) * s->b->comb_slot_bytes), acc,
+                        s->H);
+    }
+}
+
+static mm_status relay_reduce(run_state *s, mm_error *err) {
+    mm_status st = MM_OK;
+    int64_t gs = s->c->group_size;
+    for (int64_t h = s->me % gs; h < s->R && st == MM_OK; h += gs) {
+        int64_t bs = s->c->counts[h * s->stride + s->E];
+        if (s->comb_peer[h]) {
+            relay_task_ctx ctx = {s, h};
+            mm_parallel_for((bs + ROWS_PER_TASK - 1) / ROWS_PER_TASK, relay_task, &ctx);
+            continue;
+        }
+        uint16_t *tmp = (uint16_t *)(s->ws + s->l.temp_slot);
+        for (int64_t i = 0; i < bs && st == MM_OK; i++) {
+            int64_t first = relay_token(s, h, i, s->task_rows);
+            if (first < 0) continue;
+            s->ops->to_bf16(tmp, s->task_rows, s->H);
+            st = mm_symm_put(s->b->comb, (int)h, (size_t)(i * s->K + first) * s->b->comb_slot_bytes, tmp,
+                             (size_t)(2 * s->H), err);
+        }
+    }
+    return st;
+}
+
+/* Home: y for active rows [t * ROWS_PER_TASK, ...). */
+static void final_task(void *ctx, int64_t t) {
+    run_state *s = ctx;
+    const mm_moe_call *c = s->c;
+    int64_t end = (t + 1) * ROWS_PER_TASK < c->active_rows ? (t + 1) * ROWS_PER_TASK : c->active_rows;
+    float *acc = s->task_rows + t * 2 * s->H, *deq = acc + s->H;
+    const int32_t *ids = s->in->topk_ids->data;
+    int mode = s->attrs->combine_comm_mode, cq = s->attrs->combine_quant_mode;
+    int weighted = s->attrs->topk_weights_type == 0;
+    int64_t gs = c->group_size, n_groups = s->R / gs, S = c->has_shared ? s->w->shared.count : 0;
+    for (int64_t a = t * ROWS_PER_TASK; a < end; a++) {
+        int64_t i = s->active_index[a];
+        memset(acc, 0, (size_t)s->H * sizeof *acc);
+        if (mode == 0) {
+            for (int64_t k = 0; k < s->K; k++) {
+                const uint8_t *slot = s->comb_local + (i * s->K + k) * s->b->comb_slot_bytes;
+                float w = weighted ? mm_moe_topk_weight(s, i, k) : 1.0f;
+                if (cq == 0) {
+                    const uint16_t *o = (const uint16_t *)slot;
+                    if (weighted)
+                        s->ops->axpy_bf16(acc, w, o, s->H);
+                    else
+                        s->ops->add_bf16(acc, o, s->H);
+                    continue;
+                }
+                mm_mx_dequantize_row(slot, slot + s->H, s->H,
+                                     cq == 3 ? MM_DTYPE_FP8_E5M2 : MM_DTYPE_FP8_E4M3FN, deq, NULL);
+                if (weighted)
+                    for (int64_t x = 0; x < s->H; x++) {
+                        float term = w * deq[x];
+                        acc[x] += term;
+                    }
+                else
+                    for (int64_t x = 0; x < s->H; x++) acc[x] += deq[x];
+            }
+        } else {
+            /* One partial per group holding any of the row's experts, in ascending group order; the
+             * partial sits in the slot of the group's first k. */
+            for (int64_t g = 0; g < n_groups; g++) {
+                for (int64_t k = 0; k < s->K; k++) {
+                    if ((ids[i * s->K + k] / s->El) / gs != g) continue;
+                    const uint16_t *o =
+                        (const uint16_t *)(s->comb_local + (i * s->K + k) * s->b->comb_slot_bytes);
+                    s->ops->add_bf16(acc, o, s->H);
+                    break;
+                }
+            }
+        }
+        for (int64_t e = 0; e < S; e++) {
+            s->ops->add_bf16(acc, s->shared_out + (e * c->active_rows + a) * s->H, s->H);
+        }
+        s->ops->to_bf16(s->out_y + i * s->H, acc, s->H);
+    }
+}
+
+mm_status mm_moe_combine(run_state *s, mm_error *err) {
+    mm_mega_moe_buffer *b = s->b;
+    mm_status st = MM_OK;
+    double t0 = mm_moe_now();
+    if (s->attrs->combine_comm_mode == 2) {
+        for (int d = 0; d < s->R && st == MM_OK; d++) st = mm_symm_signal(b->relay, d, 1, err);
+        b->relay_epoch++;
+        if (st == MM_OK) st = mm_symm_wait_all(b->relay, b->relay_epoch, err);
+        if (st == MM_OK) st = relay_reduce(s, err);
+    }
+    for (int d = 0; d < s->R && st == MM_OK; d++) st = mm_symm_signal(b->comb, d, 1, err);
+    b->comb_epoch++;
+    if (st == MM_OK) st = mm_symm_wait_all(b->comb, b->comb_epoch, err);
+    if (st != MM_OK) return st;
+    mm_parallel_for((s->c->active_rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK, final_task, s);
+    for (int64_t i = 0; i < s->c->bs; i++)
+        if (!mm_moe_row_active(s, i)) memset(s->out_y + i * s->H, 0, (size_t)(2 * s->H));
+    mm_moe_stats_event(b, MM_MEGA_MOE_STAGE_COMBINE, t0, mm_moe_now());
+    return MM_OK;
+}
