@@ -14,6 +14,7 @@
 #include "megamoe/comm.h"
 #include "megamoe/formats.h"
 #include "megamoe/mega_moe.h"
+#include "ops/mega_moe/mega_moe_internal.h"
 #include "ops/mega_moe/tolerance.h"
 #include "ref/mega_moe_ref.h"
 #include "ref/ref_case.h"
@@ -319,6 +320,7 @@ typedef struct moe_run_arg {
     void (*breaker)(mm_mega_moe_attrs *attrs, mm_tensor *ids, mm_tensor *x, int64_t *max_tokens);
     int plan_only;
     mm_mega_moe_plan_info info[8];
+    int unfused; /* weights packed without the fused activation (ops/mega_moe/mega_moe_internal.h) */
 } moe_run_arg;
 
 static inline mm_status moe_rank_fn(mm_comm *comm, void *arg_, mm_error *err) {
@@ -360,8 +362,8 @@ static inline mm_status moe_rank_fn(mm_comm *comm, void *arg_, mm_error *err) {
     mm_mega_moe_weights *w = NULL;
     mm_status s = mm_mega_moe_buffer_create(comm, &sizing, &buf, err);
     if (s == MM_OK) {
-        mm_status ws =
-            mm_mega_moe_weights_create(buf, &rt->desc, k->shared.count ? &st->desc : NULL, &w, err);
+        mm_status ws = mm_moe_weights_create_with(buf, &rt->desc, k->shared.count ? &st->desc : NULL,
+                                                  !arg->unfused, &w, err);
         /* weights are local: make a failure collective so that no rank waits in the call */
         s = mm_comm_agree(comm, ws, err);
     }

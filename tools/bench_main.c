@@ -17,6 +17,8 @@ static const mm_cli_bench bench_table[] = {
      mm_bench_dispatch_combine_main},
     {"ffn", "expert FFN per format / rows / ISA vs peak loops, streaming bandwidth and oneDNN",
      mm_bench_ffn_main},
+    {"layer", "whole MegaMoE layer (prefill, decode) vs its expert compute alone; dispatch + combine share",
+     mm_bench_layer_main},
 };
 static const size_t bench_count = sizeof bench_table / sizeof bench_table[0];
 
