@@ -95,7 +95,12 @@ static void test_rowops_avx512_same_bits(void) {
         v->add_bf16(a2, o, n);
         p->round_bf16(a1, n);
         v->round_bf16(a2, n);
-        for (int i = 0; i < n; i++) CHECK_EQ_HEX(bits_of(a1[i]), bits_of(a2[i]));
+        /* Same bits, except that which NaN payload an F32 add or multiply of two NaNs passes on is the
+         * hardware's operand order, which the compiler may swap: there only NaN-ness must agree. */
+        for (int i = 0; i < n; i++) {
+            if (isnan(a1[i]) && isnan(a2[i])) continue;
+            CHECK_EQ_HEX(bits_of(a1[i]), bits_of(a2[i]));
+        }
     }
 }
 
