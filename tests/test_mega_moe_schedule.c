@@ -2,7 +2,8 @@
  *
  *   - row loops (rowops): the AVX-512 table gives the same bits as the portable one on random rows with
  *     NaN, infinities, rounding ties and every tail length; the portable one matches hand-computed
- *     BF16 patterns.
+ *     BF16 patterns; the operator's exp is within 2 ulps and its vector activations equal the scalar
+ *     ones bit for bit.
  *   - fused activation (GEMM1 epilogue over gate/up interleaved panels) vs the unfused pass: the same
  *     y bits for every scenario and gated activation, odd I (a padded last panel), topk_weights_type 1,
  *     shared experts, combine quantization; and both within tolerance of the float64 reference.
@@ -102,6 +103,57 @@ static void test_rowops_avx512_same_bits(void) {
             CHECK_EQ_HEX(bits_of(a1[i]), bits_of(a2[i]));
         }
     }
+}
+
+/* mm_moe_exp_f32 against exp in double over [-87, 88] (and the saturation beyond): within 2 ulps. */
+static void test_exp_accuracy(void) {
+    double worst = 0;
+    for (float x = -87.0f; x <= 88.0f; x += 0.01171875f) {
+        double want = exp((double)x), got = (double)mm_moe_exp_f32(x);
+        double ulp = (double)(nextafterf((float)want, INFINITY) - (float)want);
+        double d = fabs(got - want) / ulp;
+        if (d > worst) worst = d;
+    }
+    CHECK(worst <= 2.0);
+    printf("  exp: worst %.2f ulp on [-87, 88]\n", worst);
+    CHECK(mm_moe_exp_f32(0.0f) == 1.0f);
+    CHECK(mm_moe_exp_f32(1000.0f) == mm_moe_exp_f32(88.0f));
+    CHECK(mm_moe_exp_f32(-1000.0f) == mm_moe_exp_f32(-87.0f));
+    CHECK(isnan(mm_moe_exp_f32(NAN)));
+    CHECK(mm_moe_sigmoid_f32(-1000.0f) < 1e-37f && mm_moe_sigmoid_f32(1000.0f) == 1.0f);
+}
+
+/* The vector activations repeat the scalar ones bit for bit (finite and special inputs, clamps). */
+static void test_act_avx512_same_bits(void) {
+    if (mm_cpu_isa() < MM_ISA_AVX512) return;
+    static const float special[] = {0.0f,  -0.0f,  1e-6f,  0.3f,  -0.3f,    7.0f,      -7.0f,
+                                    88.0f, -88.0f, 100.0f, -1e4f, INFINITY, -INFINITY, NAN};
+    enum { N = 200 };
+    float g[N], u[N], a1[N], a2[N];
+    uint64_t st = 5;
+    for (int i = 0; i < N; i++) {
+        g[i] = i < 14 ? special[i] : (float)mm_test_rand_uniform(&st, -30.0, 30.0);
+        u[i] = i >= 14 && i < 28 ? special[i - 14] : (float)mm_test_rand_uniform(&st, -10.0, 10.0);
+    }
+    for (int kind = 0; kind <= 3; kind++)
+        for (int clamp = 0; clamp <= 1; clamp++) {
+            mm_mega_moe_attrs a = mm_mega_moe_default_attrs();
+            a.activation = (mm_mega_moe_activation)kind;
+            a.activation_param_count = clamp ? (kind == 2 ? 3 : kind == 3 ? 2 : 1) : 0;
+            a.activation_params[0] = kind == 3 ? 2.0f : 0.7f;
+            a.activation_params[1] = kind == 3 ? 0.5f : 1.702f;
+            a.activation_params[2] = 1.0f;
+            mm_moe_act act;
+            CHECK_OK(mm_moe_act_resolve(&a, &act, NULL), NULL);
+            for (int n = N - 17; n <= N; n += 17) {
+                mm_moe_rowops_portable()->act_gated(&act, g, u, a1, n);
+                mm_moe_rowops_avx512_table.act_gated(&act, g, u, a2, n);
+                for (int i = 0; i < n; i++) {
+                    if (isnan(a1[i]) && isnan(a2[i])) continue; /* payload: see above */
+                    CHECK_EQ_HEX(bits_of(a1[i]), bits_of(a2[i]));
+                }
+            }
+        }
 }
 
 /* ---- fused vs unfused ------------------------------------------------------------------------- */
@@ -315,6 +367,8 @@ static void test_gate(void) {
 int main(void) {
     test_rowops_hand_values();
     test_rowops_avx512_same_bits();
+    test_exp_accuracy();
+    test_act_avx512_same_bits();
     test_gate();
     test_fused_vs_unfused();
     test_scheduling();

@@ -127,7 +127,7 @@ static void gemm1_act_epilogue(void *ctx_, int64_t group, int64_t row0, int64_t 
         int64_t row = job->groups[group].row0 + row0 + r;
         float *t = tile + r * ld;
         if (a16) ops->round_bf16(t, 32);
-        for (int c = 0; c < n; c++) act[c] = mm_moe_act_gated(job->act, t[c], t[16 + c]);
+        ops->act_gated(job->act, t, t + 16, act, n);
         if (job->row_weights) {
             float w = job->row_weights[row];
             for (int c = 0; c < n; c++) act[c] = act[c] * w;

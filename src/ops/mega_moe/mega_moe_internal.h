@@ -81,6 +81,53 @@ typedef struct mm_moe_act {
 } mm_moe_act;
 
 mm_status mm_moe_act_resolve(const mm_mega_moe_attrs *attrs, mm_moe_act *act, mm_error *err);
+
+/* exp in F32 for the activations, written so that a vector version (rowops_avx512.c) repeats it
+ * operation for operation and gives the same bits: x clamped to [-87, 88] (the sigmoids saturate long
+ * before: beyond it 1 + e^x is exactly 1 or e^x alone), x = k ln2 + r with k = round(x / ln2) (the
+ * 1.5 * 2^23 trick) and ln2 in two parts (k * LN2_HI exact), e^r by its degree-7 Taylor polynomial
+ * (|r| <= ln2 / 2: truncation below 0.1 ulp), times 2^k built from the exponent bits. NaN stays NaN.
+ * Every product and sum is one rounded F32 operation (no contraction in ISO C mode). */
+#define MM_MOE_EXP_HI     88.0f
+#define MM_MOE_EXP_LO     (-87.0f)
+#define MM_MOE_EXP_LOG2E  1.44269504f
+#define MM_MOE_EXP_MAGIC  12582912.0f /* 1.5 * 2^23, bits 0x4B400000 */
+#define MM_MOE_EXP_LN2_HI 0.693359375f
+#define MM_MOE_EXP_LN2_LO (-2.12194440e-4f)
+#define MM_MOE_EXP_C7     1.98412701e-4f /* 1/5040 */
+#define MM_MOE_EXP_C6     1.38888892e-3f /* 1/720 */
+#define MM_MOE_EXP_C5     8.33333377e-3f /* 1/120 */
+#define MM_MOE_EXP_C4     4.16666679e-2f /* 1/24 */
+#define MM_MOE_EXP_C3     1.66666672e-1f /* 1/6 */
+#define MM_MOE_EXP_C2     0.5f
+
+static inline float mm_moe_exp_f32(float x) {
+    x = x > MM_MOE_EXP_HI ? MM_MOE_EXP_HI : x;
+    x = x < MM_MOE_EXP_LO ? MM_MOE_EXP_LO : x;
+    float t = x * MM_MOE_EXP_LOG2E;
+    t = t + MM_MOE_EXP_MAGIC;
+    float kf = t - MM_MOE_EXP_MAGIC;
+    uint32_t tb;
+    memcpy(&tb, &t, 4);
+    uint32_t sb = (tb - 0x4B400000u + 127u) << 23; /* 2^k, k in [-126, 127] */
+    float r = x - kf * MM_MOE_EXP_LN2_HI;
+    r = r - kf * MM_MOE_EXP_LN2_LO;
+    float p = MM_MOE_EXP_C7;
+    p = p * r + MM_MOE_EXP_C6;
+    p = p * r + MM_MOE_EXP_C5;
+    p = p * r + MM_MOE_EXP_C4;
+    p = p * r + MM_MOE_EXP_C3;
+    p = p * r + MM_MOE_EXP_C2;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    float scale;
+    memcpy(&scale, &sb, 4);
+    return p * scale;
+}
+
+static inline float mm_moe_sigmoid_f32(float z) {
+    return 1.0f / (1.0f + mm_moe_exp_f32(-z));
+}
 /* One row: h holds 2I F32 values; out receives I values (2I for gelu). F32 arithmetic. */
 void mm_moe_act_row(const mm_moe_act *act, const float *h, int64_t inter, float *out);
 float mm_moe_act_gated(const mm_moe_act *act, float gate, float up);
@@ -242,6 +289,8 @@ typedef struct mm_moe_rowops {
     void (*add_bf16)(float *acc, const uint16_t *o, int64_t n);           /* acc += o */
     void (*to_bf16)(uint16_t *dst, const float *src, int64_t n);          /* RNE, NaN as mm_f32_to_bf16 */
     void (*round_bf16)(float *v, int64_t n);                              /* v = F32(BF16(v)), in place */
+    /* out[j] = mm_moe_act_gated(act, g[j], u[j]) (out may be g) */
+    void (*act_gated)(const mm_moe_act *act, const float *g, const float *u, float *out, int64_t n);
 } mm_moe_rowops;
 
 /* The fastest table the CPU allows (MEGAMOE_ISA=ref: the portable one). */

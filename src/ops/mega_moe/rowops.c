@@ -23,7 +23,11 @@ static void round_bf16(float *v, int64_t n) {
     for (int64_t x = 0; x < n; x++) v[x] = mm_moe_bf16_to_f32(mm_moe_f32_to_bf16(v[x]));
 }
 
-static const mm_moe_rowops portable = {axpy_bf16, add_bf16, to_bf16, round_bf16};
+static void act_gated(const mm_moe_act *act, const float *g, const float *u, float *out, int64_t n) {
+    for (int64_t x = 0; x < n; x++) out[x] = mm_moe_act_gated(act, g[x], u[x]);
+}
+
+static const mm_moe_rowops portable = {axpy_bf16, add_bf16, to_bf16, round_bf16, act_gated};
 
 const mm_moe_rowops *mm_moe_rowops_portable(void) {
     return &portable;

@@ -1,7 +1,8 @@
 /* ops/mega_moe/scenario.c: the scenario table, activation parameters and the fast F32 activations.
  *
- * The activations are evaluated in F32 with the C library's expf / tanhf (the spec says "activation
- * in F32"); the float64 reference rounds an exact evaluation once, so the two agree to a few F32 ulps
+ * The activations are evaluated in F32 (the spec says "activation in F32") with the operator's own
+ * exp (mm_moe_exp_f32, which the AVX-512 row version repeats bit for bit) and the C library's tanhf;
+ * the float64 reference rounds an exact evaluation once, so the two agree to a few F32 ulps
  * (tests/test_mega_moe_activation.c pins that). */
 #include <float.h>
 #include <math.h>
@@ -163,7 +164,7 @@ mm_status mm_moe_act_resolve(const mm_mega_moe_attrs *a, mm_moe_act *act, mm_err
 }
 
 static float sigmoidf(float z) {
-    return 1.0f / (1.0f + expf(-z));
+    return mm_moe_sigmoid_f32(z);
 }
 
 /* min / clip that keep NaN (a NaN input must stay NaN, as in the reference). */
@@ -217,7 +218,7 @@ void mm_moe_act_row(const mm_moe_act *act, const float *h, int64_t inter, float 
         for (int64_t j = 0; j < 2 * inter; j++) out[j] = mm_moe_act_gelu(h[j]);
         return;
     }
-    for (int64_t j = 0; j < inter; j++) out[j] = mm_moe_act_gated(act, h[j], h[inter + j]);
+    mm_moe_rowops_get()->act_gated(act, h, h + inter, out, inter);
 }
 
 void mm_moe_quantize_input(mm_dtype dtype, const uint16_t *x, int64_t hidden, uint8_t *data, uint8_t *mx,
