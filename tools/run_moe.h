@@ -188,6 +188,8 @@ typedef struct run_moe_options {
 /* Applies the preset and the overrides once the rank count is known (mpi: the process count); prints
  * a usage error (when speak) and returns -1 when they do not fit. */
 int run_moe_finish_config(run_moe_options *o, int speak);
+/* 0 when the scenario's weights fit in this machine's memory; else -1 (after a usage error when speak). */
+int run_moe_memory_fits(const run_moe_config *cfg, const run_moe_scenario *sc, int speak);
 /* The scenarios to run (one, or all of them); list has room for run_moe_scenario_count entries. */
 size_t run_moe_scenario_list(const run_moe_options *o, const run_moe_scenario **list);
 /* Runs every scenario with one rank per MPI process; returns the exit status. */

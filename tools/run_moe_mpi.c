@@ -64,6 +64,17 @@ int run_moe_run_mpi(run_moe_options *o) {
         rc = MM_CLI_EXIT_USAGE;
         goto done;
     }
+    const run_moe_scenario *list[16];
+    size_t count = run_moe_scenario_list(o, list);
+    /* every process holds its share, but on one node they add up: each checks the total */
+    int fits = 1, all_fit = 0;
+    for (size_t i = 0; i < count; i++)
+        if (run_moe_memory_fits(cfg, list[i], me == 0) != 0) fits = 0;
+    MPI_Allreduce(&fits, &all_fit, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_fit) {
+        rc = MM_CLI_EXIT_USAGE;
+        goto done;
+    }
     if (mm_comm_mpi_world(&comm, &err) != MM_OK) {
         if (me == 0) cli_report(cmd, &err);
         rc = cli_exit_status(err.status);
@@ -82,8 +93,6 @@ int run_moe_run_mpi(run_moe_options *o) {
         run_moe_print_banner(cfg, "mpi");
         run_moe_print_header();
     }
-    const run_moe_scenario *list[16];
-    size_t count = run_moe_scenario_list(o, list);
     run_moe_report report;
     memset(&report, 0, sizeof report);
     for (size_t i = 0; i < count; i++) {

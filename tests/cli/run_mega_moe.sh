@@ -119,6 +119,8 @@ expect 2 "unknown option" -- run --warp 9
 stderr_is_one_line "unknown option '--warp'"
 expect 2 "positional" -- run extra
 stderr_is_one_line "unexpected argument 'extra'"
+expect 2 "more weights than memory" -- run --preset deepseek-v3 --experts 4096
+stderr_is_one_line "need about"
 expect 2 "unknown op" -- run --op teleport
 stderr_is_one_line "--op 'teleport' is not an operator"
 expect 2 "op without value" -- run --op
