@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/cli/case_round_trip.sh: `megamoe case-gen` -> `megamoe case` -> an independent check in Python
 # (standard library only) that parses both safetensors files itself and rebuilds the re-routing from
-# the spec's definitions (SrcOffset/DstOffset). Also: case-gen is deterministic, and the `run` demo and
-# `bench rerouting` finish with their own checks passing on small shapes.
+# the spec's definitions (SrcOffset/DstOffset). Also: case-gen is deterministic, and the re-routing demo
+# (`megamoe run --op re-routing`; plain `run` is the MegaMoE layer) and `bench rerouting` finish with
+# their own checks passing on small shapes.
 # Usage: bash case_round_trip.sh <path-to-megamoe> <source-dir>
 set -u
 MEGAMOE=${1:?path to megamoe}
@@ -137,7 +138,7 @@ leftovers=$(find "$WORK" -name '*.tmp*' | wc -l)
 if [ "$leftovers" -eq 0 ]; then ok; else bad "temporary files left: $(find "$WORK" -name '*.tmp*')"; fi
 
 # The demo and the benchmark run their own checks.
-if timeout 120 "$MEGAMOE" run --tokens 512 --hidden 256 --iterations 2 >"$WORK/run.log" 2>&1 &&
+if timeout 120 "$MEGAMOE" run --op re-routing --tokens 512 --hidden 256 --iterations 2 >"$WORK/run.log" 2>&1 &&
     grep -q "re-routing demo" "$WORK/run.log" && grep -q "^check: ok" "$WORK/run.log" && grep -q "memcpy" "$WORK/run.log"; then
     ok
 else
