@@ -40,9 +40,15 @@ double bench_ffn_peak_vpdpbusd(int64_t iterations) {
         for (int c = 0; c < CHAINS; c++) acc[c] = _mm512_dpbusd_epi32(acc[c], a, b);
         __asm__ volatile("" : "+v"(a));
     }
-    int s = 0;
-    for (int c = 0; c < CHAINS; c++) s += _mm512_reduce_add_epi32(acc[c]);
-    sink_i32 = s;
+    /* Sum lanes as unsigned: the hardware accumulators wrap, and the intrinsic's signed reduction would
+     * be undefined behaviour in C once they do. */
+    uint32_t s = 0;
+    for (int c = 0; c < CHAINS; c++) {
+        uint32_t lanes[16];
+        _mm512_storeu_si512(lanes, acc[c]);
+        for (int l = 0; l < 16; l++) s += lanes[l];
+    }
+    sink_i32 = (int)s;
     return (double)iterations * CHAINS * 16 * 4 * 2; /* 16 lanes x 4 products, multiply + add */
 }
 
@@ -70,6 +76,9 @@ uint64_t bench_ffn_stream_read_avx512(const void *buf, size_t bytes) {
         s2 = _mm512_add_epi64(s2, _mm512_load_si512(p + i + 2));
         s3 = _mm512_add_epi64(s3, _mm512_load_si512(p + i + 3));
     }
-    return (uint64_t)_mm512_reduce_add_epi64(
-        _mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3)));
+    /* Unsigned lane sum: the checksum wraps by design, which the signed reduction intrinsic may not. */
+    uint64_t lanes[8], sum = 0;
+    _mm512_storeu_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3)));
+    for (int l = 0; l < 8; l++) sum += lanes[l];
+    return sum;
 }
