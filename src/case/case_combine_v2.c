@@ -111,8 +111,11 @@ static mm_status read_rank(mm_case_ctx *ctx, int64_t g, dcc_rank *r, mm_error *e
         if ((st = mm_case_input(ctx, g, alias[j][1], 0, i32, 1, 1, &t, &present, err))) return st;
         if (!present) continue;
         if (r->has[slot])
-            return mm_fail(err, MM_ERR_INVALID_FILE, "rank%lld: both %s and %s are given (give one)",
-                           (long long)g, alias[j][0], alias[j][1]);
+            return mm_fail(
+                err, MM_ERR_INVALID_FILE,
+                "tensor \"rank%lld.%s\" and tensor \"rank%lld.%s\" are both given (they are the same "
+                "input: give one)",
+                (long long)g, alias[j][0], (long long)g, alias[j][1]);
         r->in[slot] = t;
         r->has[slot] = 1;
     }

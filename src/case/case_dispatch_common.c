@@ -13,6 +13,7 @@
 
 #include "case/case_dispatch_common.h"
 #include "core/error.h"
+#include "io/io_util.h"
 #include "megamoe/safetensors.h"
 
 mm_status dcc_read_attrs(mm_case_ctx *ctx, int combine, mm_dc_attrs *a, mm_error *err) {
@@ -56,9 +57,14 @@ mm_status dcc_read_attrs(mm_case_ctx *ctx, int combine, mm_dc_attrs *a, mm_error
     for (size_t i = 0; i < n; i++)
         if ((st = mm_case_attr_int64(ctx, ints[i].name, ints[i].def, ints[i].lo, ints[i].hi, ints[i].v, err)))
             return st;
-    static const char *const empty_only[] = {"", NULL};
-    const char *alg = NULL;
-    if ((st = mm_case_attr_choice(ctx, "comm_alg", "", empty_only, &alg, err))) return st;
+    /* comm_alg is reserved: absent or empty (a choice list of one empty entry would print nothing). */
+    const char *alg = mm_st_metadata(ctx->reader, "comm_alg");
+    if (alg && alg[0]) {
+        char quoted[MM_IO_QUOTE_BUF];
+        mm_io_quote(quoted, sizeof quoted, alg, strlen(alg));
+        return mm_fail(err, MM_ERR_INVALID_FILE,
+                       "attribute \"comm_alg\" = \"%s\" is reserved and must be empty or absent", quoted);
+    }
     if (combine) {
         double eps = 1e-6;
         if ((st = mm_case_attr_double(ctx, "norm_eps", 1e-6, 0.0, 1e30, &eps, err))) return st;
