@@ -167,6 +167,12 @@ int cli_dc_world_make(const char *cmd, const cli_dc_opts *opts, cli_dc_world *w)
             (long long)o->shared_ranks, (long long)o->shared_experts);
         return MM_CLI_EXIT_USAGE;
     }
+    for (int64_t r = o->ranks; r < MM_COMM_MAX_RANKS; r++)
+        if (o->removed[r]) {
+            cli_error(cmd, "--remove %lld is not an EP rank (--ranks %lld)", (long long)r,
+                      (long long)o->ranks);
+            return MM_CLI_EXIT_USAGE;
+        }
     if (!o->experts) o->experts = o->ranks - o->shared_ranks;
     if (o->experts % (o->ranks - o->shared_ranks)) {
         cli_error(cmd, "--experts %lld is not a multiple of the %lld routed-expert ranks",

@@ -56,15 +56,16 @@ cli_dc_opts cli_dc_default_opts(void);
         "remove", required_argument, NULL, 620                                                               \
     }
 
-#define CLI_DC_OPTIONS_HELP                                                                                  \
+/* Help rows of the world options; the four defaults that differ between commands are string literals. */
+#define CLI_DC_OPTIONS_HELP_WITH(EXPERTS, TOKENS, HIDDEN, TOPK)                                              \
     "      --ranks R                  EP ranks (default 4)\n"                                                \
     "      --tp T                     tp_world_size 0, 1 or 2 (default 0; 2 doubles the ranks)\n"            \
-    "      --experts M                routed experts, moe_expert_num (default: one per routed rank)\n"       \
+    "      --experts M                routed experts, moe_expert_num (default: " EXPERTS ")\n"               \
     "      --shared-experts S         shared_expert_num 0..4 (default 0)\n"                                  \
     "      --shared-ranks N           shared_expert_rank_num (default 0)\n"                                  \
-    "      --tokens BS                tokens per rank (default 8)\n"                                         \
-    "      --hidden H                 hidden size (default 256)\n"                                           \
-    "      --topk K                   experts per token (default min(4, experts))\n"                         \
+    "      --tokens BS                tokens per rank (default " TOKENS ")\n"                                \
+    "      --hidden H                 hidden size (default " HIDDEN ")\n"                                    \
+    "      --topk K                   experts per token (default " TOPK ")\n"                                \
     "      --quant-mode Q             0 none, 2 dynamic INT8 per token (default 0)\n"                        \
     "      --smooth                   give smoothing scales (quant mode 2)\n"                                \
     "      --mask KIND                none, 1d or 2d (default none)\n"                                       \
@@ -76,6 +77,8 @@ cli_dc_opts cli_dc_default_opts(void);
     "      --norm-eps E               RMSNorm epsilon (default 1e-6)\n"                                      \
     "      --remove LIST              elastic scale-in: comma-separated EP ranks removed (e.g. 2,3)\n"       \
     "      --seed S                   random seed (default 1)\n"
+
+#define CLI_DC_OPTIONS_HELP CLI_DC_OPTIONS_HELP_WITH("one per routed rank", "8", "256", "min(4, experts)")
 
 /* Handles one world option: 1 handled, 0 not a world option, -1 bad value (already reported). */
 int cli_dc_option(const char *cmd, int opt, const char *arg, cli_dc_opts *o);

@@ -22,10 +22,12 @@ static const char run_usage[] =
     "--ranks x max(--tp, 1) threads, timed per stage (median over iterations of the slowest rank).\n"
     "Checks that every iteration gives the same bits and that y, x and rstd are finite.\n"
     "\n"
-    "options:\n" CLI_DC_OPTIONS_HELP
-    "      --inter I                  expert intermediate size (default 512)\n"
-    "      --iterations N             timed iterations (default 5; one warm-up first)\n"
-    "  -h, --help                     show this help\n";
+    "options:\n" CLI_DC_OPTIONS_HELP_WITH(
+        "4 per routed rank; one per routed rank with --tp 2", "32", "1024",
+        "min(4, experts)") "      --inter I                  expert intermediate size (default 512)\n"
+                           "      --iterations N             timed iterations (default 5; one warm-up "
+                           "first)\n"
+                           "  -h, --help                     show this help\n";
 
 enum { ST_DISPATCH, ST_FFN, ST_COMBINE, ST_COUNT };
 static const char *const stage_names[ST_COUNT] = {"dispatch", "expert FFN", "combine + RMSNorm"};
@@ -138,7 +140,7 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
                                                  {NULL, 0, NULL, 0}};
     const char *cmd = "run";
     cli_dc_opts o = cli_dc_default_opts();
-    o.experts = 16, o.tokens = 32, o.hidden = 1024, o.topk = 4;
+    o.tokens = 32, o.hidden = 1024; /* --experts and --topk: 0 until given (defaults below) */
     int64_t inter = 512, iterations = 5;
     int opt;
     optind = 0;
@@ -161,9 +163,12 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
     }
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     if (o.tp == 2 && inter % 2) return cli_usage_error(cmd, "--inter must be even with --tp 2");
-    if (o.experts % (o.ranks - o.shared_ranks))
-        o.experts = (o.ranks - o.shared_ranks) * (o.experts / (o.ranks - o.shared_ranks) + 1);
-    if (o.tp == 2) o.experts = o.ranks - o.shared_ranks; /* TP needs one expert per routed rank */
+    int64_t routed_ranks = o.shared_ranks < o.ranks ? o.ranks - o.shared_ranks : 1;
+    if (!o.experts) o.experts = o.tp == 2 ? routed_ranks : 4 * routed_ranks;
+    if (o.tp == 2 && o.experts != routed_ranks) /* said here, before the operator's own message */
+        return cli_usage_error(cmd,
+                               "--tp 2 needs one expert per routed-expert rank: --experts %lld, not %lld",
+                               (long long)routed_ranks, (long long)o.experts);
     cli_dc_world w;
     int rc = cli_dc_world_make(cmd, &o, &w);
     if (rc) {
@@ -194,7 +199,7 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
     printf("dispatch-combine: %lld ranks (EP %lld x TP %lld%s), Bs %lld, H %lld, K %lld, %lld routed experts "
            "(%lld per rank), %lld shared, I %lld, quant_mode %lld; %lld rows received in all\n",
            (long long)w.nranks, (long long)o.ranks, (long long)w.tpw, w.elastic ? ", elastic scale-in" : "",
-           (long long)o.tokens, (long long)o.hidden, (long long)o.topk, (long long)w.M_eff, (long long)w.L,
+           (long long)w.o.tokens, (long long)w.o.hidden, (long long)w.o.topk, (long long)w.M_eff, (long long)w.L,
            (long long)o.shared_experts, (long long)inter, (long long)o.quant, (long long)total_rows);
     printf("%-20s %12s %12s %12s\n", "stage", "median us", "min us", "max us");
     double *per = malloc((size_t)iterations * sizeof(double)),
