@@ -275,11 +275,12 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
         case OPT_TOKENS: {
             c.n_tokens = 0;
             char *p = optarg;
-            while (*p && c.n_tokens < 16) {
+            while (*p) {
                 char *end;
                 long v = strtol(p, &end, 10);
-                if (end == p || v < 1 || v > 4096) {
-                    cli_error(cmd, "--tokens '%s': expected comma-separated counts in [1, 4096]", optarg);
+                if (end == p || v < 1 || v > 4096 || c.n_tokens == 16) {
+                    cli_error(cmd, "--tokens '%s': expected up to 16 comma-separated counts in [1, 4096]",
+                              optarg);
                     return MM_CLI_EXIT_USAGE;
                 }
                 c.tokens[c.n_tokens++] = v;
@@ -311,6 +312,9 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
         }
     }
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (!c.mpi && c.topk > c.ranks * c.per_rank) /* before the header (under MPI the world size decides) */
+        return cli_usage_error(cmd, "--topk %lld exceeds the %lld experts (--ranks x --experts-per-rank)",
+                               (long long)c.topk, (long long)(c.ranks * c.per_rank));
     if (!c.mpi) {
         print_header(&c, c.ranks);
         for (int i = 0; i < c.n_tokens; i++) {
