@@ -4,15 +4,9 @@
 # create no output file, and leave an existing output file byte-identical.
 # Usage: bash case_broken.sh <path-to-megamoe> <source-dir>
 set -u
-MEGAMOE=${1:?path to megamoe}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 
-command -v python3 >/dev/null || { echo "case_broken: python3 is required"; exit 1; }
+cli_require_python case_broken
 
 # Writes one file per broken kind into $WORK/cases and lists "file<TAB>needle" in $WORK/cases/index.
 mkdir -p "$WORK/cases"
@@ -136,5 +130,4 @@ done <"$WORK/cases/index"
 leftovers=$(find "$WORK" -name '*.tmp*' | wc -l)
 if [ "$leftovers" -eq 0 ]; then ok; else bad "temporary files left behind"; fi
 
-echo "case_broken: $passed passed, $failed failed"
-[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+cli_finish case_broken

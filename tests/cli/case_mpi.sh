@@ -4,19 +4,11 @@
 # case exits 2 without output; in a build without MPI the backend fails with status 1 and says so.
 # Usage: bash case_mpi.sh <path-to-megamoe> <source-dir>
 set -u
-MEGAMOE=${1:?path to megamoe}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-# In a sanitizer build, leak checking is off for this script only: Open MPI keeps thousands of start-up
-# allocations until exit, many in plugins it has already unloaded, which no suppression can name. The
-# code this script adds over the threads backend (case/case_mpi.c) allocates nothing itself; the shared
-# runner is leak-checked by test_case_re_routing and the other CLI scripts.
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+# No leak checks here under sanitizers (see cli_mpi_env). The code this script adds over the threads
+# backend (case/case_mpi.c) allocates nothing itself; the shared runner is leak-checked by
+# test_case_re_routing and the other CLI scripts.
+cli_mpi_env
 
 "$MEGAMOE" case-gen re_routing -o "$WORK/in.st" --tokens 300 --hidden 48 --scales f32 --seed 9 || bad "case-gen failed"
 "$MEGAMOE" case "$WORK/in.st" -o "$WORK/threads.st" || bad "threads backend failed"
@@ -58,5 +50,4 @@ else
     bad "--backend mpi: exit $status: $(cat "$WORK/err")"
 fi
 
-echo "case_mpi: $passed passed, $failed failed"
-[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+cli_finish case_mpi

@@ -6,15 +6,9 @@
 # their own checks passing on small shapes.
 # Usage: bash case_round_trip.sh <path-to-megamoe> <source-dir>
 set -u
-MEGAMOE=${1:?path to megamoe}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 
-command -v python3 >/dev/null || { echo "case_round_trip: python3 is required"; exit 1; }
+cli_require_python case_round_trip
 
 cat >"$WORK/verify.py" <<'PY'
 import json, struct, sys
@@ -151,5 +145,4 @@ else
     bad "bench rerouting: $(cat "$WORK/bench.log")"
 fi
 
-echo "case_round_trip: $passed passed, $failed failed"
-[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+cli_finish case_round_trip

@@ -1,0 +1,45 @@
+# tests/cli/lib/common.bash: what every CLI test script shares, sourced right after `set -u`.
+# (Not named *.sh: every tests/cli/*.sh is registered as a CTest test, and this file is not one.)
+#
+# Every script is run as `bash script <path-to-megamoe> <source-dir>`. Sourcing this file sets
+#   MEGAMOE     the CLI under test          SOURCE_DIR  the source tree (may be empty)
+#   WORK        a scratch directory, removed when the script exits
+# and gives ok / bad to count expectations and cli_finish to print the tally and set the exit status:
+# a script passes only when nothing failed and at least one expectation was checked, so a script that
+# silently skipped everything cannot pass.
+MEGAMOE=${1:?path to megamoe}
+SOURCE_DIR=${2:-}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); }
+bad() {
+    failed=$((failed + 1))
+    echo "FAIL: $*" >&2
+}
+
+# cli_require_python NAME: the script's independent checks are written in Python (standard library only).
+cli_require_python() {
+    command -v python3 >/dev/null || {
+        echo "$1: python3 is required"
+        exit 1
+    }
+}
+
+# cli_mpi_env: lets mpirun start as root with more ranks than cores, and turns leak checking off in
+# sanitizer builds: Open MPI keeps thousands of start-up allocations until exit, many in plugins it has
+# already unloaded, which no suppression can name. Only the scripts that run mpirun call this.
+cli_mpi_env() {
+    export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+}
+
+# cli_finish NAME: prints "NAME: P passed, F failed" and exits 0 only when F = 0 and P > 0.
+cli_finish() {
+    echo "$1: $passed passed, $failed failed"
+    [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+    exit
+}
