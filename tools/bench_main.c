@@ -26,7 +26,7 @@ static void list_benchmarks(FILE *out) {
     fprintf(out, "usage: megamoe bench NAME [options]   (megamoe bench NAME --help for its options)\n\n"
                  "benchmarks:\n");
     for (size_t i = 0; i < bench_count; i++)
-        fprintf(out, "  %-12s %s\n", bench_table[i].name, bench_table[i].summary);
+        fprintf(out, "  %-17s %s\n", bench_table[i].name, bench_table[i].summary);
 }
 
 int mm_cli_bench_main(int argc, char **argv) {

@@ -2,14 +2,7 @@
 # tests/cli/cli_basics.sh: --help, version and the exit status of bad usage of the megamoe CLI.
 # Usage: bash cli_basics.sh <path-to-megamoe> <source-dir>
 set -u
-MEGAMOE=${1:?path to megamoe}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-passed=0
-failed=0
-
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 
 # expect STATUS DESCRIPTION -- ARGS...: runs megamoe ARGS, checks the exit status; keeps stdout/stderr.
 expect() {
@@ -28,7 +21,7 @@ stderr_is_one_line() {
 stdout_has() { if grep -qF -- "$1" "$WORK/out"; then ok; else bad "stdout lacks '$1'"; fi; }
 stderr_empty() { if [ ! -s "$WORK/err" ]; then ok; else bad "stderr not empty: $(cat "$WORK/err")"; fi; }
 
-version=$(sed -n 's/^project(megamoe VERSION \([0-9.]*\).*/\1/p' "${2:?source dir}/CMakeLists.txt")
+version=$(sed -n 's/^project(megamoe VERSION \([0-9.]*\).*/\1/p' "${SOURCE_DIR:?source dir}/CMakeLists.txt")
 
 expect 0 "--help" -- --help
 stdout_has "usage: megamoe <command>"
@@ -54,7 +47,24 @@ stdout_has "--expert-token-num-type"
 expect 0 "bench rerouting --help" -- bench rerouting --help
 stdout_has "--repetitions"
 expect 0 "bench lists" -- bench
-stdout_has "rerouting"
+for name in rerouting comm dispatch-combine ffn layer; do stdout_has "  $name "; done
+# Every benchmark, run operator and case-gen operator has its own --help (stdout, status 0, no stderr).
+for name in rerouting comm dispatch-combine ffn layer; do
+    expect 0 "bench $name --help" -- bench "$name" --help
+    stdout_has "usage: megamoe bench $name"
+    stderr_empty
+done
+for op in mega-moe re-routing dispatch-combine; do
+    expect 0 "run --op $op --help" -- run --op "$op" --help
+    stdout_has "usage: megamoe run"
+    stdout_has "$op"
+    stderr_empty
+done
+for op in re_routing mega_moe dispatch_v3 combine_v2; do
+    expect 0 "case-gen $op --help" -- case-gen "$op" --help
+    stdout_has "usage: megamoe case-gen $op"
+    stderr_empty
+done
 
 # Bad usage: status 2 and exactly one line on stderr that says what is wrong.
 expect 2 "no command" --
@@ -83,6 +93,12 @@ expect 2 "run hidden out of range" -- run --op re-routing --hidden 16384
 stderr_is_one_line "--hidden 16384 is outside [1, 16383]"
 expect 2 "run bad dtype" -- run --op re-routing --dtype float128
 stderr_is_one_line "--dtype 'float128'"
+expect 2 "run unknown op" -- run --op nosuch
+stderr_is_one_line "--op 'nosuch' is not an operator"
+expect 2 "help for an unknown command" -- help nosuch
+stderr_is_one_line "unknown command 'nosuch'"
+expect 2 "bench comm bad ranks" -- bench comm --ranks 2,99
+stderr_is_one_line "--ranks '2,99'"
 expect 2 "bench unknown" -- bench nope
 stderr_is_one_line "unknown benchmark 'nope'"
 expect 2 "bench rerouting bad option" -- bench rerouting --warp 9
@@ -101,5 +117,4 @@ if [ ! -e "$WORK/x.st" ] && [ ! -e "$WORK/o.st" ]; then ok; else bad "a failed c
 expect 1 "case missing input" -- case "$WORK/absent.st" -o "$WORK/o.st"
 stderr_is_one_line "absent.st"
 
-echo "cli_basics: $passed passed, $failed failed"
-[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+cli_finish cli_basics
