@@ -41,22 +41,19 @@ static int8_t round_clamp(float t, int half_even) {
     return (int8_t)whole;
 }
 
-static void poison_row(int64_t n, int8_t *q, float *scale) {
+/* The amax of the row, or 0 after finishing a row no scale can serve: q = 0 everywhere, and scale NaN
+ * (NaN or Inf in the row) or 0 (an all-zero row; never 0/0). Shared by both rounding rules. */
+static float row_amax_or_finish(const float *x, int64_t n, int8_t *q, float *scale) {
+    float amax = row_amax(x, n);
+    if (amax > 0) return amax;
     if (n > 0) memset(q, 0, (size_t)n);
-    *scale = mm_f32_from_bits(0x7FC00000u);
+    *scale = amax < 0 ? mm_f32_from_bits(0x7FC00000u) : 0.0f;
+    return 0.0f;
 }
 
 void mm_int8_quantize_row_div_away(const float *x, int64_t n, int8_t *q, float *scale) {
-    float amax = row_amax(x, n);
-    if (amax < 0) {
-        poison_row(n, q, scale);
-        return;
-    }
-    if (amax == 0) {
-        if (n > 0) memset(q, 0, (size_t)n);
-        *scale = 0.0f;
-        return;
-    }
+    float amax = row_amax_or_finish(x, n, q, scale);
+    if (amax == 0) return;
     float s = amax / 127.0f;
     for (int64_t i = 0; i < n; i++) q[i] = round_clamp(x[i] / s, 0);
     *scale = s;
@@ -64,16 +61,8 @@ void mm_int8_quantize_row_div_away(const float *x, int64_t n, int8_t *q, float *
 
 void mm_int8_quantize_row_mul_even(const float *x, int64_t n, mm_int8_scale_form form, int8_t *q,
                                    float *scale) {
-    float amax = row_amax(x, n);
-    if (amax < 0) {
-        poison_row(n, q, scale);
-        return;
-    }
-    if (amax == 0) {
-        if (n > 0) memset(q, 0, (size_t)n);
-        *scale = 0.0f;
-        return;
-    }
+    float amax = row_amax_or_finish(x, n, q, scale);
+    if (amax == 0) return;
     float m = 127.0f / amax;
     for (int64_t i = 0; i < n; i++) q[i] = round_clamp(x[i] * m, 1);
     *scale = form == MM_INT8_SCALE_INV_MUL ? 1.0f / m : amax / 127.0f;
