@@ -7,6 +7,7 @@
 
 #include "core/parallel.h"
 #include "megamoe/formats.h"
+#include "ops/dispatch_combine/dc_internal.h"
 #include "test_dispatch_combine_scenarios.h"
 #include "testlib.h"
 
@@ -231,7 +232,61 @@ static void hand_computed(void) {
     CHECK_EQ_HEX(f32bits(hc.scales[0]), f32bits(s0));
 }
 
+/* Dispatch's own INT8 quantizer gives the bits of the library's mul-even routine on every kind of row:
+ * random magnitudes and lengths, exact .5 ties of both parities and signs, zero, -0, Inf, NaN, and a
+ * subnormal amax (m overflows to Inf). */
+static void quantizer_matches_library(void) {
+    enum { N = 7168 };
+    static float x[N];
+    static int8_t q_lib[N], q_dc[N];
+    uint64_t s = 42;
+    int mismatches = 0, rows = 0;
+    for (int kind = 0; kind < 11; kind++)
+        for (int rep = 0; rep < 12; rep++) {
+            int n = kind == 0 ? (int)(1 + mm_test_rand_u64(&s) % N) : rep == 0 ? 1 : 64 + rep;
+            double mag = pow(10.0, mm_test_rand_uniform(&s, -6, 6));
+            for (int i = 0; i < n; i++) {
+                switch (kind) {
+                case 0: x[i] = (float)(mm_test_rand_uniform(&s, -1, 1) * mag); break;
+                case 1: x[i] = (float)(i % 254) - 126.5f; break; /* m = 127/126.5: near ties */
+                case 2: x[i] = i == 0 ? 127.0f : (float)(i % 127) + 0.5f; break;   /* m = 1: exact ties */
+                case 3: x[i] = i == 0 ? -254.0f : -(float)(i % 254) - 1.0f; break; /* m = 0.5: ties at odd */
+                case 4: x[i] = 0.0f; break;
+                case 5: x[i] = i % 2 ? -0.0f : 0.0f; break;
+                case 6: x[i] = i == n / 2 ? INFINITY : (float)i; break;
+                case 7: x[i] = i == n - 1 ? NAN : (float)-i; break;
+                case 8: x[i] = i % 3 ? 1e-45f : -1e-45f; break; /* amax subnormal: m = Inf */
+                case 9: x[i] = (i % 5 - 2) * 3.7e-37f; break;   /* m close to FLT_MAX, finite or not */
+                default: x[i] = (float)(i % 7 - 3) * 0.5f * (float)(1 + rep % 3); break; /* many ties */
+                }
+            }
+            float s_lib, s_dc;
+            mm_int8_quantize_row_mul_even(x, n, MM_INT8_SCALE_INV_MUL, q_lib, &s_lib);
+            memset(q_dc, 0x55, (size_t)n);
+            dc_int8_quantize_row(x, n, q_dc, &s_dc);
+            rows++;
+            if (memcmp(q_lib, q_dc, (size_t)n) != 0 || f32bits(s_lib) != f32bits(s_dc)) {
+                if (mismatches++ < 3)
+                    fprintf(stderr, "quantizer kind %d rep %d (n %d): scale %08x vs %08x or codes differ\n",
+                            kind, rep, n, f32bits(s_lib), f32bits(s_dc));
+            }
+        }
+    CHECK_EQ_INT(mismatches, 0);
+    CHECK_EQ_INT(rows, 11 * 12);
+    /* an exact tie pinned by hand: m = 1, 2.5 -> 2, 3.5 -> 4, -2.5 -> -2 */
+    float tie[4] = {127.0f, 2.5f, 3.5f, -2.5f};
+    int8_t qt[4];
+    float st;
+    dc_int8_quantize_row(tie, 4, qt, &st);
+    CHECK_EQ_INT(qt[0], 127);
+    CHECK_EQ_INT(qt[1], 2);
+    CHECK_EQ_INT(qt[2], 4);
+    CHECK_EQ_INT(qt[3], -2);
+    CHECK_EQ_HEX(f32bits(st), 0x3F800000u);
+}
+
 int main(void) {
+    quantizer_matches_library();
     hand_computed();
     scenarios();
     determinism();

@@ -72,6 +72,12 @@ static inline uint16_t dc_f32_to_bf16(float f) {
     return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
+/* Dynamic INT8 per token, mul-even (spec/formats.md; the same bits as mm_int8_quantize_row_mul_even with
+ * MM_INT8_SCALE_INV_MUL, NaN/Inf rows included): m = 127 / amax, q = round_half_even(x * m) clamped to
+ * [-127, 127], scale = 1 / m. Branch-free per element, so the compiler vectorizes it: Dispatch quantizes
+ * every copy of a token on its own, and the library's general routine costs ~5 ns an element. */
+void dc_int8_quantize_row(const float *x, int64_t n, int8_t *q, float *scale);
+
 /* Mask helpers: mask_kind 0 none, 1 per token, 2 per (token, k). */
 typedef struct dc_mask {
     int kind;

@@ -9,7 +9,9 @@
  * inside the TP pair, fused into the same phase. After its writes a source raises each peer's signal;
  * the destination waits for all, then copies the regions into expand_x in the output order (TP block,
  * local expert, source rank), which makes the result independent of timing and thread count. */
+#include <float.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,6 +141,48 @@ mm_status mm_dispatch_v3_shapes_of(const mm_dispatch_v3_inputs *in, const mm_dc_
 
 /* ---- send side ---- */
 
+void dc_int8_quantize_row(const float *x, int64_t n, int8_t *q, float *scale) {
+    /* amax on the magnitude bits: for non-negative floats the integer order is the float order, and
+     * anything >= the bits of +Inf is Inf or NaN (a poisoned row: q = 0, scale NaN). */
+    uint32_t amax_bits = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        u &= 0x7FFFFFFFu;
+        amax_bits = u > amax_bits ? u : amax_bits;
+    }
+    if (amax_bits == 0 || amax_bits >= 0x7F800000u) {
+        if (n > 0) memset(q, 0, (size_t)n);
+        uint32_t sb = amax_bits ? 0x7FC00000u : 0u;
+        memcpy(scale, &sb, 4);
+        return;
+    }
+    float amax;
+    memcpy(&amax, &amax_bits, 4);
+    float m = 127.0f / amax;
+    if (m <= FLT_MAX) {
+        /* |x * m| <= 127 (plus rounding): truncate, then round half to even from the exact fraction. An
+         * odd w moves the fraction up by 2^-24, which is exact below 1 and turns "f == 0.5" into "> 0.5",
+         * so the whole step is branch- and mode-free (and vectorizes). */
+        for (int64_t i = 0; i < n; i++) {
+            float t = x[i] * m;
+            float a = fabsf(t);
+            int32_t w = (int32_t)a;
+            float f = a - (float)w;
+            w += (f + (float)(w & 1) * 0x1p-24f) > 0.5f;
+            w -= w > 127;
+            int32_t neg = -(int32_t)(t < 0.0f);
+            q[i] = (int8_t)((w ^ neg) - neg);
+        }
+    } else { /* m overflowed (amax below 127 / FLT_MAX): x * m is +-Inf, or NaN for x = 0, which gives 0 */
+        for (int64_t i = 0; i < n; i++) {
+            float t = x[i] * m;
+            q[i] = (int8_t)(t != t ? 0 : t < 0.0f ? -127 : t > 0.0f ? 127 : 0);
+        }
+    }
+    *scale = 1.0f / m;
+}
+
 typedef struct send_item {
     int32_t dest;     /* EP rank (original numbering) */
     int32_t row;      /* row index inside the destination region */
@@ -158,7 +202,16 @@ typedef struct send_ctx {
     int64_t only_dest; /* -1: all; else items for this EP rank only (staged mode) */
 } send_ctx;
 
-static void write_item(const send_ctx *c, const send_item *it, unsigned char *base, float *f32) {
+/* Without smoothing every copy of a token quantizes to the same codes: the last quantized row of this
+ * task is copied instead of quantized again (items come in token order, K copies per token). */
+typedef struct quant_memo {
+    int32_t token; /* -1: none yet */
+    const int8_t *row;
+    float scale;
+} quant_memo;
+
+static void write_item(const send_ctx *c, const send_item *it, unsigned char *base, float *f32,
+                       quant_memo *memo) {
     const dispatch_plan *p = c->p;
     int32_t *assist = (int32_t *)(base + c->lay->assist_off) + (int64_t)it->row * 3;
     assist[0] = c->src_new;
@@ -170,6 +223,12 @@ static void write_item(const send_ctx *c, const send_item *it, unsigned char *ba
         memcpy(row, xr, p->row_bytes);
         return;
     }
+    float *scale_at = (float *)(base + c->lay->scale_off) + it->row;
+    if (!p->smooth && memo->token == it->token) {
+        memcpy(row, memo->row, p->row_bytes);
+        *scale_at = memo->scale;
+        return;
+    }
     for (int64_t j = 0; j < p->h; j++)
         f32[j] = p->x_dtype == MM_DTYPE_BF16 ? dc_bf16_to_f32(xr[j]) : mm_f16_to_f32(xr[j]);
     if (p->smooth && it->smooth >= 0) {
@@ -177,24 +236,26 @@ static void write_item(const send_ctx *c, const send_item *it, unsigned char *ba
         for (int64_t j = 0; j < p->h; j++) f32[j] = f32[j] * s[j];
     }
     float scale;
-    mm_int8_quantize_row_mul_even(f32, p->h, MM_INT8_SCALE_INV_MUL, (int8_t *)row, &scale);
-    ((float *)(base + c->lay->scale_off))[it->row] = scale;
+    dc_int8_quantize_row(f32, p->h, (int8_t *)row, &scale);
+    *scale_at = scale;
+    *memo = (quant_memo){it->token, (const int8_t *)row, scale};
 }
 
 static void send_task(void *ctx, int64_t task) {
     const send_ctx *c = ctx;
     float *f32 = c->scratch + task * c->p->h;
     int64_t end = (task + 1) * c->chunk < c->n_items ? (task + 1) * c->chunk : c->n_items;
+    quant_memo memo = {-1, NULL, 0.0f};
     for (int64_t i = task * c->chunk; i < end; i++) {
         const send_item *it = &c->items[i];
         if (c->only_dest >= 0) {
-            if (it->dest == c->only_dest) write_item(c, it, c->bases[0], f32);
+            if (it->dest == c->only_dest) write_item(c, it, c->bases[0], f32, &memo);
             continue;
         }
         for (int64_t tt = 0; tt < c->p->t.tpw; tt++) {
             unsigned char *base = c->bases[it->dest * c->p->t.tpw + tt];
             if (tt == 0 || !c->p->quant) {
-                write_item(c, it, base, f32);
+                write_item(c, it, base, f32, &memo);
             } else { /* the second TP copy of a quantized row: copy the first instead of requantizing */
                 unsigned char *first = c->bases[it->dest * c->p->t.tpw];
                 memcpy(base + c->lay->rows_off + (size_t)it->row * c->p->row_bytes,
