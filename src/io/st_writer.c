@@ -3,7 +3,9 @@
  * Layout: metadata first (keys sorted), then the tensors in insertion order with their data laid out
  * in the same order, the header padded with spaces so the data starts at a multiple of 8 (as the
  * reference writer does). The file is written to a temporary file beside the target and renamed into
- * place, so a reader never sees a half-written file and a failure leaves an existing target as it was. */
+ * place, so a reader never sees a half-written file and a failure leaves an existing target as it was.
+ * A target that exists and is neither a regular file nor a directory (/dev/null, /dev/stdout, a FIFO) is
+ * written in place instead: renaming onto it would replace the device node itself with a file. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -282,6 +284,23 @@ static int write_full(int fd, const void *data, uint64_t n) {
     return 0;
 }
 
+/* Length field, header, tensor data. 0 or the errno of the failed write. */
+static int write_contents(int fd, const mm_st_writer *w, const mm_io_buffer *header) {
+    unsigned char length_field[8];
+    for (int i = 0; i < 8; i++) length_field[i] = (unsigned char)((uint64_t)header->len >> (8 * i));
+    int e = write_full(fd, length_field, 8);
+    if (e == 0) e = write_full(fd, header->data, header->len);
+    for (size_t i = 0; e == 0 && i < w->tensor_count; i++)
+        e = write_full(fd, w->tensors[i].data, w->tensors[i].nbytes);
+    return e;
+}
+
+/* An existing target that is not a regular file or a directory: written through, not replaced. */
+static int is_special_target(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode);
+}
+
 mm_status mm_st_writer_write(mm_st_writer *w, const char *path, mm_error *err) {
     if (!w || !path)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "mm_st_writer_write: writer or path is NULL");
@@ -292,6 +311,22 @@ mm_status mm_st_writer_write(mm_st_writer *w, const char *path, mm_error *err) {
     const char *step = "";
     mm_io_quote(q, sizeof q, path, strlen(path));
     if ((st = build_header(w, &header, err)) != MM_OK) goto fail;
+    if (is_special_target(path)) {
+        step = "cannot write";
+        fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+        if (fd < 0 || (e = write_contents(fd, w, &header)) != 0) {
+            if (fd < 0) e = errno;
+            goto io_fail;
+        }
+        int closed = close(fd);
+        fd = -1;
+        if (closed != 0) {
+            e = errno;
+            goto io_fail;
+        }
+        mm_io_buffer_free(&header);
+        return MM_OK;
+    }
     size_t path_len = strlen(path);
     tmp = malloc(path_len + sizeof ".tmp.XXXXXX");
     if (!tmp) {
@@ -316,13 +351,8 @@ mm_status mm_st_writer_write(mm_st_writer *w, const char *path, mm_error *err) {
         step = "cannot set the mode of the temporary file for";
         goto io_fail;
     }
-    unsigned char length_field[8];
-    for (int i = 0; i < 8; i++) length_field[i] = (unsigned char)((uint64_t)header.len >> (8 * i));
     step = "cannot write";
-    if ((e = write_full(fd, length_field, 8)) != 0) goto io_fail;
-    if ((e = write_full(fd, header.data, header.len)) != 0) goto io_fail;
-    for (size_t i = 0; i < w->tensor_count; i++)
-        if ((e = write_full(fd, w->tensors[i].data, w->tensors[i].nbytes)) != 0) goto io_fail;
+    if ((e = write_contents(fd, w, &header)) != 0) goto io_fail;
     if (fsync(fd) != 0) {
         e = errno;
         goto io_fail;

@@ -128,6 +128,15 @@ if cmp -s "$WORK/a1.st" "$WORK/a2.st"; then ok; else bad "two runs of one case d
 # The output may replace an existing file.
 "$MEGAMOE" case "$WORK/c.st" -o "$WORK/a1.st"
 if python3 "$WORK/verify.py" "$WORK/c.st" "$WORK/a1.st" >"$WORK/verify.log"; then ok; else bad "overwrite: $(cat "$WORK/verify.log")"; fi
+# An output that is a FIFO (or /dev/null, /dev/stdout) is written through, not replaced by a file:
+# the reader gets the same bytes as a regular output, and the FIFO is still a FIFO afterwards.
+mkfifo "$WORK/pipe.st"
+timeout 10 cat "$WORK/pipe.st" >"$WORK/from_pipe.st" &
+reader=$!
+if timeout 20 "$MEGAMOE" case "$WORK/c.st" -o "$WORK/pipe.st" 2>"$WORK/err"; then ok; else bad "case -o FIFO: $(cat "$WORK/err")"; fi
+wait "$reader"
+if [ -p "$WORK/pipe.st" ]; then ok; else bad "case -o FIFO replaced the FIFO with a file"; fi
+if cmp -s "$WORK/from_pipe.st" "$WORK/a1.st"; then ok; else bad "bytes read from the FIFO differ from the file output"; fi
 leftovers=$(find "$WORK" -name '*.tmp*' | wc -l)
 if [ "$leftovers" -eq 0 ]; then ok; else bad "temporary files left: $(find "$WORK" -name '*.tmp*')"; fi
 
