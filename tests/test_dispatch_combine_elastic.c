@@ -38,16 +38,6 @@ fail:
     return st;
 }
 
-static mm_status fresh_fn(mm_comm *comm, void *arg, mm_error *err) {
-    mm_comm_set_timeout(comm, 20.0, NULL);
-    mm_dc_workspace *ws = NULL;
-    mm_status st = mm_dc_workspace_create(comm, &ws, err);
-    if (st) return st;
-    st = dct_run_rank(comm, arg, ws, err);
-    mm_status st2 = mm_dc_workspace_free(ws, st ? NULL : err);
-    return st ? st : st2;
-}
-
 static void proof(const char *name, dct_cfg cfg, const int *removed, int n_removed) {
     dct_cfg el = cfg;
     el.elastic = 1;
@@ -67,7 +57,7 @@ static void proof(const char *name, dct_cfg cfg, const int *removed, int n_remov
     fc.M = elastic.M_eff;
     for (int n = 0; n < elastic.R_eff; n++) fc.data_id[n] = elastic.old_of_new[n] + 1;
     dct_world_make(&fresh, &fc);
-    st = mm_comm_run_threads(fc.R, fresh_fn, &fresh, NULL, NULL, &err);
+    st = mm_comm_run_threads(fc.R, dct_rank_once, &fresh, NULL, NULL, &err);
     if (st) fprintf(stderr, "%s (fresh): %s\n", name, err.message);
     CHECK_OK(st, &err);
     for (int n = 0; n < elastic.R_eff && !st; n++) {

@@ -660,6 +660,17 @@ done:
     return st;
 }
 
+/* A rank of mm_comm_run_threads (arg: the dct_world): a fresh workspace, one checked call, then free. */
+static inline mm_status dct_rank_once(mm_comm *comm, void *arg, mm_error *err) {
+    mm_comm_set_timeout(comm, 20.0, NULL);
+    mm_dc_workspace *ws = NULL;
+    mm_status st = mm_dc_workspace_create(comm, &ws, err);
+    if (st) return st;
+    st = dct_run_rank(comm, arg, ws, err);
+    mm_status st2 = mm_dc_workspace_free(ws, st ? NULL : err);
+    return st ? st : st2;
+}
+
 /* Compares rank g's kept outputs of two runs bit for bit (elastic vs fresh world; thread counts). */
 static inline mm_status dct_compare(const dct_world *a, int ga, const dct_world *b, int gb, mm_error *err) {
     const dct_result *x = &a->res[ga], *y = &b->res[gb];

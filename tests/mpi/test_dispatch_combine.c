@@ -3,8 +3,9 @@
  * shared-expert ranks, several experts per rank, quant mode 2, masks, special experts, TP pairs,
  * global_bs), each checked against the independent expectations, and each process's outputs compared
  * bit for bit with the same world run on the threads backend inside the process. Then the elastic
- * proof (3 and 4 processes): the last rank stops calling, the survivors run with elastic_info and must
- * equal a fresh smaller world; and an invalid input on one rank that every process must see. */
+ * proof: the last rank (3 and 4 processes), then ranks 0 and 2 (4 processes) stop calling, the survivors
+ * run with elastic_info and must equal a fresh smaller world; and an invalid input on one rank that
+ * every process must see. */
 #include <mpi.h>
 #include <stdlib.h>
 
@@ -12,27 +13,25 @@
 #include "test_dispatch_combine_scenarios.h"
 #include "testlib.h"
 
-static mm_status threads_fn(mm_comm *comm, void *arg, mm_error *err) {
-    mm_comm_set_timeout(comm, 20.0, NULL);
-    mm_dc_workspace *ws = NULL;
-    mm_status st = mm_dc_workspace_create(comm, &ws, err);
-    if (st) return st;
-    st = dct_run_rank(comm, arg, ws, err);
-    mm_status st2 = mm_dc_workspace_free(ws, st ? NULL : err);
-    return st ? st : st2;
-}
-
 static int world_rank, world_size;
 
-static void run_mpi(const char *name, const dct_cfg *cfg) {
-    dct_world w, t;
-    dct_world_make(&w, cfg);
+/* MPI_COMM_WORLD as a communicator with a timeout (no test can hang), and a workspace on it. */
+static mm_comm *world_comm(mm_dc_workspace **ws) {
     mm_comm *c = NULL;
     mm_error err = {MM_OK, ""};
     CHECK_OK(mm_comm_from_mpi(MPI_COMM_WORLD, &c, &err), &err);
     mm_comm_set_timeout(c, 20.0, NULL);
-    mm_dc_workspace *ws = NULL;
-    CHECK_OK(mm_dc_workspace_create(c, &ws, &err), &err);
+    *ws = NULL;
+    CHECK_OK(mm_dc_workspace_create(c, ws, &err), &err);
+    return c;
+}
+
+static void run_mpi(const char *name, const dct_cfg *cfg) {
+    dct_world w, t;
+    dct_world_make(&w, cfg);
+    mm_error err = {MM_OK, ""};
+    mm_dc_workspace *ws;
+    mm_comm *c = world_comm(&ws);
     mm_status st = dct_run_rank(c, &w, ws, &err);
     if (!st) st = dct_run_rank(c, &w, ws, &err); /* reuse of buffers and signals */
     if (st) fprintf(stderr, "%s, process %d: %s\n", name, world_rank, err.message);
@@ -42,7 +41,7 @@ static void run_mpi(const char *name, const dct_cfg *cfg) {
     /* the threads backend on the same world gives the same bits */
     dct_world_make(&t, cfg);
     mm_error terr = {MM_OK, ""};
-    st = mm_comm_run_threads(t.ranks, threads_fn, &t, NULL, NULL, &terr);
+    st = mm_comm_run_threads(t.ranks, dct_rank_once, &t, NULL, NULL, &terr);
     CHECK_OK(st, &terr);
     if (!st) {
         mm_error e = {MM_OK, ""};
@@ -84,46 +83,42 @@ static void scenarios(void) {
     }
 }
 
-/* The last rank leaves after one call; the survivors go on with elastic_info. */
-static void elastic_proof(void) {
+/* The ranks in `removed` leave after one call (they simply stop calling); the survivors go on with
+ * elastic_info and must equal a fresh smaller world, run on threads in each survivor's process. */
+static void elastic_proof(const char *name, const int *removed, int n_removed) {
     int n = world_size;
-    if (n < 3) return;
     dct_cfg c = base_cfg(n, 2 * n);
     c.k = 2, c.quant = 1, c.smooth = 1;
     dct_cfg el = c;
     el.elastic = 1;
-    el.removed[n - 1] = 1;
+    for (int i = 0; i < n_removed; i++) el.removed[removed[i]] = 1;
     dct_world full, w, fresh;
     dct_world_make(&full, &c);
     dct_world_make(&w, &el);
-    mm_comm *comm = NULL;
     mm_error err = {MM_OK, ""};
-    CHECK_OK(mm_comm_from_mpi(MPI_COMM_WORLD, &comm, &err), &err);
-    mm_comm_set_timeout(comm, 20.0, NULL);
-    mm_dc_workspace *ws = NULL;
-    CHECK_OK(mm_dc_workspace_create(comm, &ws, &err), &err);
+    mm_dc_workspace *ws;
+    mm_comm *comm = world_comm(&ws);
     mm_status st = dct_run_rank(comm, &full, ws, &err);
     CHECK_OK(st, &err);
-    if (world_rank == n - 1) {
+    if (el.removed[world_rank]) {
         mm_dc_workspace_abandon(ws);
     } else {
         int alive[DC_MAXR];
-        for (int r = 0; r < n - 1; r++) alive[r] = r;
-        CHECK_OK(mm_comm_set_survivors(comm, alive, n - 1, &err), &err);
+        for (int r = 0; r < w.R_eff; r++) alive[r] = w.old_of_new[r];
+        CHECK_OK(mm_comm_set_survivors(comm, alive, w.R_eff, &err), &err);
         st = dct_run_rank(comm, &w, ws, &err);
-        if (st) fprintf(stderr, "elastic, process %d: %s\n", world_rank, err.message);
+        if (st) fprintf(stderr, "%s, process %d: %s\n", name, world_rank, err.message);
         CHECK_OK(st, &err);
         CHECK_OK(mm_dc_workspace_free(ws, &err), &err);
-        /* the fresh smaller world, on threads in this process */
         dct_cfg fc = c;
-        fc.R = n - 1, fc.M = w.M_eff;
-        for (int r = 0; r < n - 1; r++) fc.data_id[r] = r + 1;
+        fc.R = w.R_eff, fc.M = w.M_eff;
+        for (int r = 0; r < w.R_eff; r++) fc.data_id[r] = w.old_of_new[r] + 1;
         dct_world_make(&fresh, &fc);
         mm_error terr = {MM_OK, ""};
-        CHECK_OK(mm_comm_run_threads(n - 1, threads_fn, &fresh, NULL, NULL, &terr), &terr);
+        CHECK_OK(mm_comm_run_threads(w.R_eff, dct_rank_once, &fresh, NULL, NULL, &terr), &terr);
         mm_error e = {MM_OK, ""};
-        mm_status cs = dct_compare(&w, world_rank, &fresh, world_rank, &e);
-        if (cs) fprintf(stderr, "elastic vs fresh: %s\n", e.message);
+        mm_status cs = dct_compare(&w, world_rank, &fresh, w.new_of_old[world_rank], &e);
+        if (cs) fprintf(stderr, "%s: elastic vs fresh: %s\n", name, e.message);
         CHECK_OK(cs, &e);
         dct_world_free(&fresh);
     }
@@ -139,12 +134,9 @@ static void invalid_everywhere(void) {
     dct_world w;
     dct_world_make(&w, &c);
     if (world_rank == world_size - 1) w.rd[world_rank].ids[0] = 1000;
-    mm_comm *comm = NULL;
     mm_error err = {MM_OK, ""};
-    CHECK_OK(mm_comm_from_mpi(MPI_COMM_WORLD, &comm, &err), &err);
-    mm_comm_set_timeout(comm, 20.0, NULL);
-    mm_dc_workspace *ws = NULL;
-    CHECK_OK(mm_dc_workspace_create(comm, &ws, &err), &err);
+    mm_dc_workspace *ws;
+    mm_comm *comm = world_comm(&ws);
     mm_status st = dct_run_rank(comm, &w, ws, &err);
     CHECK(st != MM_OK);
     char want[96];
@@ -169,7 +161,8 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
     scenarios();
-    elastic_proof();
+    if (world_size >= 3) elastic_proof("the last rank leaves", (int[]){world_size - 1}, 1);
+    if (world_size >= 4) elastic_proof("ranks 0 and 2 leave", (int[]){0, 2}, 2);
     invalid_everywhere();
     MPI_Barrier(MPI_COMM_WORLD);
     int rc = mm_test_finish(DC_TEST_NAME);
