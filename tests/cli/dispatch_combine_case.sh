@@ -10,14 +10,8 @@
 #      combine case exits 2 with one line and writes nothing; MPI gives the same bytes (when available).
 # Usage: bash dispatch_combine_case.sh <path-to-megamoe> <source-dir>
 set -u
-MEGAMOE=${1:?path to megamoe}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-command -v python3 >/dev/null || { echo "dispatch_combine_case: python3 is required"; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+cli_require_python dispatch_combine_case
 
 cat >"$WORK/dc.py" <<'PY'
 import json, math, random, struct, sys
@@ -164,14 +158,11 @@ python3 "$WORK/dc.py" both-counts "$WORK/c.st" "$WORK/bad.st" && ok || bad "both
 expect_broken "both counts" "$WORK/bad.st" \
     '^megamoe: case: tensor "rank1.ep_send_counts" and tensor "rank1.ep_recv_counts" are both given'
 if command -v mpirun >/dev/null && "$MEGAMOE" case --help 2>/dev/null | grep -q -- "--backend"; then
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-    # Open MPI's own start-up allocations are not ours to chase under a sanitizer build.
-    export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+    cli_mpi_env
     for f in d c2 c3; do
         n=$(python3 -c "import json,struct,sys; b=open(sys.argv[1],'rb').read(); print(json.loads(b[8:8+struct.unpack('<Q',b[:8])[0]])['__metadata__']['ranks'])" "$WORK/$f.st")
         timeout 120 mpirun --oversubscribe -n "$n" "$MEGAMOE" case "$WORK/$f.st" -o "$WORK/${f}_mpi.st" --backend mpi \
             >/dev/null 2>&1 && cmp -s "$WORK/${f}_out.st" "$WORK/${f}_mpi.st" && ok || bad "mpi $f differs"
     done
 fi
-echo "dispatch_combine_case: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cli_finish dispatch_combine_case

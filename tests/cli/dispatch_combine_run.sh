@@ -6,13 +6,7 @@
 # options exit 2 with one line, and the benchmark prints one row per size (threads, and MPI when present).
 # No timing is asserted. Usage: bash dispatch_combine_run.sh <path-to-megamoe> <source-dir>
 set -u
-MEGAMOE=${1:?path to megamoe}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 
 # expect STATUS WHAT ARGS...: runs megamoe ARGS (stdout, stderr kept) and checks the exit status.
 expect() {
@@ -81,8 +75,7 @@ one_error_line "--topk 4 exceeds the 2 experts" "bench --topk"
 expect 2 "bench --tokens 0" bench dispatch-combine --tokens 0
 one_error_line "--tokens '0'" "bench --tokens"
 if command -v mpirun >/dev/null && "$MEGAMOE" bench dispatch-combine --help | grep -q -- "--backend mpi"; then
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-    export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" # Open MPI's start-up allocations
+    cli_mpi_env
     timeout 120 mpirun --oversubscribe -n 2 "$MEGAMOE" bench dispatch-combine --backend mpi "${BENCH[@]}" \
         >"$WORK/out" 2>"$WORK/err"
     rc=$?
@@ -91,5 +84,4 @@ if command -v mpirun >/dev/null && "$MEGAMOE" bench dispatch-combine --help | gr
     stdout_has "MPI_A2Av us" "bench mpi"
     [ "$(rows_of 1)" = 4 ] && [ "$(rows_of 3)" = 12 ] && ok || bad "bench mpi rows: $(cat "$WORK/out")"
 fi
-echo "dispatch_combine_run: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cli_finish dispatch_combine_run
