@@ -3,13 +3,7 @@
 # asserted: speed is the benchmark's business, not a test's); bad options exit 2 with one stderr line.
 # Usage: bash bench_ffn_smoke.sh <path-to-megamoe> <source-dir>
 set -u
-MEGAMOE=${1:?path to megamoe}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 
 timeout 240 "$MEGAMOE" bench ffn --quick >"$WORK/out" 2>"$WORK/err"
 status=$?
@@ -34,5 +28,4 @@ if [ $? -eq 2 ] && grep -qF -- "--rows" "$WORK/err"; then ok; else bad "--rows 0
 timeout 60 "$MEGAMOE" bench ffn --help >"$WORK/out" 2>"$WORK/err"
 if [ $? -eq 0 ] && grep -qF -- "--quick" "$WORK/out"; then ok; else bad "--help"; fi
 
-echo "bench_ffn_smoke: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cli_finish bench_ffn_smoke

@@ -4,16 +4,8 @@
 # a case breaking a rule exits 2 with one line naming it and writes no output.
 # Usage: bash case_mega_moe.sh <path-to-megamoe> <source-dir>
 set -u
-MEGAMOE=${1:?path to megamoe}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" # Open MPI's start-up allocations
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+cli_mpi_env
 
 n=0
 gen_run() { # name ranks case-gen-options...
@@ -53,5 +45,4 @@ if [ "$status" -eq 2 ]; then ok; else bad "broken case exited $status, expected 
 if grep -q "combine_comm_mode = 2" "$WORK/err" && [ "$(wc -l <"$WORK/err")" -eq 1 ]; then ok; else bad "message: $(cat "$WORK/err")"; fi
 if [ ! -e "$WORK/broken.out.st" ]; then ok; else bad "output written for a broken case"; fi
 
-echo "case_mega_moe: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cli_finish case_mega_moe
