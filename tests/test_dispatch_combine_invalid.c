@@ -46,6 +46,7 @@ enum {
     C_EPS,
     C_TP_COUNTS,
     C_GAMMA,
+    C_WRONG_OP,
     C_COUNT
 };
 
@@ -80,6 +81,7 @@ static const bad_case cases[C_COUNT] = {
     {"norm_eps = nan must be finite", BAD_RANK, 1, C_EPS},
     {"tp_send_counts has 1 entries, expected tp_world_size = 0", BAD_RANK, 1, C_TP_COUNTS},
     {"gamma has 31 entries, expected H = 32", BAD_RANK, 1, C_GAMMA},
+    {"rank 0 called dispatch_v3 but rank 1 called combine_add_rms_norm_v2", BAD_RANK, 0, C_WRONG_OP},
 };
 
 #define NR  3
@@ -105,6 +107,30 @@ static int all_bytes(const void *p, size_t n, uint8_t v) {
     for (size_t i = 0; i < n; i++)
         if (b[i] != v) return 0;
     return 1;
+}
+
+/* C_WRONG_OP: the broken rank calls Combine, with a locally valid empty handoff, while its peers call
+ * Dispatch; the two must not pair their different collectives. */
+static mm_status combine_instead(mm_dc_workspace *ws, const mm_tensor *ids, const mm_dc_attrs *a,
+                                 const dct_rank_data *rd, mm_error *e) {
+    static uint16_t none[NH], gamma[NH], y[NBS * NH], xo[NBS * NH];
+    static int32_t no_rows[3], zero_counts[NR];
+    static float wts[NBS * NK], rstd[NBS];
+    mm_tensor cx = mm_tensor_make(MM_DTYPE_BF16, 2, (int64_t[]){0, NH}, none);
+    mm_tensor cas = mm_tensor_make(MM_DTYPE_I32, 2, (int64_t[]){0, 3}, no_rows);
+    mm_tensor cep = mm_tensor_make(MM_DTYPE_I32, 1, (int64_t[]){NR}, zero_counts);
+    mm_tensor cw = mm_tensor_make(MM_DTYPE_F32, 2, (int64_t[]){NBS, NK}, wts);
+    mm_tensor cres = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){NBS, 1, NH}, rd->residual);
+    mm_tensor cg = mm_tensor_make(MM_DTYPE_BF16, 1, (int64_t[]){NH}, gamma);
+    mm_tensor ty = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){NBS, 1, NH}, y);
+    mm_tensor tx = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){NBS, 1, NH}, xo);
+    mm_tensor tr = mm_tensor_make(MM_DTYPE_F32, 1, (int64_t[]){NBS}, rstd);
+    mm_combine_v2_inputs cin;
+    memset(&cin, 0, sizeof cin);
+    cin.expand_x = &cx, cin.expert_ids = ids, cin.assist_info_for_combine = &cas, cin.ep_send_counts = &cep;
+    cin.expert_scales = &cw, cin.residual_x = &cres, cin.gamma = &cg;
+    mm_combine_v2_outputs cout = {&ty, &tr, &tx};
+    return mm_combine_v2(ws, &cin, a, &cout, e);
 }
 
 static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
@@ -170,7 +196,8 @@ static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
     }
     mm_error e = {MM_OK, ""};
     int64_t rows = -1;
-    st = mm_dispatch_v3(ws, &din, &a, &dout, &rows, &e);
+    st = !bc->combine && bad && bc->id == C_WRONG_OP ? combine_instead(ws, &tid, &a, rd, &e)
+                                                     : mm_dispatch_v3(ws, &din, &a, &dout, &rows, &e);
     rank_state *rs = &cr->st[g];
     if (!bc->combine) {
         rs->status = st;

@@ -387,12 +387,17 @@ void dc_summary_fill(dc_summary *s, const mm_dc_attrs *a, int64_t bs, int64_t h,
     p[13] = a->comm_alg && a->comm_alg[0];
 }
 
+/* The operators that share the summary exchange: a rank that calls the other one is caught here,
+ * before the two would pair their different collectives. */
+static const char *const op_names[] = {"dispatch_v3", "combine_add_rms_norm_v2"};
+
 mm_status dc_exchange(mm_comm *comm, mm_status local, const dc_summary *mine, const char *op, dc_call *call,
                       mm_error *err) {
     memset(call, 0, sizeof *call);
     call->comm = comm;
     dc_summary send = *mine;
     send.v[DC_SUM_STATUS] = local;
+    send.v[DC_SUM_OP] = strcmp(op, op_names[0]) == 0 ? 0 : 1;
     if (!comm) return local ? local : mm_fail(err, MM_ERR_INVALID_ARGUMENT, "comm is NULL");
     mm_error gather_err = {MM_OK, ""};
     mm_status st = mm_comm_allgather(comm, &send, sizeof send, call->all, &gather_err);
@@ -417,6 +422,11 @@ mm_status dc_exchange(mm_comm *comm, mm_status local, const dc_summary *mine, co
             ref = r;
         } else {
             const dc_summary *f = &call->all[ref];
+            if (s->v[DC_SUM_OP] != f->v[DC_SUM_OP])
+                return mm_fail(
+                    err, MM_ERR_INVALID_ARGUMENT,
+                    "rank %d called %s but rank %d called %s (every rank must call the same operator)", ref,
+                    op_names[f->v[DC_SUM_OP]], r, op_names[s->v[DC_SUM_OP]]);
             for (int i = 0; i < 14; i++)
                 if (s->v[DC_SUM_ATTR0 + i] != f->v[DC_SUM_ATTR0 + i])
                     return mm_fail(err, MM_ERR_INVALID_ARGUMENT,

@@ -119,6 +119,7 @@ enum {
     DC_SUM_DTYPE,
     DC_SUM_MASK,
     DC_SUM_ELASTIC,
+    DC_SUM_OP,    /* which operator the rank called (dc_exchange's op) */
     DC_SUM_ATTR0, /* attributes from here */
     DC_SUM_COUNT = DC_SUM_ATTR0 + 14
 };
