@@ -58,8 +58,8 @@ st("scales_bf16", '"per_token_scales" has dtype bf16', [TOKENS, COUNTS, ("per_to
 st("tokens_1d", '"tokens" has 1 dimension (', [("tokens", "BF16", [28], bytes(56)), COUNTS], OP)
 st("counts_3d", '"expert_token_num_per_rank" has 3 dimensions',
    [TOKENS, ("expert_token_num_per_rank", "I32", [1, 2, 2], i32(1, 2, 3, 1))], OP)
-st("hidden_zero", "tokens", [("tokens", "BF16", [7, 0], b""), COUNTS], OP)
-st("scales_rows", "per_token_scales", [TOKENS, COUNTS, ("per_token_scales", "F32", [6], bytes(24))], OP)
+st("hidden_zero", "tokens.shape[1] = H = 0 must be positive", [("tokens", "BF16", [7, 0], b""), COUNTS], OP)
+st("scales_rows", "per_token_scales.shape[0] = 6 differs from the token count A = 7", [TOKENS, COUNTS, ("per_token_scales", "F32", [6], bytes(24))], OP)
 st("attr_word", '"idx_type"', [TOKENS, COUNTS], with_meta(idx_type="one"))
 st("attr_fraction", '"expert_token_num_type"', [TOKENS, COUNTS], with_meta(expert_token_num_type="1.0"))
 st("attr_quoted", '"idx_type"', [TOKENS, COUNTS], with_meta(idx_type='"0"'))
@@ -67,7 +67,9 @@ st("attr_two_values", '"idx_type"', [TOKENS, COUNTS], with_meta(idx_type="0 1"))
 st("attr_out_of_range", '"idx_type" = 2 is outside [0, 1]', [TOKENS, COUNTS], with_meta(idx_type="2"))
 st("attr_negative", '"expert_token_num_type" = -1 is outside [0, 1]', [TOKENS, COUNTS],
    with_meta(expert_token_num_type="-1"))
-st("counts_sum", "expert_token_num_per_rank", [TOKENS, ("expert_token_num_per_rank", "I32", [2, 2], i32(1, 2, 3, 2))], OP)
+st("counts_sum", "sum of expert_token_num_per_rank through [1][1] exceeds the token count A = 7", [TOKENS, ("expert_token_num_per_rank", "I32", [2, 2], i32(1, 2, 3, 2))], OP)
+st("counts_short", "sum of expert_token_num_per_rank = 6 differs from the token count A = 7",
+   [TOKENS, ("expert_token_num_per_rank", "I32", [2, 2], i32(1, 2, 2, 1))], OP)
 st("negative_count", "expert_token_num_per_rank[1][0] = -3",
    [TOKENS, ("expert_token_num_per_rank", "I32", [2, 2], i32(1, 2, -3, 7))], OP)
 st("unknown_key", '"idx_typ"', [TOKENS, COUNTS], with_meta(idx_typ="0"))
@@ -77,21 +79,21 @@ st("rank_prefixed", '"rank0.tokens"', [("rank0.tokens", "BF16", [7, 4], bytes(56
 st("bad_dtype_string", "BF17", [("tokens", "BF17", [7, 4], bytes(56)), COUNTS], OP)
 st("dtype_key_no_tensor", "dtype.nothing", [TOKENS, COUNTS], with_meta(**{"dtype.nothing": "hifloat8"}))
 
-# Byte-level damage. The reader's messages name the field; the needle is what any sane message contains.
+# Byte-level damage: the message names the field and the rule.
 good = open(os.path.join(out, "valid.st"), "rb").read()
-raw_bytes("truncated_data", "", good[:-5])
-raw_bytes("truncated_header", "", good[:20])
-raw_bytes("garbage_header", "", container(b"this is not json", b""))
-raw_bytes("header_array", "", container(b"[1, 2, 3]", b""))
-raw_bytes("header_length_past_end", "", struct.pack("<Q", 1 << 40) + b"{}")
-raw_bytes("empty_file", "", b"")
-raw_bytes("seven_bytes", "", b"\x02\x00\x00\x00\x00\x00\x00")
+raw_bytes("truncated_data", "beyond the end of the", good[:-5])
+raw_bytes("truncated_header", "header length", good[:20])
+raw_bytes("garbage_header", "header does not start with '{'", container(b"this is not json", b""))
+raw_bytes("header_array", "header does not start with '{'", container(b"[1, 2, 3]", b""))
+raw_bytes("header_length_past_end", "header length 1099511627776", struct.pack("<Q", 1 << 40) + b"{}")
+raw_bytes("empty_file", "file has 0 bytes", b"")
+raw_bytes("seven_bytes", "file has 7 bytes", b"\x02\x00\x00\x00\x00\x00\x00")
 hdr = json.dumps({"__metadata__": OP, "tokens": {"dtype": "BF16", "shape": [7, 4], "data_offsets": [0, 50]},
                   "expert_token_num_per_rank": {"dtype": "I32", "shape": [2, 2], "data_offsets": [50, 66]}}).encode()
-raw_bytes("size_mismatch", "tokens", container(hdr, bytes(66)))
+raw_bytes("size_mismatch", 'tensor "tokens": data_offsets [0, 50] span 50 bytes but shape [7, 4] of BF16 needs 56', container(hdr, bytes(66)))
 hdr = json.dumps({"__metadata__": {"op": 5}, "tokens": {"dtype": "BF16", "shape": [7, 4], "data_offsets": [0, 56]}}).encode()
-raw_bytes("metadata_not_string", "", container(hdr, bytes(56)))
-raw_bytes("control_char_key", "", container(json.dumps({"__metadata__": {"op": "moe_re_routing", "a\nb": "1"},
+raw_bytes("metadata_not_string", '__metadata__ "op" is a number', container(hdr, bytes(56)))
+raw_bytes("control_char_key", 'metadata key "a\\x0ab"', container(json.dumps({"__metadata__": {"op": "moe_re_routing", "a\nb": "1"},
     "tokens": {"dtype": "BF16", "shape": [7, 4], "data_offsets": [0, 56]}}).encode(), bytes(56)))
 
 with open(os.path.join(out, "index"), "w") as f:
