@@ -22,7 +22,7 @@ typedef struct dcc_rank {
 typedef struct dcc_op {
     const char *const *outputs;
     int n_out;
-    unsigned trim_mask; /* outputs whose first dimension is cut to rank->rows */
+    unsigned trim_mask;        /* outputs whose first dimension is cut to rank->rows */
     const char *hidden_tensor; /* input whose last dimension is H (for reserving buffers) */
     /* Reads rank g's inputs (context allocation: called before the ranks run, or by the MPI process). */
     mm_status (*read)(mm_case_ctx *ctx, int64_t g, dcc_rank *r, mm_error *err);
