@@ -54,19 +54,6 @@ static void write_bytes(const char *path, const void *bytes, size_t n) {
     fclose(f);
 }
 
-/* Whole file into a malloc'ed buffer; NULL when absent. */
-static unsigned char *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)n + 1);
-    *size = fread(buf, 1, (size_t)n, f);
-    fclose(f);
-    return buf;
-}
-
 static int file_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
@@ -358,7 +345,7 @@ static void expect_rejected(const char *label, const char *needle, mm_status exp
     write_bytes(out_path, sentinel, sizeof sentinel - 1);
     CHECK(run_case(err) == st);
     size_t size = 0;
-    unsigned char *after = read_file(out_path, &size);
+    unsigned char *after = mm_test_read_file(out_path, &size);
     CHECK(after && size == sizeof sentinel - 1 && memcmp(after, sentinel, size) == 0);
     free(after);
     unlink(out_path);
@@ -466,7 +453,7 @@ static void test_broken_cases(void) {
     broken_case valid = {.label = "valid", .op = "moe_re_routing"};
     write_broken(&valid);
     size_t size = 0;
-    unsigned char *bytes = read_file(in_path, &size);
+    unsigned char *bytes = mm_test_read_file(in_path, &size);
     CHECK(bytes != NULL && size > 64);
     if (bytes) {
         write_bytes(in_path, bytes, size - 5);

@@ -11,18 +11,6 @@
 #include "megamoe/formats.h"
 #include "testlib.h"
 
-static float from_bits(uint32_t bits) {
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-static uint32_t bits_of(float f) {
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    return bits;
-}
-
 /* One binary minifloat format as the reference sees it. */
 typedef struct ref_format {
     const char *name;
@@ -98,7 +86,7 @@ static int total_bits(const ref_format *f) {
 /* Checks one encode against the reference; reports the first few mismatches in detail. */
 static int mismatches;
 static void check_encode(const ref_format *f, float x) {
-    uint32_t sign = bits_of(x) >> 31;
+    uint32_t sign = mm_test_f32_bits(x) >> 31;
     double a = fabs((double)x);
     uint32_t expect = ref_round(f, a) | (sign << (total_bits(f) - 1));
     uint32_t got = f->encode(x);
@@ -106,7 +94,7 @@ static void check_encode(const ref_format *f, float x) {
         mm_test_passed++;
     } else if (mismatches++ < 10) {
         mm_test_report_fail(__FILE__, __LINE__, "%s encode(%a = 0x%08x) = 0x%x, reference 0x%x", f->name,
-                            (double)x, bits_of(x), got, expect);
+                            (double)x, mm_test_f32_bits(x), got, expect);
     } else {
         mm_test_failed++;
     }
@@ -201,7 +189,7 @@ static void test_rne_sample(void) {
         for (int i = 0; i < 200000; i++) {
             uint64_t r = mm_test_rand_u64(&state);
             uint32_t raw = (uint32_t)r;
-            if ((raw & 0x7FFFFFFFu) <= 0x7F800000u) check_encode(f, from_bits(raw));
+            if ((raw & 0x7FFFFFFFu) <= 0x7F800000u) check_encode(f, mm_test_f32_from_bits(raw));
             /* near the range */
             int e = emin_sub - 3 + (int)((r >> 32) % (uint64_t)(emax - emin_sub + 6));
             float near = ldexpf(1.0f + (float)((r >> 40) & 0x7FFFFF) * 0x1p-23f, e);

@@ -6,12 +6,6 @@
 #include "megamoe/formats.h"
 #include "testlib.h"
 
-static uint32_t bits_of(float f) {
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    return bits;
-}
-
 static void test_int8_ties(void) {
     /* amax 127: s = 1 and m = 1 exactly, so x / s and x * m are the x below, ties included */
     const float x[8] = {127, 2.5f, -2.5f, 0.5f, -0.5f, 3.5f, 126.5f, -127};
@@ -43,11 +37,11 @@ static void test_int8_scale_forms(void) {
     int8_t q[3];
     float s;
     mm_int8_quantize_row_mul_even(x, 3, MM_INT8_SCALE_INV_MUL, q, &s);
-    CHECK_EQ_HEX(bits_of(s), 0x3db162c5u);
+    CHECK_EQ_HEX(mm_test_f32_bits(s), 0x3db162c5u);
     mm_int8_quantize_row_mul_even(x, 3, MM_INT8_SCALE_AMAX_DIV_127, q, &s);
-    CHECK_EQ_HEX(bits_of(s), 0x3db162c6u);
+    CHECK_EQ_HEX(mm_test_f32_bits(s), 0x3db162c6u);
     mm_int8_quantize_row_div_away(x, 3, q, &s);
-    CHECK_EQ_HEX(bits_of(s), 0x3db162c6u);
+    CHECK_EQ_HEX(mm_test_f32_bits(s), 0x3db162c6u);
     /* 4 * 11.545454 = 46.18 -> 46; -1 -> -11.55 -> -12 */
     CHECK(q[0] == 127 && q[1] == -12 && q[2] == 46);
 }
@@ -67,7 +61,7 @@ static void test_int8_zero_clamp_and_nonfinite(void) {
      * overflows to Inf, and 0 * Inf (NaN) must give 0, not an undefined conversion. */
     const float tiny[4] = {0x1p-140f, -0x1p-140f, 0, 0x1p-141f};
     mm_int8_quantize_row_div_away(tiny, 4, q, &s);
-    CHECK_EQ_HEX(bits_of(s), bits_of(0x1p-147f));
+    CHECK_EQ_HEX(mm_test_f32_bits(s), mm_test_f32_bits(0x1p-147f));
     CHECK(q[0] == 127 && q[1] == -127 && q[2] == 0 && q[3] == 64);
     mm_int8_quantize_row_mul_even(tiny, 4, MM_INT8_SCALE_INV_MUL, q, &s);
     CHECK(s == 0);
@@ -103,7 +97,7 @@ static void test_int8_random(void) {
         float s;
         mm_int8_quantize_row_div_away(x, n, q, &s);
         float s_ref = amax / 127.0f;
-        bad += bits_of(s) != bits_of(s_ref);
+        bad += mm_test_f32_bits(s) != mm_test_f32_bits(s_ref);
         for (int i = 0; i < n; i++) {
             double r = round((double)(x[i] / s_ref));
             r = r > 127 ? 127 : (r < -127 ? -127 : r);
@@ -111,7 +105,7 @@ static void test_int8_random(void) {
         }
         mm_int8_quantize_row_mul_even(x, n, MM_INT8_SCALE_INV_MUL, q, &s);
         float m = 127.0f / amax;
-        bad += bits_of(s) != bits_of(1.0f / m);
+        bad += mm_test_f32_bits(s) != mm_test_f32_bits(1.0f / m);
         int saw_full = 0;
         for (int i = 0; i < n; i++) {
             double r = rint((double)(x[i] * m));
@@ -207,7 +201,7 @@ static void test_decode_tables(void) {
         CHECK_EQ_INT(mm_format_decode_table(dtypes[d], table), counts[d]);
         int same = 1;
         for (int c = 0; c < counts[d]; c++)
-            same &= bits_of(table[c]) == bits_of(mm_dtype_to_f32(dtypes[d], (uint32_t)c));
+            same &= mm_test_f32_bits(table[c]) == mm_test_f32_bits(mm_dtype_to_f32(dtypes[d], (uint32_t)c));
         CHECK(same);
     }
     mm_format_decode_table(MM_DTYPE_INT4, table);
@@ -217,7 +211,7 @@ static void test_decode_tables(void) {
     mm_format_decode_table(MM_DTYPE_FP4_E2M1, table);
     CHECK(table[0xF] == -6 && table[0x1] == 0.5f);
     mm_format_decode_table(MM_DTYPE_E8M0, table);
-    CHECK(bits_of(table[0]) == 0x00400000u && table[127] == 1.0f);
+    CHECK(mm_test_f32_bits(table[0]) == 0x00400000u && table[127] == 1.0f);
     table[0] = 123;
     CHECK_EQ_INT(mm_format_decode_table(MM_DTYPE_BF16, table), 0);
     CHECK(table[0] == 123);

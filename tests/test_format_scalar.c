@@ -6,39 +6,30 @@
 #include "megamoe/formats.h"
 #include "testlib.h"
 
-static float from_bits(uint32_t bits) {
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-static uint32_t bits_of(float f) {
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    return bits;
-}
-
 static void test_bf16(void) {
     CHECK_EQ_HEX(mm_f32_to_bf16(1.0f), 0x3F80);
-    CHECK_EQ_HEX(mm_f32_to_bf16(from_bits(0x3F808000u)), 0x3F80); /* tie, kept part even: down */
-    CHECK_EQ_HEX(mm_f32_to_bf16(from_bits(0x3F818000u)), 0x3F82); /* tie, kept part odd: up */
-    CHECK_EQ_HEX(mm_f32_to_bf16(from_bits(0x3F808001u)), 0x3F81); /* just above half */
-    CHECK_EQ_HEX(mm_f32_to_bf16(from_bits(0x3F807FFFu)), 0x3F80); /* just below half */
-    CHECK_EQ_HEX(mm_f32_to_bf16(from_bits(0xBF818000u)), 0xBF82); /* negative tie */
-    CHECK_EQ_HEX(mm_f32_to_bf16(from_bits(0x7F7F7FFFu)), 0x7F7F);
-    CHECK_EQ_HEX(mm_f32_to_bf16(from_bits(0x7F7F8000u)), 0x7F80); /* tie at the top rounds to Inf */
-    CHECK_EQ_HEX(mm_f32_to_bf16(from_bits(0x7F7FFFFFu)), 0x7F80);
+    CHECK_EQ_HEX(mm_f32_to_bf16(mm_test_f32_from_bits(0x3F808000u)), 0x3F80); /* tie, kept part even: down */
+    CHECK_EQ_HEX(mm_f32_to_bf16(mm_test_f32_from_bits(0x3F818000u)), 0x3F82); /* tie, kept part odd: up */
+    CHECK_EQ_HEX(mm_f32_to_bf16(mm_test_f32_from_bits(0x3F808001u)), 0x3F81); /* just above half */
+    CHECK_EQ_HEX(mm_f32_to_bf16(mm_test_f32_from_bits(0x3F807FFFu)), 0x3F80); /* just below half */
+    CHECK_EQ_HEX(mm_f32_to_bf16(mm_test_f32_from_bits(0xBF818000u)), 0xBF82); /* negative tie */
+    CHECK_EQ_HEX(mm_f32_to_bf16(mm_test_f32_from_bits(0x7F7F7FFFu)), 0x7F7F);
+    CHECK_EQ_HEX(mm_f32_to_bf16(mm_test_f32_from_bits(0x7F7F8000u)),
+                 0x7F80); /* tie at the top rounds to Inf */
+    CHECK_EQ_HEX(mm_f32_to_bf16(mm_test_f32_from_bits(0x7F7FFFFFu)), 0x7F80);
     CHECK_EQ_HEX(mm_f32_to_bf16(INFINITY), 0x7F80);
     CHECK_EQ_HEX(mm_f32_to_bf16(-INFINITY), 0xFF80);
-    CHECK_EQ_HEX(mm_f32_to_bf16(from_bits(0x7F800001u)), 0x7FC0); /* signalling NaN: quieted, not Inf */
-    CHECK_EQ_HEX(mm_f32_to_bf16(from_bits(0xFF810000u)), 0xFFC1); /* payload kept, sign kept */
+    CHECK_EQ_HEX(mm_f32_to_bf16(mm_test_f32_from_bits(0x7F800001u)),
+                 0x7FC0); /* signalling NaN: quieted, not Inf */
+    CHECK_EQ_HEX(mm_f32_to_bf16(mm_test_f32_from_bits(0xFF810000u)), 0xFFC1); /* payload kept, sign kept */
     CHECK_EQ_HEX(mm_f32_to_bf16(-0.0f), 0x8000);
-    CHECK_EQ_HEX(mm_f32_to_bf16(from_bits(0x00008000u)), 0x0000); /* subnormal tie to even 0 */
-    CHECK_EQ_HEX(mm_f32_to_bf16(from_bits(0x00018000u)), 0x0002); /* subnormal tie to even 2 */
-    CHECK_EQ_HEX(mm_f32_to_bf16(from_bits(0x007FFFFFu)), 0x0080); /* largest F32 subnormal -> 2^-126 */
-    CHECK_EQ_HEX(mm_f32_to_bf16(from_bits(0x80000001u)), 0x8000);
-    CHECK_EQ_HEX(bits_of(mm_bf16_to_f32(0x3F81)), 0x3F810000u);
-    CHECK_EQ_HEX(bits_of(mm_bf16_to_f32(0x0001)), 0x00010000u);
+    CHECK_EQ_HEX(mm_f32_to_bf16(mm_test_f32_from_bits(0x00008000u)), 0x0000); /* subnormal tie to even 0 */
+    CHECK_EQ_HEX(mm_f32_to_bf16(mm_test_f32_from_bits(0x00018000u)), 0x0002); /* subnormal tie to even 2 */
+    CHECK_EQ_HEX(mm_f32_to_bf16(mm_test_f32_from_bits(0x007FFFFFu)),
+                 0x0080); /* largest F32 subnormal -> 2^-126 */
+    CHECK_EQ_HEX(mm_f32_to_bf16(mm_test_f32_from_bits(0x80000001u)), 0x8000);
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_bf16_to_f32(0x3F81)), 0x3F810000u);
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_bf16_to_f32(0x0001)), 0x00010000u);
     CHECK(isnan(mm_bf16_to_f32(0xFFC1)));
 }
 
@@ -49,24 +40,25 @@ static void test_f16(void) {
     CHECK_EQ_HEX(mm_f32_to_f16(65519.0f), 0x7BFF);
     CHECK_EQ_HEX(mm_f32_to_f16(65520.0f), 0x7C00); /* halfway to 2^16, odd mantissa: Inf */
     CHECK_EQ_HEX(mm_f32_to_f16(-1e9f), 0xFC00);
-    CHECK_EQ_HEX(mm_f32_to_f16(1.0f + 0x1p-11f), 0x3C00);        /* tie down to even */
-    CHECK_EQ_HEX(mm_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3C02);    /* tie up to even */
-    CHECK_EQ_HEX(mm_f32_to_f16(0x1p-24f), 0x0001);               /* smallest subnormal */
-    CHECK_EQ_HEX(mm_f32_to_f16(0x1p-25f), 0x0000);               /* tie between 0 and 2^-24 */
-    CHECK_EQ_HEX(mm_f32_to_f16(-0x1p-25f), 0x8000);              /* keeps the sign of zero */
-    CHECK_EQ_HEX(mm_f32_to_f16(0x1.8p-25f), 0x0001);             /* above half */
-    CHECK_EQ_HEX(mm_f32_to_f16(0x1.8p-24f), 0x0002);             /* 1.5 quanta: tie to even 2 */
-    CHECK_EQ_HEX(mm_f32_to_f16(1023 * 0x1p-24f), 0x03FF);        /* largest subnormal */
-    CHECK_EQ_HEX(mm_f32_to_f16(1023.5f * 0x1p-24f), 0x0400);     /* rounds into the normal range */
-    CHECK_EQ_HEX(mm_f32_to_f16(from_bits(0x00000001u)), 0x0000); /* F32 subnormal */
+    CHECK_EQ_HEX(mm_f32_to_f16(1.0f + 0x1p-11f), 0x3C00);     /* tie down to even */
+    CHECK_EQ_HEX(mm_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3C02); /* tie up to even */
+    CHECK_EQ_HEX(mm_f32_to_f16(0x1p-24f), 0x0001);            /* smallest subnormal */
+    CHECK_EQ_HEX(mm_f32_to_f16(0x1p-25f), 0x0000);            /* tie between 0 and 2^-24 */
+    CHECK_EQ_HEX(mm_f32_to_f16(-0x1p-25f), 0x8000);           /* keeps the sign of zero */
+    CHECK_EQ_HEX(mm_f32_to_f16(0x1.8p-25f), 0x0001);          /* above half */
+    CHECK_EQ_HEX(mm_f32_to_f16(0x1.8p-24f), 0x0002);          /* 1.5 quanta: tie to even 2 */
+    CHECK_EQ_HEX(mm_f32_to_f16(1023 * 0x1p-24f), 0x03FF);     /* largest subnormal */
+    CHECK_EQ_HEX(mm_f32_to_f16(1023.5f * 0x1p-24f), 0x0400);  /* rounds into the normal range */
+    CHECK_EQ_HEX(mm_f32_to_f16(mm_test_f32_from_bits(0x00000001u)), 0x0000); /* F32 subnormal */
     CHECK_EQ_HEX(mm_f32_to_f16(INFINITY), 0x7C00);
-    CHECK_EQ_HEX(mm_f32_to_f16(from_bits(0x7FC00000u)), 0x7E00);
-    CHECK_EQ_HEX(mm_f32_to_f16(from_bits(0xFF800001u)) & 0xFE00, 0xFE00); /* quiet NaN, sign kept */
+    CHECK_EQ_HEX(mm_f32_to_f16(mm_test_f32_from_bits(0x7FC00000u)), 0x7E00);
+    CHECK_EQ_HEX(mm_f32_to_f16(mm_test_f32_from_bits(0xFF800001u)) & 0xFE00,
+                 0xFE00); /* quiet NaN, sign kept */
     CHECK_EQ_HEX(mm_f32_to_f16(-0.0f), 0x8000);
-    CHECK_EQ_HEX(bits_of(mm_f16_to_f32(0x0001)), bits_of(0x1p-24f));
-    CHECK_EQ_HEX(bits_of(mm_f16_to_f32(0x7BFF)), bits_of(65504.0f));
-    CHECK_EQ_HEX(bits_of(mm_f16_to_f32(0xFC00)), 0xFF800000u);
-    CHECK_EQ_HEX(bits_of(mm_f16_to_f32(0x8000)), 0x80000000u);
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_f16_to_f32(0x0001)), mm_test_f32_bits(0x1p-24f));
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_f16_to_f32(0x7BFF)), mm_test_f32_bits(65504.0f));
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_f16_to_f32(0xFC00)), 0xFF800000u);
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_f16_to_f32(0x8000)), 0x80000000u);
     CHECK(isnan(mm_f16_to_f32(0x7C01)));
 }
 
@@ -78,7 +70,7 @@ static void test_e4m3(void) {
     CHECK_EQ_HEX(mm_f32_to_fp8_e4m3fn(465.0f), 0x7E); /* would round to 480 = NaN code: saturates */
     CHECK_EQ_HEX(mm_f32_to_fp8_e4m3fn(1e30f), 0x7E);
     CHECK_EQ_HEX(mm_f32_to_fp8_e4m3fn(-1e30f), 0xFE);
-    CHECK_EQ_HEX(mm_f32_to_fp8_e4m3fn(from_bits(0x7F7FFFFFu)), 0x7E);
+    CHECK_EQ_HEX(mm_f32_to_fp8_e4m3fn(mm_test_f32_from_bits(0x7F7FFFFFu)), 0x7E);
     CHECK_EQ_HEX(mm_f32_to_fp8_e4m3fn(INFINITY), 0x7F);
     CHECK_EQ_HEX(mm_f32_to_fp8_e4m3fn(-INFINITY), 0xFF);
     CHECK_EQ_HEX(mm_f32_to_fp8_e4m3fn(NAN), 0x7F);
@@ -94,12 +86,12 @@ static void test_e4m3(void) {
     CHECK_EQ_HEX(mm_f32_to_fp8_e4m3fn(7 * 0x1p-9f), 0x07);    /* largest subnormal */
     CHECK_EQ_HEX(mm_f32_to_fp8_e4m3fn(7.5f * 0x1p-9f), 0x08); /* rounds into 2^-6, the smallest normal */
     CHECK_EQ_HEX(mm_f32_to_fp8_e4m3fn(0x1p-6f), 0x08);
-    CHECK_EQ_HEX(mm_f32_to_fp8_e4m3fn(from_bits(0x00000001u)), 0x00);
+    CHECK_EQ_HEX(mm_f32_to_fp8_e4m3fn(mm_test_f32_from_bits(0x00000001u)), 0x00);
     CHECK_EQ_HEX(mm_f32_to_fp8_e4m3fn(-0.0f), 0x80);
-    CHECK_EQ_HEX(bits_of(mm_fp8_e4m3fn_to_f32(0x7E)), bits_of(448.0f));
-    CHECK_EQ_HEX(bits_of(mm_fp8_e4m3fn_to_f32(0x01)), bits_of(0x1p-9f));
-    CHECK_EQ_HEX(bits_of(mm_fp8_e4m3fn_to_f32(0x80)), 0x80000000u);
-    CHECK_EQ_HEX(bits_of(mm_fp8_e4m3fn_to_f32(0xB9)), bits_of(-1.125f));
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_fp8_e4m3fn_to_f32(0x7E)), mm_test_f32_bits(448.0f));
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_fp8_e4m3fn_to_f32(0x01)), mm_test_f32_bits(0x1p-9f));
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_fp8_e4m3fn_to_f32(0x80)), 0x80000000u);
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_fp8_e4m3fn_to_f32(0xB9)), mm_test_f32_bits(-1.125f));
     CHECK(isnan(mm_fp8_e4m3fn_to_f32(0x7F)));
     CHECK(isnan(mm_fp8_e4m3fn_to_f32(0xFF)) && signbit(mm_fp8_e4m3fn_to_f32(0xFF)));
     CHECK(!isnan(mm_fp8_e4m3fn_to_f32(0x78)) && mm_fp8_e4m3fn_to_f32(0x78) == 256.0f); /* no Inf code */
@@ -123,12 +115,12 @@ static void test_e5m2(void) {
     CHECK_EQ_HEX(mm_f32_to_fp8_e5m2(0x1.8p-16f), 0x02);
     CHECK_EQ_HEX(mm_f32_to_fp8_e5m2(3 * 0x1p-16f), 0x03);    /* largest subnormal */
     CHECK_EQ_HEX(mm_f32_to_fp8_e5m2(3.5f * 0x1p-16f), 0x04); /* into 2^-14 */
-    CHECK_EQ_HEX(bits_of(mm_fp8_e5m2_to_f32(0x7B)), bits_of(57344.0f));
-    CHECK_EQ_HEX(bits_of(mm_fp8_e5m2_to_f32(0x7C)), 0x7F800000u);
-    CHECK_EQ_HEX(bits_of(mm_fp8_e5m2_to_f32(0xFC)), 0xFF800000u);
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_fp8_e5m2_to_f32(0x7B)), mm_test_f32_bits(57344.0f));
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_fp8_e5m2_to_f32(0x7C)), 0x7F800000u);
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_fp8_e5m2_to_f32(0xFC)), 0xFF800000u);
     CHECK(isnan(mm_fp8_e5m2_to_f32(0x7D)) && isnan(mm_fp8_e5m2_to_f32(0x7E)) &&
           isnan(mm_fp8_e5m2_to_f32(0xFF)));
-    CHECK_EQ_HEX(bits_of(mm_fp8_e5m2_to_f32(0x01)), bits_of(0x1p-16f));
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_fp8_e5m2_to_f32(0x01)), mm_test_f32_bits(0x1p-16f));
 }
 
 static void test_fp4(void) {
@@ -136,12 +128,12 @@ static void test_fp4(void) {
     static const float e1m2[8] = {0, 0.25f, 0.5f, 0.75f, 1, 1.25f, 1.5f, 1.75f};
     for (int c = 0; c < 16; c++) {
         float expect = (c & 8) ? -e2m1[c & 7] : e2m1[c & 7];
-        CHECK_EQ_HEX(bits_of(mm_fp4_e2m1_to_f32((uint8_t)c)), bits_of(expect));
+        CHECK_EQ_HEX(mm_test_f32_bits(mm_fp4_e2m1_to_f32((uint8_t)c)), mm_test_f32_bits(expect));
         expect = (c & 8) ? -e1m2[c & 7] : e1m2[c & 7];
-        CHECK_EQ_HEX(bits_of(mm_fp4_e1m2_to_f32((uint8_t)c)), bits_of(expect));
+        CHECK_EQ_HEX(mm_test_f32_bits(mm_fp4_e1m2_to_f32((uint8_t)c)), mm_test_f32_bits(expect));
     }
-    CHECK_EQ_HEX(bits_of(mm_fp4_e2m1_to_f32(0xF3)), bits_of(1.5f)); /* high bits ignored */
-    CHECK_EQ_HEX(mm_f32_to_fp4_e2m1(0.25f), 0x0);                   /* tie 0 | 0.5 */
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_fp4_e2m1_to_f32(0xF3)), mm_test_f32_bits(1.5f)); /* high bits ignored */
+    CHECK_EQ_HEX(mm_f32_to_fp4_e2m1(0.25f), 0x0);                                     /* tie 0 | 0.5 */
     CHECK_EQ_HEX(mm_f32_to_fp4_e2m1(0.26f), 0x1);
     CHECK_EQ_HEX(mm_f32_to_fp4_e2m1(0.75f), 0x2); /* tie 0.5 | 1 (subnormal into normal) */
     CHECK_EQ_HEX(mm_f32_to_fp4_e2m1(1.25f), 0x2); /* tie 1 | 1.5 */
@@ -163,11 +155,11 @@ static void test_fp4(void) {
 }
 
 static void test_e8m0(void) {
-    CHECK_EQ_HEX(bits_of(mm_e8m0_to_f32(127)), bits_of(1.0f));
-    CHECK_EQ_HEX(bits_of(mm_e8m0_to_f32(128)), bits_of(2.0f));
-    CHECK_EQ_HEX(bits_of(mm_e8m0_to_f32(1)), bits_of(0x1p-126f));
-    CHECK_EQ_HEX(bits_of(mm_e8m0_to_f32(0)), 0x00400000u); /* 2^-127, an F32 subnormal */
-    CHECK_EQ_HEX(bits_of(mm_e8m0_to_f32(254)), bits_of(0x1p127f));
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_e8m0_to_f32(127)), mm_test_f32_bits(1.0f));
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_e8m0_to_f32(128)), mm_test_f32_bits(2.0f));
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_e8m0_to_f32(1)), mm_test_f32_bits(0x1p-126f));
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_e8m0_to_f32(0)), 0x00400000u); /* 2^-127, an F32 subnormal */
+    CHECK_EQ_HEX(mm_test_f32_bits(mm_e8m0_to_f32(254)), mm_test_f32_bits(0x1p127f));
     CHECK(isnan(mm_e8m0_to_f32(0xFF)));
 }
 

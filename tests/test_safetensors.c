@@ -17,18 +17,6 @@ static void path_in_tmp(char *buf, size_t cap, const char *name) {
     snprintf(buf, cap, "%s/%s", tmpdir, name);
 }
 
-static unsigned char *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *data = malloc((size_t)n + 1);
-    *size = fread(data, 1, (size_t)n, f);
-    fclose(f);
-    return data;
-}
-
 static void write_file(const char *path, const char *text) {
     FILE *f = fopen(path, "wb");
     if (!f) return;
@@ -99,7 +87,7 @@ static void test_round_trip(void) {
 
     /* The data starts at a multiple of 8. */
     size_t size = 0;
-    unsigned char *file = read_file(path, &size);
+    unsigned char *file = mm_test_read_file(path, &size);
     uint64_t header_len = 0;
     for (int i = 7; file && i >= 0; i--) header_len = header_len << 8 | file[i];
     CHECK_EQ_INT(header_len % 8, 0);
@@ -179,7 +167,7 @@ static void test_exact_bytes(void) {
                                           0x00, 0x00, 0x00, 0xc0}; /* 1.0f, -2.0f LE */
     memcpy(expect + 64, data, 8);
     size_t size = 0;
-    unsigned char *file = read_file(path, &size);
+    unsigned char *file = mm_test_read_file(path, &size);
     CHECK_EQ_INT(size, sizeof expect);
     CHECK(file && size == sizeof expect && memcmp(file, expect, size) == 0);
     free(file);
@@ -195,7 +183,7 @@ static void test_exact_bytes(void) {
                                   "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                                   "\"q\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[8,10]}}";
     size_t json_len = sizeof header2 - 1, padded = (json_len + 7) / 8 * 8;
-    file = read_file(path, &size);
+    file = mm_test_read_file(path, &size);
     CHECK_EQ_INT(size, 8 + padded + 10);
     CHECK(file && file[0] == padded && memcmp(file + 8, header2, json_len) == 0);
     for (size_t i = json_len; file && i < padded; i++) CHECK_EQ_INT(file[8 + i], ' ');
@@ -261,7 +249,7 @@ static void test_writer_rules(void) {
     CHECK_OK(mm_st_writer_write(w, path, err), err);
     mm_st_writer_destroy(w);
     size_t size = 0;
-    unsigned char *file = read_file(path, &size);
+    unsigned char *file = mm_test_read_file(path, &size);
     CHECK(file && size == 16 && file[0] == 8 && memcmp(file + 8, "{}      ", 8) == 0);
     free(file);
 }
@@ -294,7 +282,7 @@ static void test_writer_atomicity(void) {
     struct stat sb;
     CHECK(stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode));
     size_t size = 0;
-    unsigned char *kept = read_file(inner, &size);
+    unsigned char *kept = mm_test_read_file(inner, &size);
     CHECK(kept && size == 4 && memcmp(kept, "keep", 4) == 0);
     free(kept);
     CHECK_EQ_INT(count_temp_files(tmpdir), 0);
@@ -316,7 +304,7 @@ static void test_writer_atomicity(void) {
     CHECK_STATUS(st, MM_ERR_IO, err);
     CHECK_STR_CONTAINS(err->message, "cannot write");
     CHECK_STR_CONTAINS(err->message, "File too large");
-    unsigned char *previous = read_file(target, &size);
+    unsigned char *previous = mm_test_read_file(target, &size);
     CHECK(previous && size == 16 && memcmp(previous, "previous content", 16) == 0);
     free(previous);
     CHECK_EQ_INT(count_temp_files(tmpdir), 0);

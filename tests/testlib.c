@@ -2,6 +2,7 @@
 #include "testlib.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 
 int mm_test_passed = 0;
 int mm_test_failed = 0;
@@ -36,4 +37,34 @@ uint64_t mm_test_rand_u64(uint64_t *state) {
 double mm_test_rand_uniform(uint64_t *state, double lo, double hi) {
     double u = (double)(mm_test_rand_u64(state) >> 11) * (1.0 / 9007199254740992.0);
     return lo + (hi - lo) * u;
+}
+
+uint32_t mm_test_f32_bits(float value) {
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    return bits;
+}
+
+float mm_test_f32_from_bits(uint32_t bits) {
+    float value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+unsigned char *mm_test_read_file(const char *path, size_t *size) {
+    unsigned char *data = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n < 0 || fseek(f, 0, SEEK_SET) != 0) goto done;
+    data = malloc((size_t)n + 1);
+    if (!data) goto done;
+    *size = fread(data, 1, (size_t)n, f);
+    if (*size != (size_t)n) {
+        free(data);
+        data = NULL;
+    }
+done:
+    fclose(f);
+    return data;
 }
