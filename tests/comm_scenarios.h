@@ -290,6 +290,26 @@ static mm_status scen_symm(mm_comm *c, mm_error *err) {
     SCEN_EXPECT(err, mm_symm_put(s, n, 0, src, 1, &e) == MM_ERR_INVALID_ARGUMENT, "put to rank %d accepted",
                 n);
     SCEN_OK(err, mm_symm_free(s, &e_));
+
+    /* Sizes that differ across ranks fail on every rank (a peer's put could pass the end of a smaller
+     * part), naming the range; nothing is allocated and the communicator stays usable. */
+    mm_symm *odd = NULL;
+    size_t ask = me == n - 1 ? 128 : 64;
+    mm_status st = mm_symm_alloc(c, ask, &odd, &e);
+    if (n == 1) {
+        SCEN_EXPECT(err, st == MM_OK, "one rank, one size: symm_alloc gave \"%s\"", e.message);
+        SCEN_OK(err, mm_symm_free(odd, &e_));
+    } else {
+        char want[160];
+        snprintf(want, sizeof want,
+                 "symm_alloc of %zu bytes: the ranks asked for 64 to 128 bytes (a symmetric buffer has the "
+                 "same size on every rank)",
+                 ask);
+        SCEN_EXPECT(err, st == MM_ERR_INVALID_ARGUMENT && odd == NULL && strcmp(e.message, want) == 0,
+                    "sizes 64 / 128: symm_alloc gave %s \"%s\", expected \"%s\"", mm_status_name(st),
+                    e.message, want);
+    }
+    SCEN_OK(err, mm_comm_barrier(c, &e_));
     return MM_OK;
 }
 

@@ -130,7 +130,8 @@ mm_status mm_comm_allreduce_f64(mm_comm *comm, double *values, int n, mm_reduce_
 /* ---- symmetric buffers, put, signals --------------------------------------------------------- */
 
 /* Collective: every alive rank gets `bytes` bytes (zeroed) plus one signal counter per sender
- * (zero). Reusable across any number of calls. */
+ * (zero). Reusable across any number of calls. Every rank must pass the same `bytes`: different
+ * values fail on every rank with MM_ERR_INVALID_ARGUMENT naming the range asked for. */
 mm_status mm_symm_alloc(mm_comm *comm, size_t bytes, mm_symm **out, mm_error *err);
 /* Collective over the alive ranks. Accepts NULL. */
 mm_status mm_symm_free(mm_symm *symm, mm_error *err);

@@ -3,6 +3,7 @@
  * Arguments are checked here (peer alive, offset + bytes within the buffer) so that the backends only
  * copy. Waiting is generic: poll the backend's acquire load of the counter with the shared
  * spin-yield-sleep policy, and name the senders still missing when the timeout passes. */
+#include <stdint.h>
 #include <stdio.h>
 
 #include "comm/comm_internal.h"
@@ -14,7 +15,17 @@ mm_status mm_symm_alloc(mm_comm *comm, size_t bytes, mm_symm **out, mm_error *er
     if (st) return st;
     if (!out) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "symm_alloc: out is NULL");
     mm_error local = {MM_OK, ""};
-    st = comm->vt->symm_alloc(comm, bytes, out, &local);
+    /* One size everywhere, or a peer's put could run past the end of my part: agree on the largest
+     * and smallest request first (max of (bytes, -bytes)), so a mismatch fails on every rank. */
+    int64_t here = bytes > (size_t)INT64_MAX ? INT64_MAX : (int64_t)bytes;
+    int64_t range[2] = {here, -here};
+    st = mm_comm_allreduce_i64(comm, range, 2, MM_REDUCE_MAX, &local);
+    if (st == MM_OK && range[0] != -range[1])
+        st = mm_fail(&local, MM_ERR_INVALID_ARGUMENT,
+                     "the ranks asked for %lld to %lld bytes (a symmetric buffer has the same size on "
+                     "every rank)",
+                     (long long)-range[1], (long long)range[0]);
+    if (st == MM_OK) st = comm->vt->symm_alloc(comm, bytes, out, &local);
     if (st) mm_error_prefix(&local, "symm_alloc of %zu bytes", bytes);
     return mm_comm_leave(comm, st, &local, err);
 }
