@@ -22,7 +22,8 @@ typedef struct mm_case_options {
 } mm_case_options;
 
 /* Runs the case in in_path and writes the outputs to out_path (via a temporary file and rename; on any
- * failure out_path is left untouched). A broken file or a case that breaks an operator rule returns an
+ * failure out_path is left untouched; an existing device or FIFO such as /dev/null is written through,
+ * after success, instead of being replaced). A broken file or a case that breaks an operator rule returns an
  * input error (mm_status_is_input_error) with one line naming the tensor or attribute and the rule. */
 mm_status mm_case_run(const char *in_path, const char *out_path, const mm_case_options *options,
                       mm_error *err);
