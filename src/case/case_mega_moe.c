@@ -180,16 +180,16 @@ static mm_status read_attrs(mm_case_ctx *ctx, moe_case_run *run, mm_error *err) 
     a->activation = (mm_mega_moe_activation)mm_mega_moe_activation_from_name(act);
     const char *params = mm_st_metadata(ctx->reader, "activation_params");
     if (params) {
-        double p[MM_MEGA_MOE_MAX_ACTIVATION_PARAMS + 1];
+        double p[MM_MEGA_MOE_MAX_ACTIVATION_PARAMS];
         size_t n = 0;
+        mm_error parse;
+        mm_error_clear(&parse);
+        /* The parser's message ("... has 4 elements, at most 3 are allowed", "... is not a list") goes
+         * through a local record: formatting err's own message into err would read and write the
+         * same buffer (it came out empty). */
         st = mm_json_literal_double_list("metadata \"activation_params\"", params, p,
-                                         MM_MEGA_MOE_MAX_ACTIVATION_PARAMS + 1, &n, err);
-        if (st != MM_OK)
-            return mm_fail(err, MM_ERR_INVALID_FILE, "%s", err ? err->message : "activation_params");
-        if (n > MM_MEGA_MOE_MAX_ACTIVATION_PARAMS)
-            return mm_fail(err, MM_ERR_INVALID_FILE,
-                           "metadata \"activation_params\" has %zu values, at most %d", n,
-                           MM_MEGA_MOE_MAX_ACTIVATION_PARAMS);
+                                         MM_MEGA_MOE_MAX_ACTIVATION_PARAMS, &n, &parse);
+        if (st != MM_OK) return mm_fail(err, MM_ERR_INVALID_FILE, "%s", parse.message);
         a->activation_param_count = (int)n;
         for (size_t i = 0; i < n; i++) a->activation_params[i] = (float)p[i];
     }

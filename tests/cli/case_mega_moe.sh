@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/cli/case_mega_moe.sh: `megamoe case` on mega_moe cases made by `case-gen mega_moe`: every scenario
 # and the main options run (exit 0) on the threads backend; in an MPI build, mpirun gives the same bytes;
-# a case breaking a rule exits 2 with one line naming it and writes no output.
+# a case breaking a rule exits 2 with one line naming it and writes no output; y of A16W16 cases equals
+# an independent reference computed from the case file (lib/mega_moe_case.py).
 # Usage: bash case_mega_moe.sh <path-to-megamoe> <source-dir>
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
@@ -44,5 +45,25 @@ status=$?
 if [ "$status" -eq 2 ]; then ok; else bad "broken case exited $status, expected 2"; fi
 if grep -q "combine_comm_mode = 2" "$WORK/err" && [ "$(wc -l <"$WORK/err")" -eq 1 ]; then ok; else bad "message: $(cat "$WORK/err")"; fi
 if [ ! -e "$WORK/broken.out.st" ]; then ok; else bad "output written for a broken case"; fi
+
+# Independent check of the case runner's wiring: y of A16W16 cases recomputed from the case file alone
+# (lib/mega_moe_case.py: float64 with the spec's BF16 rounding points), expert_token_nums exact;
+# transposed weights, a shared expert, a mask and an idle rank, then the plain layout.
+cli_require_python case_mega_moe
+check_py="$(dirname "${BASH_SOURCE[0]}")/lib/mega_moe_case.py"
+reference_case() { # name case-gen-options...
+    local name=$1
+    shift
+    "$MEGAMOE" case-gen mega_moe -o "$WORK/$name.st" "$@" || { bad "case-gen $name"; return; }
+    "$MEGAMOE" case "$WORK/$name.st" -o "$WORK/$name.out.st" || { bad "case $name"; return; }
+    if python3 "$check_py" reference "$WORK/$name.st" "$WORK/$name.out.st"; then ok; else bad "$name: y differs from the reference"; fi
+}
+reference_case ref_layout --ranks 3 --shared 1 --mask --transpose --zero-rank 1 --seed 4
+reference_case ref_plain --ranks 2 --tokens 6 --topk 3 --seed 5
+
+# Broken cases: each rule of the spec's "Validation" list (and of the file format) exits 2 with one line
+# naming the parameter, its value and the rule, and writes no output.
+"$MEGAMOE" case-gen mega_moe -o "$WORK/valid.st" --ranks 2 --shared 1 || bad "case-gen valid"
+if python3 "$check_py" broken "$MEGAMOE" "$WORK/valid.st"; then ok; else bad "broken mega_moe cases"; fi
 
 cli_finish case_mega_moe
