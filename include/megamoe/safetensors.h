@@ -82,8 +82,8 @@ mm_status mm_st_writer_add(mm_st_writer *writer, const char *name, const mm_tens
  * temporary file beside path (fsync'ed), then renames it into place: a failed write removes the
  * temporary file and leaves an existing file untouched (MM_ERR_IO). A replaced file keeps its mode, a
  * new one gets 0644. An existing path that is neither a regular file nor a directory (/dev/null,
- * /dev/stdout, a FIFO) is written in place, never replaced. The writer can be written again (e.g. to
- * another path). */
+ * /dev/stdout, a FIFO) is written in place, never replaced; a symbolic link is followed (its target is
+ * replaced, the link stays). The writer can be written again (e.g. to another path). */
 mm_status mm_st_writer_write(mm_st_writer *writer, const char *path, mm_error *err);
 
 #ifdef __cplusplus

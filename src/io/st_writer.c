@@ -5,7 +5,8 @@
  * reference writer does). The file is written to a temporary file beside the target and renamed into
  * place, so a reader never sees a half-written file and a failure leaves an existing target as it was.
  * A target that exists and is neither a regular file nor a directory (/dev/null, /dev/stdout, a FIFO) is
- * written in place instead: renaming onto it would replace the device node itself with a file. */
+ * written in place instead: renaming onto it would replace the device node itself with a file. A
+ * symbolic link is followed, so its target is what gets replaced. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -301,82 +302,77 @@ static int is_special_target(const char *path) {
     return stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode);
 }
 
-mm_status mm_st_writer_write(mm_st_writer *w, const char *path, mm_error *err) {
-    if (!w || !path)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "mm_st_writer_write: writer or path is NULL");
-    mm_status st = MM_OK;
-    mm_io_buffer header = {0};
-    char *tmp = NULL, q[MM_IO_QUOTE_BUF], why[128];
+/* Writes into the existing special file. 0 or an errno; *step says what failed. */
+static int write_through(const char *path, const mm_st_writer *w, const mm_io_buffer *header,
+                         const char **step) {
+    *step = "cannot write";
+    int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    if (fd < 0) return errno;
+    int e = write_contents(fd, w, header);
+    if (close(fd) != 0 && e == 0) e = errno;
+    return e;
+}
+
+/* Writes a temporary file beside path, then renames it onto path. 0 or an errno (ENOMEM included);
+ * *step says what failed. The temporary file never outlives a failure. */
+static int write_replacing(const char *path, const mm_st_writer *w, const mm_io_buffer *header,
+                           const char **step) {
     int fd = -1, e = 0;
-    const char *step = "";
-    mm_io_quote(q, sizeof q, path, strlen(path));
-    if ((st = build_header(w, &header, err)) != MM_OK) goto fail;
-    if (is_special_target(path)) {
-        step = "cannot write";
-        fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
-        if (fd < 0 || (e = write_contents(fd, w, &header)) != 0) {
-            if (fd < 0) e = errno;
-            goto io_fail;
-        }
-        int closed = close(fd);
-        fd = -1;
-        if (closed != 0) {
-            e = errno;
-            goto io_fail;
-        }
-        mm_io_buffer_free(&header);
-        return MM_OK;
-    }
     size_t path_len = strlen(path);
-    tmp = malloc(path_len + sizeof ".tmp.XXXXXX");
-    if (!tmp) {
-        st = mm_fail(err, MM_ERR_OUT_OF_MEMORY, "writing \"%s\": out of memory", q);
-        goto fail;
-    }
+    char *tmp = malloc(path_len + sizeof ".tmp.XXXXXX");
+    *step = "out of memory writing";
+    if (!tmp) return ENOMEM;
     memcpy(tmp, path, path_len);
     memcpy(tmp + path_len, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
     fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
         e = errno;
+        *step = "cannot create a temporary file beside";
         free(tmp);
-        tmp = NULL; /* nothing was created */
-        step = "cannot create a temporary file beside";
-        goto io_fail;
+        return e;
     }
     /* mkstemp creates mode 0600; give the file the target's mode, or 0644 for a new file. */
     struct stat sb;
     mode_t mode = stat(path, &sb) == 0 ? (sb.st_mode & 07777) : 0644;
-    if (fchmod(fd, mode) != 0) {
-        e = errno;
-        step = "cannot set the mode of the temporary file for";
-        goto io_fail;
-    }
-    step = "cannot write";
-    if ((e = write_contents(fd, w, &header)) != 0) goto io_fail;
-    if (fsync(fd) != 0) {
-        e = errno;
-        goto io_fail;
-    }
+    *step = "cannot set the mode of the temporary file for";
+    if (fchmod(fd, mode) != 0) goto fail;
+    *step = "cannot write";
+    if ((e = write_contents(fd, w, header)) != 0 || fsync(fd) != 0) goto fail;
     int closed = close(fd);
     fd = -1;
-    if (closed != 0) {
-        e = errno;
-        goto io_fail;
-    }
-    if (rename(tmp, path) != 0) {
-        e = errno;
-        step = "cannot rename the temporary file onto";
-        goto io_fail;
-    }
+    if (closed != 0) goto fail;
+    *step = "cannot rename the temporary file onto";
+    if (rename(tmp, path) != 0) goto fail;
     free(tmp);
-    mm_io_buffer_free(&header);
-    return MM_OK;
-io_fail:
-    st = mm_fail(err, MM_ERR_IO, "%s \"%s\": %s", step, q, mm_io_errno_text(e, why, sizeof why));
+    return 0;
 fail:
+    if (e == 0) e = errno;
     if (fd >= 0) close(fd);
-    if (tmp) unlink(tmp);
+    unlink(tmp);
     free(tmp);
+    return e;
+}
+
+mm_status mm_st_writer_write(mm_st_writer *w, const char *path, mm_error *err) {
+    if (!w || !path)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "mm_st_writer_write: writer or path is NULL");
+    mm_io_buffer header = {0};
+    char q[MM_IO_QUOTE_BUF], why[128];
+    mm_io_quote(q, sizeof q, path, strlen(path));
+    mm_status st = build_header(w, &header, err);
+    if (st != MM_OK) return st;
+    /* A symbolic link is followed: its target gets the new contents (and the temporary file is made
+     * beside the target, on its file system), not the link replaced by a file. */
+    struct stat lsb;
+    char *resolved = lstat(path, &lsb) == 0 && S_ISLNK(lsb.st_mode) ? realpath(path, NULL) : NULL;
+    const char *target = resolved ? resolved : path;
+    const char *step = "";
+    int e = is_special_target(target) ? write_through(target, w, &header, &step)
+                                      : write_replacing(target, w, &header, &step);
+    if (e != 0)
+        st = mm_fail(err, e == ENOMEM ? MM_ERR_OUT_OF_MEMORY : MM_ERR_IO, "%s \"%s\": %s", step, q,
+                     mm_io_errno_text(e, why, sizeof why));
+    free(resolved);
     mm_io_buffer_free(&header);
     return st;
 }

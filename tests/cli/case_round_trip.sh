@@ -137,6 +137,14 @@ if timeout 20 "$MEGAMOE" case "$WORK/c.st" -o "$WORK/pipe.st" 2>"$WORK/err"; the
 wait "$reader"
 if [ -p "$WORK/pipe.st" ]; then ok; else bad "case -o FIFO replaced the FIFO with a file"; fi
 if cmp -s "$WORK/from_pipe.st" "$WORK/a1.st"; then ok; else bad "bytes read from the FIFO differ from the file output"; fi
+# An output that is a symbolic link: its target gets the output (keeping its mode), the link stays.
+mkdir -p "$WORK/real"
+printf 'old' >"$WORK/real/target.st"
+chmod 600 "$WORK/real/target.st"
+ln -s real/target.st "$WORK/link.st"
+if "$MEGAMOE" case "$WORK/c.st" -o "$WORK/link.st" 2>"$WORK/err"; then ok; else bad "case -o symlink: $(cat "$WORK/err")"; fi
+if [ -L "$WORK/link.st" ] && cmp -s "$WORK/real/target.st" "$WORK/a1.st"; then ok; else bad "case -o symlink: the link was replaced or its target not written"; fi
+if [ "$(stat -c %a "$WORK/real/target.st")" = 600 ]; then ok; else bad "case -o symlink: target mode $(stat -c %a "$WORK/real/target.st"), expected 600"; fi
 leftovers=$(find "$WORK" -name '*.tmp*' | wc -l)
 if [ "$leftovers" -eq 0 ]; then ok; else bad "temporary files left: $(find "$WORK" -name '*.tmp*')"; fi
 
