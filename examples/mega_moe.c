@@ -6,7 +6,7 @@
  * output channel) packs its experts, plans and runs one call, and reads y and expert_token_nums. At the
  * end one broken call shows the error handling: the rank that finds the problem names it, and every
  * rank gets the same status and message. docs/mega_moe.md "Using the API" walks through this file.
- * Build: cc mega_moe.c $(pkg-config --cflags --libs megamoe). */
+ * Build: cc mega_moe.c $(pkg-config --cflags --libs megamoe) -lm (sqrt: the example's own RMS). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
