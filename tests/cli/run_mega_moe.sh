@@ -5,13 +5,8 @@
 # calls, bad options exit 2 with one line, and an operator error is reported cleanly.
 # Usage: bash run_mega_moe.sh <path-to-megamoe> <source-dir>
 set -u
-MEGAMOE=${1:?path to megamoe}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+cli_require_python run_mega_moe
 
 # expect STATUS DESCRIPTION -- ARGS...: runs megamoe ARGS, checks the exit status; keeps stdout/stderr.
 expect() {
@@ -141,5 +136,4 @@ stdout_has "re-routing"
 expect 0 "re-routing demo" -- run --op re-routing --tokens 64 --hidden 32 --iterations 1
 stdout_has "re-routing demo"
 
-echo "run_mega_moe: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cli_finish run_mega_moe

@@ -4,16 +4,9 @@
 # fails with status 1 and says so.
 # Usage: bash run_mpi.sh <path-to-megamoe> <source-dir>
 set -u
-MEGAMOE=${1:?path to megamoe}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-# Open MPI keeps its start-up allocations until exit (see case_mpi.sh): no leak checks in this script.
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+cli_require_python run_mpi
+cli_mpi_env
 
 SMALL=(--hidden 256 --intermediate 128 --experts 12 --tokens 10 --iterations 2 --check-tokens 2)
 
@@ -54,5 +47,4 @@ PY
     if [ "$status" -eq 2 ] && grep -q "not a multiple of the 2 ranks" "$WORK/err"; then ok; else bad "bad option under mpirun: exit $status"; fi
 fi
 
-echo "run_mpi: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cli_finish run_mpi
