@@ -9,6 +9,8 @@
  *   run.c       mm_mega_moe_run: dispatch, shared experts, the call
  *   experts.c   routed experts scheduled as their rows complete, combine sends per finished expert
  *   combine.c   combine: relay reduction (mode 2), the home rank's final sums
+ *   gate.c      the compute gate: rank-threads of one process take turns on the pool
+ *   compute_only.c  the expert FFN alone on pre-placed rows (the baseline of `megamoe bench layer`)
  *
  * Symmetric areas of a buffer (each rank holds the same sizes):
  *   recv   the rows routed to this rank's experts: `recv_capacity` slots, expert-major then source-major
