@@ -166,6 +166,28 @@ static void test_empty(void) {
             for (int64_t x = 0; x < shapes[s].e; x++) CHECK_EQ_INT(read_count_at(&c.out_num, x), 0);
             case_free(&c);
         }
+
+    /* N = 2^40 ranks and E = 0 experts: no count at all, so validation must not walk the N rows (it
+     * once did, for hours). With A = 0 the call succeeds; with A = 3 the empty sum is the error. */
+    const int64_t no_tokens[2] = {0, 8}, three_tokens[2] = {3, 8}, counts_shape[2] = {(int64_t)1 << 40, 0},
+                  no_rows[1] = {0}, three_rows[1] = {3};
+    uint16_t token_data[3 * 8] = {0}, permuted[3 * 8];
+    int32_t idx[3];
+    mm_tensor counts = mm_tensor_make(MM_DTYPE_I32, 2, counts_shape, NULL);
+    mm_tensor num = mm_tensor_make(MM_DTYPE_I32, 1, no_rows, NULL);
+    mm_tensor tokens = mm_tensor_make(MM_DTYPE_BF16, 2, no_tokens, NULL);
+    mm_tensor out_tokens = mm_tensor_make(MM_DTYPE_BF16, 2, no_tokens, NULL);
+    mm_tensor out_idx = mm_tensor_make(MM_DTYPE_I32, 1, no_rows, NULL);
+    mm_re_routing_inputs in = {&tokens, &counts, NULL};
+    mm_re_routing_outputs out = {&out_tokens, NULL, &out_idx, &num};
+    mm_error err_record, *err = &err_record;
+    CHECK_OK(mm_re_routing(&in, NULL, &out, err), err);
+    tokens = mm_tensor_make(MM_DTYPE_BF16, 2, three_tokens, token_data);
+    out_tokens = mm_tensor_make(MM_DTYPE_BF16, 2, three_tokens, permuted);
+    out_idx = mm_tensor_make(MM_DTYPE_I32, 1, three_rows, idx);
+    CHECK_STATUS(mm_re_routing(&in, NULL, &out, err), MM_ERR_INVALID_ARGUMENT, err);
+    CHECK_STR_CONTAINS(err->message,
+                       "sum of expert_token_num_per_rank = 0 differs from the token count A = 3");
 }
 
 /* Ranks running as threads call the operator at once, each on its own tensors. */

@@ -123,22 +123,22 @@ static mm_status check_counts(const mm_tensor *counts, mm_rr_geometry *g, mm_err
     g->n = counts->shape[0];
     g->e = counts->shape[1];
     /* All counts are non-negative once checked, so the running sum only grows: stopping as soon as it
-     * passes A both reports the first place it goes wrong and keeps it far from int64 overflow. */
-    int64_t sum = 0;
-    for (int64_t r = 0; r < g->n; r++) {
-        for (int64_t x = 0; x < g->e; x++) {
-            int64_t c = read_count(counts, r * g->e + x);
-            if (c < 0)
-                return mm_fail(
-                    err, MM_ERR_INVALID_ARGUMENT,
-                    "expert_token_num_per_rank[%" PRId64 "][%" PRId64 "] = %" PRId64 " is negative", r, x, c);
-            if (c > g->a - sum)
-                return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                               "sum of expert_token_num_per_rank through [%" PRId64 "][%" PRId64
-                               "] exceeds the token count A = %" PRId64 " (tokens.shape[0])",
-                               r, x, g->a);
-            sum += c;
-        }
+     * passes A both reports the first place it goes wrong and keeps it far from int64 overflow. One
+     * flat loop over the N x E entries (a count that fits int64, as the byte size was checked): N may
+     * be huge when E = 0, and a loop over the rows alone would then spin for nothing. */
+    int64_t sum = 0, entries = g->n * g->e;
+    for (int64_t i = 0; i < entries; i++) {
+        int64_t c = read_count(counts, i);
+        if (c < 0)
+            return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                           "expert_token_num_per_rank[%" PRId64 "][%" PRId64 "] = %" PRId64 " is negative",
+                           i / g->e, i % g->e, c);
+        if (c > g->a - sum)
+            return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                           "sum of expert_token_num_per_rank through [%" PRId64 "][%" PRId64
+                           "] exceeds the token count A = %" PRId64 " (tokens.shape[0])",
+                           i / g->e, i % g->e, g->a);
+        sum += c;
     }
     if (sum != g->a)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
