@@ -1,7 +1,7 @@
 /* tests/test_mega_moe_validation.c: every validation rule of the operator: the status and a message
  * naming the parameter on every rank, outputs untouched (still the fill pattern), no hang; plus the
- * plan step's report, buffer reuse with BS changing between calls, and determinism across pool
- * thread counts. */
+ * plan step's report, three identical calls on one buffer, and determinism across pool thread counts
+ * (reuse with BS, scenario and layer changing between calls: test_mega_moe_audit_reuse.c). */
 #include <float.h>
 #include <stdio.h>
 
