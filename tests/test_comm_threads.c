@@ -62,6 +62,14 @@ static mm_status fail_on_some(mm_comm *c, void *arg, mm_error *err) {
     return MM_OK;
 }
 
+/* Rank 2 finds an error and every rank agrees on it (mm_comm_agree prefixes "rank 2: "). */
+static mm_status agreed_failure(mm_comm *c, void *arg, mm_error *err) {
+    (void)arg;
+    mm_status local = MM_OK;
+    if (mm_comm_rank(c) == 2) local = mm_fail_for_test(err, "hidden = 30 is not a multiple of 32");
+    return mm_comm_agree(c, local, err);
+}
+
 static void test_launcher_errors(void) {
     mm_status status[4];
     mm_error errs[4], err_store = {MM_OK, ""}, *err = &err_store;
@@ -76,6 +84,12 @@ static void test_launcher_errors(void) {
     /* Without per-rank arrays. */
     st = mm_comm_run_threads(4, fail_on_some, NULL, NULL, NULL, err);
     CHECK_STATUS(st, MM_ERR_INVALID_ARGUMENT, err);
+
+    /* An agreed error reaches the caller once, naming the rank at fault, not "rank 0: rank 2: ...". */
+    st = mm_comm_run_threads(4, agreed_failure, NULL, status, errs, err);
+    CHECK_STATUS(st, MM_ERR_INVALID_ARGUMENT, err);
+    CHECK(strcmp(err->message, "rank 2: hidden = 30 is not a multiple of 32") == 0);
+    for (int r = 0; r < 4; r++) CHECK(strcmp(errs[r].message, err->message) == 0);
 
     st = mm_comm_run_threads(0, fail_on_some, NULL, NULL, NULL, err);
     CHECK_STATUS(st, MM_ERR_INVALID_ARGUMENT, err);

@@ -251,17 +251,6 @@ static mm_status rank_main(mm_comm *comm, void *arg, mm_error *err) {
     return run_moe_rank(comm, job->cfg, job->sc, &job->results[mm_comm_rank(comm)], err);
 }
 
-/* The message of the lowest failing rank. The operator's failures are agreed and already name the
- * rank ("rank N: ..."), so the launcher's own "rank N: " prefix would repeat it; a failure of the
- * driver itself (no agreement) keeps the launcher's prefixed message. */
-static const char *first_failure_message(const mm_status *statuses, const mm_error *errors, int64_t ranks,
-                                         const mm_error *launcher) {
-    for (int64_t r = 0; r < ranks; r++)
-        if (statuses[r] != MM_OK)
-            return strncmp(errors[r].message, "rank ", 5) == 0 ? errors[r].message : launcher->message;
-    return launcher->message;
-}
-
 static int run_threads(run_moe_options *o) {
     run_moe_config *cfg = &o->cfg;
     if (run_moe_finish_config(o, 1) != 0) return MM_CLI_EXIT_USAGE;
@@ -289,12 +278,10 @@ static int run_threads(run_moe_options *o) {
             break;
         }
         scenario_job job = {cfg, list[i], res};
-        mm_status statuses[MM_COMM_MAX_RANKS];
-        mm_error errors[MM_COMM_MAX_RANKS];
-        mm_status st = mm_comm_run_threads((int)cfg->ranks, rank_main, &job, statuses, errors, &err);
+        mm_status st = mm_comm_run_threads((int)cfg->ranks, rank_main, &job, NULL, NULL, &err);
         int this_rc = MM_CLI_EXIT_OK;
         if (st != MM_OK) {
-            const char *message = first_failure_message(statuses, errors, cfg->ranks, &err);
+            const char *message = err.message; /* an agreed operator error already names its rank */
             printf("%-15s not run: %s\n", list[i]->name, message);
             fflush(stdout);
             cli_error(cmd, "%s: %s", list[i]->name, message);

@@ -47,7 +47,9 @@ typedef mm_status (*mm_comm_rank_fn)(mm_comm *comm, void *arg, mm_error *err);
 /* Runs fn on nranks ranks (threads of this process, 1 <= nranks <= MM_COMM_MAX_RANKS) and returns
  * when all have returned. per_rank_status (nranks entries) and per_rank_err (nranks records) may be
  * NULL; they receive each rank's result. The return value is MM_OK when every rank returned MM_OK,
- * else the status of the lowest failing rank, whose message goes into err prefixed "rank N: ".
+ * else the status of the lowest failing rank, whose message goes into err prefixed "rank N: " --
+ * except when every rank failed with the same status and message (a collective error agreed with
+ * mm_comm_agree, whose message already names the rank at fault): then that message is passed on as is.
  * A rank may return early (e.g. a rank removed by the elastic API): nobody blocks on it beyond the
  * communicator timeout. */
 #define MM_COMM_MAX_RANKS 64

@@ -174,10 +174,25 @@ mm_status mm_comm_run_threads(int nranks, mm_comm_rank_fn fn, void *arg, mm_stat
     }
     for (int r = 0; r < started; r++) pthread_join(threads[r], NULL);
     if (st) goto done;
+    int first_failed = -1, n_failed = 0, identical = 1;
     for (int r = 0; r < nranks; r++) {
         if (per_rank_status) per_rank_status[r] = runs[r].status;
-        if (runs[r].status != MM_OK && st == MM_OK)
-            st = mm_fail(err, runs[r].status, "rank %d: %s", r, errs[r].message);
+        if (runs[r].status == MM_OK) continue;
+        n_failed++;
+        if (first_failed < 0)
+            first_failed = r;
+        else if (runs[r].status != runs[first_failed].status ||
+                 strcmp(errs[r].message, errs[first_failed].message) != 0)
+            identical = 0;
+    }
+    /* Every rank failing with one message is a collective error agreed with mm_comm_agree, whose message
+     * already names the rank at fault: prefixing "rank 0: " would repeat or misattribute it. */
+    if (first_failed >= 0) {
+        if (identical && n_failed == nranks && nranks > 1)
+            st = mm_fail(err, runs[first_failed].status, "%s", errs[first_failed].message);
+        else
+            st = mm_fail(err, runs[first_failed].status, "rank %d: %s", first_failed,
+                         errs[first_failed].message);
     }
 done:
     if (errs != per_rank_err) free(errs);
