@@ -6,6 +6,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "megamoe/comm.h"
 #include "megamoe/version.h"
 
 const mm_cli_command mm_cli_commands[] = {
@@ -30,11 +31,15 @@ static void print_usage(FILE *out) {
 
 int mm_cli_version_main(int argc, char **argv) {
     if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        printf("usage: megamoe version\n\nPrints \"megamoe <version>\" (the library linked).\n");
+        printf("usage: megamoe version [--features]\n\nPrints \"megamoe <version>\" (the library linked); "
+               "with --features also\nthe optional parts of this build, one per line (\"mpi backend: "
+               "yes|no\").\n");
         return MM_CLI_EXIT_OK;
     }
-    if (argc > 1) return cli_usage_error("version", "unexpected argument '%s'", argv[1]);
+    int features = argc == 2 && strcmp(argv[1], "--features") == 0;
+    if (argc > 1 && !features) return cli_usage_error("version", "unexpected argument '%s'", argv[1]);
     printf("megamoe %s\n", mm_version());
+    if (features) printf("mpi backend: %s\n", mm_comm_mpi_available() ? "yes" : "no");
     return MM_CLI_EXIT_OK;
 }
 

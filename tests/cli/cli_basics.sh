@@ -111,6 +111,8 @@ expect 2 "case-gen bad idx type" -- case-gen re_routing -o "$WORK/x.st" --idx-ty
 stderr_is_one_line "--idx-type 2 is outside [0, 1]"
 expect 2 "version with argument" -- version extra
 stderr_is_one_line "unexpected argument 'extra'"
+expect 0 "version --features" -- version --features
+if grep -qxE "mpi backend: (yes|no)" "$WORK/out"; then ok; else bad "version --features printed '$(cat "$WORK/out")'"; fi
 if [ ! -e "$WORK/x.st" ] && [ ! -e "$WORK/o.st" ]; then ok; else bad "a failed command created a file"; fi
 
 # A missing input file is an I/O failure: status 1, one line naming the file.

@@ -157,7 +157,7 @@ expect_broken "comm_alg" "$WORK/bad.st" 'attribute "comm_alg" = "fullmesh" is re
 python3 "$WORK/dc.py" both-counts "$WORK/c.st" "$WORK/bad.st" && ok || bad "both-counts"
 expect_broken "both counts" "$WORK/bad.st" \
     '^megamoe: case: tensor "rank1.ep_send_counts" and tensor "rank1.ep_recv_counts" are both given'
-if command -v mpirun >/dev/null && "$MEGAMOE" case --help 2>/dev/null | grep -q -- "--backend"; then
+if cli_has_mpi; then
     cli_mpi_env
     for f in d c2 c3; do
         n=$(python3 -c "import json,struct,sys; b=open(sys.argv[1],'rb').read(); print(json.loads(b[8:8+struct.unpack('<Q',b[:8])[0]])['__metadata__']['ranks'])" "$WORK/$f.st")

@@ -74,7 +74,7 @@ one_error_line "--topk 4 exceeds the 2 experts" "bench --topk"
 [ ! -s "$WORK/out" ] && ok || bad "bench printed a header before rejecting its options"
 expect 2 "bench --tokens 0" bench dispatch-combine --tokens 0
 one_error_line "--tokens '0'" "bench --tokens"
-if command -v mpirun >/dev/null && "$MEGAMOE" bench dispatch-combine --help | grep -q -- "--backend mpi"; then
+if cli_has_mpi; then
     cli_mpi_env
     timeout 120 mpirun --oversubscribe -n 2 "$MEGAMOE" bench dispatch-combine --backend mpi "${BENCH[@]}" \
         >"$WORK/out" 2>"$WORK/err"

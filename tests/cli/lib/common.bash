@@ -28,6 +28,11 @@ cli_require_python() {
     }
 }
 
+# cli_has_mpi: true when mpirun exists and the CLI was built with the MPI backend.
+cli_has_mpi() {
+    command -v mpirun >/dev/null && "$MEGAMOE" version --features 2>/dev/null | grep -qx "mpi backend: yes"
+}
+
 # cli_mpi_env: lets mpirun start as root with more ranks than cores, and turns leak checking off in
 # sanitizer builds: Open MPI keeps thousands of start-up allocations until exit, many in plugins it has
 # already unloaded, which no suppression can name. Only the scripts that run mpirun call this.
