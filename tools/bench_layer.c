@@ -226,6 +226,7 @@ static void report(const bench_case *bc, const rank_times *times, int64_t n) {
     fflush(stdout);
 }
 
+#ifdef MEGAMOE_HAVE_MPI
 /* MPI: rank 0 gets the first begin and last end of every call over all ranks, the summed share and
  * rows, in its own times (reported as one rank). */
 static mm_status reduce_over_comm(mm_comm *comm, const bench_case *bc, rank_times *t, mm_error *err) {
@@ -248,6 +249,7 @@ static mm_status reduce_over_comm(mm_comm *comm, const bench_case *bc, rank_time
     t->recv_rows = rows;
     return st;
 }
+#endif
 
 typedef struct bench_options {
     int mpi;
