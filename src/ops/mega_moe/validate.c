@@ -179,7 +179,7 @@ static mm_status check_inputs(const mm_mega_moe_buffer *buf, const mm_mega_moe_i
                        "x has BS = %" PRId64 " rows, above num_max_tokens_per_rank = %" PRId64, bs,
                        buf->sizing.num_max_tokens_per_rank);
     mm_dtype xd = c->prequantized ? c->dispatch_dtype : MM_DTYPE_BF16;
-    uint64_t xmask = DT(xd) | (xd == MM_DTYPE_FP4_E2M1 ? 0 : 0);
+    uint64_t xmask = DT(xd);
     if ((st = check_tensor(
              "x", x, xmask, 2, bs, H,
              c->prequantized ? "(BS, H) in dispatch_quant_out_dtype, pre-quantized" : "(BS, H) BF16", err)) !=
@@ -253,7 +253,11 @@ static mm_status check_inputs(const mm_mega_moe_buffer *buf, const mm_mega_moe_i
     return MM_OK;
 }
 
-enum { N_ATTR = 18 };
+/* The attributes every rank must pass identically, compared as integers (floats by bit pattern). The
+ * transpose flags are not among them: they describe how one rank's weights are stored, which packing
+ * removes, so ranks may differ there. The shared dtype enters twice, with different sentinels for "no
+ * shared experts", so that a rank without shared experts differs from one with them in min and max. */
+enum { N_ATTR = 16 };
 static const char *const attr_names[N_ATTR] = {"dispatch_quant_mode",
                                                "dispatch_quant_out_dtype",
                                                "shared_expert_quant_out_dtype",
@@ -269,9 +273,7 @@ static const char *const attr_names[N_ATTR] = {"dispatch_quant_mode",
                                                "rank_num_per_server",
                                                "weight1 dtype (routed)",
                                                "shared weight dtype",
-                                               "shared weight dtype",
-                                               "transpose_weight1",
-                                               "transpose_weight2"};
+                                               "shared weight dtype"};
 
 static void attr_vector(const mm_mega_moe_attrs *a, const mm_mega_moe_weights *w, int64_t *v) {
     int64_t p[3] = {0, 0, 0};
@@ -296,9 +298,7 @@ static void attr_vector(const mm_mega_moe_attrs *a, const mm_mega_moe_weights *w
                             a->rank_num_per_server,
                             w->routed.dtype,
                             shared >= 0 ? shared : INT64_MAX,
-                            shared >= 0 ? shared : INT64_MIN,
-                            0,
-                            0};
+                            shared >= 0 ? shared : INT64_MIN};
     memcpy(v, vals, sizeof vals);
 }
 
