@@ -16,10 +16,10 @@
 static const char run_usage[] =
     "usage: megamoe run --op re-routing [options]\n"
     "\n"
-    "Re-routing demo: builds the tokens one card\n"
-    "receives after the all-to-all (skewed counts per source rank and local expert), rearranges them\n"
-    "into expert order with mm_re_routing, checks that every output row equals the input row its index\n"
-    "names, and times it against memcpy of the same bytes in the same run.\n"
+    "Re-routing demo: builds the tokens one rank receives after the all-to-all (skewed counts per\n"
+    "source rank and local expert), rearranges them into expert order with mm_re_routing, checks that\n"
+    "every output row equals the input row its index names, and times it against memcpy of the same\n"
+    "bytes in the same run.\n"
     "\n"
     "options:\n" CLI_REROUTING_SHAPE_HELP
     "      --iterations K    timed calls of each (default 5; one untimed warm-up first)\n"
