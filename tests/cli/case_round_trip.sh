@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/cli/case_round_trip.sh: `megamoe case-gen` -> `megamoe case` -> an independent check in Python
-# (standard library only) that parses both safetensors files itself and rebuilds the re-routing from
-# the spec's definitions (SrcOffset/DstOffset). Also: case-gen is deterministic, and the re-routing demo
+# (standard library only) that parses both safetensors files itself (lib/safetensors_io.py) and
+# rebuilds the re-routing from the spec's definitions (SrcOffset/DstOffset). Also: case-gen is deterministic, and the re-routing demo
 # (`megamoe run --op re-routing`; plain `run` is the MegaMoE layer) and `bench rerouting` finish with
 # their own checks passing on small shapes.
 # Usage: bash case_round_trip.sh <path-to-megamoe> <source-dir>
@@ -11,16 +11,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 cli_require_python case_round_trip
 
 cat >"$WORK/verify.py" <<'PY'
-import json, struct, sys
+import struct, sys
 
-def load(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    header = json.loads(b[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    data = b[8 + n:]
-    tensors = {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in header.items()}
-    return meta, tensors
+from safetensors_io import load
 
 def ints(dtype, raw):
     fmt = {"I32": "i", "I64": "q"}[dtype]

@@ -14,20 +14,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 cli_require_python dispatch_combine_case
 
 cat >"$WORK/dc.py" <<'PY'
-import json, math, random, struct, sys
+import math, random, struct, sys
 
-def load(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n]); meta = h.pop("__metadata__", {}); data = b[8 + n:]
-    return meta, {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in h.items()}
-
-def save(path, meta, tensors):
-    header, blobs, at = {"__metadata__": meta}, [], 0
-    for k, (dt, shape, raw) in tensors.items():
-        header[k] = {"dtype": dt, "shape": shape, "data_offsets": [at, at + len(raw)]}; blobs.append(raw); at += len(raw)
-    hj = json.dumps(header).encode()
-    open(path, "wb").write(struct.pack("<Q", len(hj)) + hj + b"".join(blobs))
+from safetensors_io import load, save
 
 FMT = {"I32": "i", "I64": "q", "F32": "f", "BF16": "H", "U8": "B", "BOOL": "B"}
 def vals(t):
@@ -160,7 +149,7 @@ expect_broken "both counts" "$WORK/bad.st" \
 if cli_has_mpi; then
     cli_mpi_env
     for f in d c2 c3; do
-        n=$(python3 -c "import json,struct,sys; b=open(sys.argv[1],'rb').read(); print(json.loads(b[8:8+struct.unpack('<Q',b[:8])[0]])['__metadata__']['ranks'])" "$WORK/$f.st")
+        n=$(python3 -c "import sys, safetensors_io; print(safetensors_io.load(sys.argv[1])[0]['ranks'])" "$WORK/$f.st")
         timeout 120 mpirun --oversubscribe -n "$n" "$MEGAMOE" case "$WORK/$f.st" -o "$WORK/${f}_mpi.st" --backend mpi \
             >/dev/null 2>&1 && cmp -s "$WORK/${f}_out.st" "$WORK/${f}_mpi.st" && ok || bad "mpi $f differs"
     done

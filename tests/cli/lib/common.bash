@@ -4,6 +4,8 @@
 # Every script is run as `bash script <path-to-megamoe> <source-dir>`. Sourcing this file sets
 #   MEGAMOE     the CLI under test          SOURCE_DIR  the source tree (may be empty)
 #   WORK        a scratch directory, removed when the script exits
+#   PYTHONPATH  starts with this lib/ directory, so that the scripts' Python checks (often written to
+#               $WORK first) can `import safetensors_io`
 # and gives ok / bad to count expectations and cli_finish to print the tally and set the exit status:
 # a script passes only when nothing failed and at least one expectation was checked, so a script that
 # silently skipped everything cannot pass.
@@ -11,6 +13,7 @@ MEGAMOE=${1:?path to megamoe}
 SOURCE_DIR=${2:-}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
 passed=0
 failed=0
 

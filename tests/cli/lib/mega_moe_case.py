@@ -20,30 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-
-def load(path):
-    blob = open(path, "rb").read()
-    n = struct.unpack("<Q", blob[:8])[0]
-    header = json.loads(blob[8 : 8 + n])
-    data = blob[8 + n :]
-    meta = header.pop("__metadata__", {})
-    tensors = {}
-    for name, v in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
-        b, e = v["data_offsets"]
-        tensors[name] = (v["dtype"], list(v["shape"]), bytearray(data[b:e]))
-    return meta, tensors
-
-
-def save(path, meta, tensors):
-    header = {"__metadata__": meta}
-    blob = bytearray()
-    for name, (dtype, shape, raw) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(blob), len(blob) + len(raw)]}
-        blob += raw
-    text = json.dumps(header).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + blob)
+from safetensors_io import load, save
 
 
 def bf16_value(bits):
