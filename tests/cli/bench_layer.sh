@@ -8,17 +8,6 @@ set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 cli_require_python bench_layer
 
-expect() {
-    local want=$1 what=$2
-    shift 3
-    timeout 120 "$MEGAMOE" "$@" >"$WORK/out" 2>"$WORK/err"
-    local got=$?
-    if [ "$got" -eq "$want" ]; then ok; else bad "$what: exit $got, expected $want ($(head -c 400 "$WORK/err"))"; fi
-}
-stderr_is_one_line() {
-    if [ "$(wc -l <"$WORK/err")" -eq 1 ] && grep -qF -- "$1" "$WORK/err"; then ok; else bad "stderr should be one line with '$1': $(cat "$WORK/err")"; fi
-}
-
 expect 0 "help" -- bench layer --help
 for opt in --backend --ranks --preset --phase --prefill-tokens --decode-tokens --scenario --iterations; do
     if grep -qF -- "$opt" "$WORK/out"; then ok; else bad "--help lacks $opt"; fi

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # tests/cli/case_round_trip.sh: `megamoe case-gen` -> `megamoe case` -> an independent check in Python
 # (standard library only) that parses both safetensors files itself (lib/safetensors_io.py) and
-# rebuilds the re-routing from the spec's definitions (SrcOffset/DstOffset). Also: case-gen is deterministic, and the re-routing demo
-# (`megamoe run --op re-routing`; plain `run` is the MegaMoE layer) and `bench rerouting` finish with
-# their own checks passing on small shapes.
+# rebuilds the re-routing from the spec's definitions (SrcOffset/DstOffset). Also: case-gen is
+# deterministic, and the re-routing demo (`megamoe run --op re-routing`; plain `run` is the MegaMoE
+# layer) and `bench rerouting` finish with their own checks passing on small shapes.
 # Usage: bash case_round_trip.sh <path-to-megamoe> <source-dir>
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"

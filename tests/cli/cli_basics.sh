@@ -4,23 +4,6 @@
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 
-# expect STATUS DESCRIPTION -- ARGS...: runs megamoe ARGS, checks the exit status; keeps stdout/stderr.
-expect() {
-    local want=$1 what=$2
-    shift 3
-    timeout 60 "$MEGAMOE" "$@" >"$WORK/out" 2>"$WORK/err"
-    local got=$?
-    if [ "$got" -eq "$want" ]; then ok; else bad "$what: exit $got, expected $want ($(head -c 300 "$WORK/err"))"; fi
-}
-# stderr_is_one_line NEEDLE: the last command printed exactly one stderr line containing NEEDLE.
-stderr_is_one_line() {
-    local lines
-    lines=$(wc -l <"$WORK/err")
-    if [ "$lines" -eq 1 ] && grep -qF -- "$1" "$WORK/err"; then ok; else bad "stderr should be one line with '$1': $(cat "$WORK/err")"; fi
-}
-stdout_has() { if grep -qF -- "$1" "$WORK/out"; then ok; else bad "stdout lacks '$1'"; fi; }
-stderr_empty() { if [ ! -s "$WORK/err" ]; then ok; else bad "stderr not empty: $(cat "$WORK/err")"; fi; }
-
 version=$(sed -n 's/^project(megamoe VERSION \([0-9.]*\).*/\1/p' "${SOURCE_DIR:?source dir}/CMakeLists.txt")
 
 expect 0 "--help" -- --help

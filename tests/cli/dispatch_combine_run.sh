@@ -8,19 +8,6 @@
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 
-# expect STATUS WHAT ARGS...: runs megamoe ARGS (stdout, stderr kept) and checks the exit status.
-expect() {
-    local want=$1 what=$2
-    shift 2
-    timeout 120 "$MEGAMOE" "$@" >"$WORK/out" 2>"$WORK/err"
-    local got=$?
-    [ "$got" -eq "$want" ] && ok || bad "$what: exit $got, expected $want ($(head -c 300 "$WORK/err"))"
-}
-stdout_has() { grep -qF -- "$1" "$WORK/out" && ok || bad "$2: stdout lacks '$1': $(head -c 600 "$WORK/out")"; }
-one_error_line() {
-    [ "$(wc -l <"$WORK/err")" -eq 1 ] && grep -qF -- "$1" "$WORK/err" && ok \
-        || bad "$2: stderr should be one line with '$1': $(cat "$WORK/err")"
-}
 SAME="check: every iteration gives the same bits: yes; outputs finite: yes"
 SMALL=(--tokens 4 --hidden 64 --inter 32 --iterations 2)
 
@@ -52,13 +39,13 @@ stdout_has "8 routed experts (4 per rank)" "run elastic" # survivors keep their 
 stdout_has "$SAME" "run elastic"
 
 expect 2 "run --experts not a multiple" run --op dispatch-combine --ranks 3 --experts 5
-one_error_line "--experts 5 is not a multiple of the 3 routed-expert ranks" "run --experts"
+stderr_is_one_line "--experts 5 is not a multiple of the 3 routed-expert ranks" "run --experts"
 expect 2 "run --tp 2 with 2 experts per rank" run --op dispatch-combine --ranks 2 --tp 2 --experts 4
-one_error_line "--tp 2 needs one expert per routed-expert rank: --experts 2, not 4" "run --tp 2"
+stderr_is_one_line "--tp 2 needs one expert per routed-expert rank: --experts 2, not 4" "run --tp 2"
 expect 2 "run --remove beyond --ranks" run --op dispatch-combine --ranks 2 --remove 5
-one_error_line "--remove 5 is not an EP rank (--ranks 2)" "run --remove"
+stderr_is_one_line "--remove 5 is not an EP rank (--ranks 2)" "run --remove"
 expect 2 "run --iterations 0" run --op dispatch-combine --iterations 0
-one_error_line "--iterations" "run --iterations"
+stderr_is_one_line "--iterations" "run --iterations"
 
 # ---- bench dispatch-combine ----
 expect 0 "bench help" bench dispatch-combine --help
@@ -70,10 +57,10 @@ expect 0 "bench threads" bench dispatch-combine --ranks 2 "${BENCH[@]}"
 stdout_has "2 ranks (threads of one process), H 64, K 2, 2 experts per rank" "bench threads"
 [ "$(rows_of 1)" = 4 ] && [ "$(rows_of 3)" = 12 ] && ok || bad "bench threads rows: $(cat "$WORK/out")"
 expect 2 "bench --topk above the experts" bench dispatch-combine --ranks 2 --experts-per-rank 1 --topk 4
-one_error_line "--topk 4 exceeds the 2 experts" "bench --topk"
+stderr_is_one_line "--topk 4 exceeds the 2 experts" "bench --topk"
 [ ! -s "$WORK/out" ] && ok || bad "bench printed a header before rejecting its options"
 expect 2 "bench --tokens 0" bench dispatch-combine --tokens 0
-one_error_line "--tokens '0'" "bench --tokens"
+stderr_is_one_line "--tokens '0'" "bench --tokens"
 if cli_has_mpi; then
     cli_mpi_env
     timeout 120 mpirun --oversubscribe -n 2 "$MEGAMOE" bench dispatch-combine --backend mpi "${BENCH[@]}" \

@@ -8,21 +8,6 @@ set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 cli_require_python run_mega_moe
 
-# expect STATUS DESCRIPTION -- ARGS...: runs megamoe ARGS, checks the exit status; keeps stdout/stderr.
-expect() {
-    local want=$1 what=$2
-    shift 3
-    timeout 120 "$MEGAMOE" "$@" >"$WORK/out" 2>"$WORK/err"
-    local got=$?
-    if [ "$got" -eq "$want" ]; then ok; else bad "$what: exit $got, expected $want ($(head -c 400 "$WORK/err"))"; fi
-}
-stderr_is_one_line() {
-    local lines
-    lines=$(wc -l <"$WORK/err")
-    if [ "$lines" -eq 1 ] && grep -qF -- "$1" "$WORK/err"; then ok; else bad "stderr should be one line with '$1': $(cat "$WORK/err")"; fi
-}
-stdout_has() { if grep -qF -- "$1" "$WORK/out"; then ok; else bad "stdout lacks '$1'"; fi; }
-
 # check_rows SCENARIO...: each scenario has one table row; its error columns are numbers, the max error
 # is below 0.1 of rms(y_ref) and 100% of the checked outputs are within the tolerance.
 check_rows() {

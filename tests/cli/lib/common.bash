@@ -6,7 +6,8 @@
 #   WORK        a scratch directory, removed when the script exits
 #   PYTHONPATH  starts with this lib/ directory, so that the scripts' Python checks (often written to
 #               $WORK first) can `import safetensors_io`
-# and gives ok / bad to count expectations and cli_finish to print the tally and set the exit status:
+# and gives ok / bad to count expectations, expect / stdout_has / stderr_is_one_line / stderr_empty to
+# run the CLI and check what it printed, and cli_finish to print the tally and set the exit status:
 # a script passes only when nothing failed and at least one expectation was checked, so a script that
 # silently skipped everything cannot pass.
 MEGAMOE=${1:?path to megamoe}
@@ -22,6 +23,32 @@ bad() {
     failed=$((failed + 1))
     echo "FAIL: $*" >&2
 }
+
+# expect STATUS WHAT [--] ARGS...: runs megamoe ARGS (stdout in $WORK/out, stderr in $WORK/err; a run
+# that hangs is stopped after 120 s so a script never hangs) and checks the exit status.
+expect() {
+    local want=$1 what=$2
+    shift 2
+    if [ "${1:-}" = "--" ]; then shift; fi
+    timeout 120 "$MEGAMOE" "$@" >"$WORK/out" 2>"$WORK/err"
+    local got=$?
+    if [ "$got" -eq "$want" ]; then ok; else bad "$what: exit $got, expected $want ($(head -c 400 "$WORK/err"))"; fi
+}
+# stdout_has NEEDLE [WHAT]: the last expect's stdout contains NEEDLE.
+stdout_has() {
+    if grep -qF -- "$1" "$WORK/out"; then ok; else bad "${2:+$2: }stdout lacks '$1': $(head -c 600 "$WORK/out")"; fi
+}
+# stderr_is_one_line NEEDLE [WHAT]: the last expect printed exactly one stderr line, containing NEEDLE
+# (the CLI's rule for every error).
+stderr_is_one_line() {
+    if [ "$(wc -l <"$WORK/err")" -eq 1 ] && grep -qF -- "$1" "$WORK/err"; then
+        ok
+    else
+        bad "${2:+$2: }stderr should be one line with '$1': $(cat "$WORK/err")"
+    fi
+}
+# stderr_empty: the last expect printed nothing on stderr.
+stderr_empty() { if [ ! -s "$WORK/err" ]; then ok; else bad "stderr not empty: $(cat "$WORK/err")"; fi; }
 
 # cli_require_python NAME: the script's independent checks are written in Python (standard library only).
 cli_require_python() {
