@@ -12,7 +12,6 @@
  * rank 0 runs the threads and memcpy measurements while the other processes sleep. */
 #include <getopt.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,16 +72,6 @@ static int batch_calls(size_t per_peer, int ranks) {
     return calls < 1 ? 1 : calls > 1000 ? 1000 : (int)calls;
 }
 
-static mm_status bench_fail(mm_error *err, const char *fmt, ...) MM_CLI_PRINTF(2, 3);
-static mm_status bench_fail(mm_error *err, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    err->status = MM_ERR_INTERNAL;
-    return MM_ERR_INTERNAL;
-}
-
 static uint8_t bench_byte(int src, int dst, size_t i) {
     return (uint8_t)(src * 37 + dst * 11 + (int)(i % 251));
 }
@@ -104,7 +93,7 @@ static mm_status bench_comm_rank(mm_comm *c, void *arg, mm_error *err) {
     uint64_t put_rounds = 0;
     mm_status st = MM_OK;
     if (!samples || !send || !recv) {
-        st = bench_fail(err, "no memory for %zu bytes per rank", 2 * largest * (size_t)n);
+        st = cli_fail(err, MM_ERR_INTERNAL, "no memory for %zu bytes per rank", 2 * largest * (size_t)n);
         goto done;
     }
     for (int p = 0; p < n; p++)
@@ -159,7 +148,8 @@ static mm_status bench_comm_rank(mm_comm *c, void *arg, mm_error *err) {
         for (int p = 0; p < n && st == MM_OK; p++)
             for (size_t i = 0; i < largest; i++)
                 if (got[(size_t)p * largest + i] != bench_byte(p, me, i)) {
-                    st = bench_fail(err, "rank %d: put byte %zu from rank %d is wrong", me, i, p);
+                    st = cli_fail(err, MM_ERR_INTERNAL, "rank %d: put byte %zu from rank %d is wrong", me, i,
+                                  p);
                     break;
                 }
     }
@@ -167,7 +157,7 @@ static mm_status bench_comm_rank(mm_comm *c, void *arg, mm_error *err) {
     for (int p = 0; p < n && st == MM_OK; p++)
         for (size_t i = 0; i < largest; i++)
             if (recv[(size_t)p * largest + i] != bench_byte(p, me, i)) {
-                st = bench_fail(err, "rank %d: byte %zu from rank %d is wrong", me, i, p);
+                st = cli_fail(err, MM_ERR_INTERNAL, "rank %d: byte %zu from rank %d is wrong", me, i, p);
                 break;
             }
 done:

@@ -107,7 +107,7 @@ static mm_status measure(mm_comm *comm, const bench_case *bc, mm_mega_moe_buffer
     int64_t *rows = malloc((size_t)local * 8 + 8);
     mm_moe_compute_only *co = NULL;
     mm_mega_moe_stats stats;
-    mm_status st = y && etn && rows ? MM_OK : run_moe_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for y");
+    mm_status st = y && etn && rows ? MM_OK : cli_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for y");
     if ((st = mm_comm_agree(comm, st, err)) != MM_OK) goto done;
     int64_t xs[2] = {T, H}, ks[2] = {T, K}, es[1] = {local};
     mm_tensor x = mm_tensor_make(MM_DTYPE_BF16, 2, xs, tok->x);

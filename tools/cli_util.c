@@ -28,6 +28,17 @@ void cli_error(const char *command, const char *fmt, ...) {
     print_one_line(command, message, NULL);
 }
 
+mm_status cli_fail(mm_error *err, mm_status status, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+        err->status = status;
+    }
+    return status;
+}
+
 int cli_usage_error(const char *command, const char *fmt, ...) {
     char message[1024], suffix[128];
     va_list ap;

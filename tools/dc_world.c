@@ -319,8 +319,7 @@ mm_status cli_dc_dispatch(mm_dc_workspace *ws, const cli_dc_world *w, int64_t g,
         d->token_nums = malloc((size_t)d->local_experts * 8);
     }
     if (!d->expand_x || !d->dyn || !d->assist || !d->ep_counts || !d->token_nums) {
-        snprintf(err->message, sizeof err->message, "dispatch outputs: out of memory");
-        return err->status = MM_ERR_OUT_OF_MEMORY;
+        return cli_fail(err, MM_ERR_OUT_OF_MEMORY, "dispatch outputs: out of memory");
     }
     mm_tensor ex = sh.expand_x, dyn = sh.dynamic_scales, as = sh.assist_info_for_combine;
     mm_tensor etn = sh.expert_token_nums, ep = sh.ep_recv_counts, tp = sh.tp_recv_counts;

@@ -91,13 +91,9 @@ mm_status cli_rerouting_alloc(const cli_rerouting_shape *s, cli_rerouting_buffer
     b->expert_num = mm_tensor_make(MM_DTYPE_I64, 1, &s->experts, alloc_bytes(s->experts * 8));
     if (!b->tokens.data || !b->permute_tokens.data || !b->counts.data || !b->permute_idx.data ||
         !b->expert_num.data) {
+        long long token_bytes = (long long)b->token_bytes; /* cli_rerouting_free zeroes b */
         cli_rerouting_free(b);
-        if (err) {
-            err->status = MM_ERR_OUT_OF_MEMORY;
-            snprintf(err->message, sizeof err->message, "cannot allocate 2 x %lld bytes of tokens",
-                     (long long)b->token_bytes);
-        }
-        return MM_ERR_OUT_OF_MEMORY;
+        return cli_fail(err, MM_ERR_OUT_OF_MEMORY, "cannot allocate 2 x %lld bytes of tokens", token_bytes);
     }
     cli_skewed_counts(s->tokens, s->ranks, s->experts, &state, b->counts.data);
     cli_fill_random(b->tokens.data, (size_t)b->token_bytes, &state);

@@ -71,15 +71,6 @@ typedef struct run_moe_config {
     const char *trace_path; /* NULL: no trace */
 } run_moe_config;
 
-/* Fills err (may be NULL) with status and a formatted message; returns status. The tool's own
- * failures use it (the library's are reported by the library). */
-#if defined(__GNUC__)
-#define RUN_MOE_PRINTF(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))
-#else
-#define RUN_MOE_PRINTF(fmt_idx, arg_idx)
-#endif
-mm_status run_moe_fail(mm_error *err, mm_status status, const char *fmt, ...) RUN_MOE_PRINTF(3, 4);
-
 /* ---- synthetic data (run_moe_data.c) ---------------------------------------------------------- */
 
 /* The stacked weights of `count` experts in the scenario's storage, transposed layout: weight1

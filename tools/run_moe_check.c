@@ -14,6 +14,7 @@
 
 #include "megamoe/formats.h"
 #include "ref/mega_moe_ref.h"
+#include "cli_util.h"
 #include "run_moe.h"
 
 static mm_ref_weights ref_weights_of(const run_moe_expert_data *d) {
@@ -89,7 +90,7 @@ static mm_status check_rows(check_part *p) {
     int32_t *counts = malloc((size_t)(n * K + 1) * 4);
     mm_status st = MM_OK;
     if (!used || !label || !ids || !counts) {
-        st = run_moe_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for the check of %lld tokens", (long long)n);
+        st = cli_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for the check of %lld tokens", (long long)n);
         goto done;
     }
     /* relabel the experts in order of first use */
@@ -165,7 +166,7 @@ mm_status run_moe_check(const run_moe_config *cfg, const run_moe_scenario *sc,
     float *gates = malloc((size_t)(n * K + 1) * 4);
     mm_status st = MM_OK;
     if (!x || !y || !y_ref || !ids || !gates) {
-        st = run_moe_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for the check of %lld tokens", (long long)n);
+        st = cli_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for the check of %lld tokens", (long long)n);
         goto done;
     }
     for (int64_t r = 0, row = 0; r < cfg->ranks; r++) {

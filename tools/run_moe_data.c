@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "megamoe/formats.h"
+#include "cli_util.h"
 #include "run_moe.h"
 
 static uint64_t splitmix64(uint64_t *state) {
@@ -174,8 +175,7 @@ static mm_status make_matrix(const run_moe_config *cfg, mm_dtype dtype, const in
         s->bf16 = malloc((size_t)k * 2);
     }
     if (!s || !s->levels || !s->bf16 || (is_mx(dtype) && !mx_groups)) {
-        st =
-            run_moe_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for weight rows of %lld values", (long long)k);
+        st = cli_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for weight rows of %lld values", (long long)k);
         goto done;
     }
     /* step: the power of two nearest to amp / 128, amp = sqrt(3 / k) (uniform with variance ~1 / k) */
@@ -239,9 +239,9 @@ mm_status run_moe_expert_data_make(const run_moe_config *cfg, const run_moe_scen
         ok = ok && d.mx_scales1 && d.mx_scales2;
     }
     if (!ok) {
-        st = run_moe_fail(err, MM_ERR_OUT_OF_MEMORY,
-                          "no memory for %lld experts of %s weights (H = %lld, I = %lld)", (long long)count,
-                          mm_dtype_name(dt), (long long)H, (long long)I);
+        st = cli_fail(err, MM_ERR_OUT_OF_MEMORY,
+                      "no memory for %lld experts of %s weights (H = %lld, I = %lld)", (long long)count,
+                      mm_dtype_name(dt), (long long)H, (long long)I);
         goto fail;
     }
     st = make_matrix(cfg, dt, ids, first_id, count, 1, N1, H, d.weight1, d.scales1, d.bias1, d.mx_scales1,
@@ -322,8 +322,8 @@ mm_status run_moe_tokens_make(const run_moe_config *cfg, int64_t rank, run_moe_t
            *logits = alloc_bytes(E * (int64_t)sizeof(double));
     mm_status st = MM_OK;
     if (!t.x || !t.ids || !t.weights || !bias || !logits) {
-        st = run_moe_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for %lld tokens of hidden %lld", (long long)T,
-                          (long long)H);
+        st = cli_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for %lld tokens of hidden %lld", (long long)T,
+                      (long long)H);
         run_moe_tokens_free(&t);
         goto done;
     }

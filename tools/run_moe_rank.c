@@ -4,24 +4,13 @@
  * Only the public API is used (include/megamoe/). Local steps that can fail (memory, weight packing)
  * are agreed on all ranks before the next collective, so a failure on one rank never leaves the others
  * waiting for the communicator timeout. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "cli_util.h"
 #include "run_moe.h"
-
-mm_status run_moe_fail(mm_error *err, mm_status status, const char *fmt, ...) {
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
-        err->status = status;
-    }
-    return status;
-}
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -46,8 +35,8 @@ mm_status run_moe_result_alloc(const run_moe_config *cfg, run_moe_rank_result *r
     if (!r->stats || !r->sample_rows || !r->sample_x || !r->sample_ids || !r->sample_weights ||
         !r->sample_y) {
         run_moe_result_free(r);
-        return run_moe_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for the results of %lld iterations",
-                            (long long)cfg->iterations);
+        return cli_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for the results of %lld iterations",
+                        (long long)cfg->iterations);
     }
     return MM_OK;
 }
@@ -115,8 +104,8 @@ mm_status run_moe_rank(mm_comm *comm, const run_moe_config *cfg, const run_moe_s
 
     mm_status st = y && expert_token_nums
                        ? MM_OK
-                       : run_moe_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for y (%lld x %lld)",
-                                      (long long)T, (long long)H);
+                       : cli_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for y (%lld x %lld)", (long long)T,
+                                  (long long)H);
     if (st == MM_OK) st = run_moe_tokens_make(cfg, rank, &tok, err);
     if ((st = mm_comm_agree(comm, st, err)) != MM_OK) goto fail;
 
