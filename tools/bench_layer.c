@@ -72,29 +72,6 @@ typedef struct threads_arg {
     rank_times times[MM_COMM_MAX_RANKS];
 } threads_arg;
 
-/* This rank's experts and packed weights (generated copies freed right away). */
-static mm_status make_weights(mm_comm *comm, const bench_case *bc, mm_mega_moe_buffer *buffer,
-                              mm_mega_moe_weights **out, mm_error *err) {
-    const run_moe_config *cfg = &bc->cfg;
-    int64_t local = cfg->experts / cfg->ranks;
-    run_moe_expert_data routed, shared;
-    memset(&routed, 0, sizeof routed);
-    memset(&shared, 0, sizeof shared);
-    mm_status st =
-        run_moe_expert_data_make(cfg, bc->sc, mm_comm_rank(comm) * local, NULL, local, &routed, err);
-    if (st == MM_OK && cfg->shared_experts > 0)
-        st = run_moe_expert_data_make(cfg, bc->sc, RUN_MOE_SHARED_ID_BASE, NULL, cfg->shared_experts, &shared,
-                                      err);
-    if (st == MM_OK) {
-        mm_mega_moe_expert_weights rv = run_moe_expert_weights_view(&routed);
-        mm_mega_moe_expert_weights sv = run_moe_expert_weights_view(&shared);
-        st = mm_mega_moe_weights_create(buffer, &rv, cfg->shared_experts > 0 ? &sv : NULL, out, err);
-    }
-    run_moe_expert_data_free(&routed);
-    run_moe_expert_data_free(&shared);
-    return st;
-}
-
 /* The timed layer calls, then the timed compute-only runs, on this rank. */
 static mm_status measure(mm_comm *comm, const bench_case *bc, mm_mega_moe_buffer *buffer,
                          const mm_mega_moe_weights *weights, const run_moe_tokens *tok, rank_times *out,
@@ -164,7 +141,7 @@ static mm_status rank_main(mm_comm *comm, const bench_case *bc, rank_times *out,
     if ((st = mm_comm_agree(comm, st, err)) != MM_OK) goto done;
     mm_mega_moe_sizing sizing = {cfg->experts, cfg->tokens, cfg->topk, cfg->hidden, cfg->inter, 0};
     if ((st = mm_mega_moe_buffer_create(comm, &sizing, &buffer, err)) != MM_OK) goto done;
-    st = make_weights(comm, bc, buffer, &weights, err);
+    st = run_moe_weights_make(comm, &bc->cfg, bc->sc, buffer, &weights, NULL, err);
     if ((st = mm_comm_agree(comm, st, err)) != MM_OK) goto done;
     st = measure(comm, bc, buffer, weights, &tok, out, err);
 done:

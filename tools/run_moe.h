@@ -97,6 +97,12 @@ mm_status run_moe_expert_data_make(const run_moe_config *cfg, const run_moe_scen
 void run_moe_expert_data_free(run_moe_expert_data *d);
 /* The API's view of the data (stacked tensors, transpose flags set). */
 mm_mega_moe_expert_weights run_moe_expert_weights_view(const run_moe_expert_data *d);
+/* This rank's packed weights (its routed experts and the shared ones) from freshly generated experts;
+ * the generated copies are freed before returning (the packed weights are all the operator keeps).
+ * generate_seconds (may be NULL) gets the time spent generating, before packing. */
+mm_status run_moe_weights_make(mm_comm *comm, const run_moe_config *cfg, const run_moe_scenario *sc,
+                               mm_mega_moe_buffer *buffer, mm_mega_moe_weights **out,
+                               double *generate_seconds, mm_error *err);
 
 /* One rank's tokens and routing: x (T, H) BF16, topk_ids (T, K) I32, topk_weights (T, K) F32:
  * softmax over all experts of logits = expert bias (skewed popularity, equal on all ranks) + token

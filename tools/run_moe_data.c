@@ -12,6 +12,7 @@
 #include "megamoe/formats.h"
 #include "cli_util.h"
 #include "run_moe.h"
+#include "timing.h"
 
 static uint64_t splitmix64(uint64_t *state) {
     uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
@@ -363,4 +364,27 @@ void run_moe_tokens_free(run_moe_tokens *t) {
     free(t->ids);
     free(t->weights);
     memset(t, 0, sizeof *t);
+}
+
+mm_status run_moe_weights_make(mm_comm *comm, const run_moe_config *cfg, const run_moe_scenario *sc,
+                               mm_mega_moe_buffer *buffer, mm_mega_moe_weights **out,
+                               double *generate_seconds, mm_error *err) {
+    double t0 = cli_now_seconds();
+    int64_t local = cfg->experts / cfg->ranks;
+    run_moe_expert_data routed, shared;
+    memset(&routed, 0, sizeof routed);
+    memset(&shared, 0, sizeof shared);
+    mm_status st = run_moe_expert_data_make(cfg, sc, mm_comm_rank(comm) * local, NULL, local, &routed, err);
+    if (st == MM_OK && cfg->shared_experts > 0)
+        st = run_moe_expert_data_make(cfg, sc, RUN_MOE_SHARED_ID_BASE, NULL, cfg->shared_experts, &shared,
+                                      err);
+    if (generate_seconds) *generate_seconds = cli_now_seconds() - t0;
+    if (st == MM_OK) {
+        mm_mega_moe_expert_weights rv = run_moe_expert_weights_view(&routed);
+        mm_mega_moe_expert_weights sv = run_moe_expert_weights_view(&shared);
+        st = mm_mega_moe_weights_create(buffer, &rv, cfg->shared_experts > 0 ? &sv : NULL, out, err);
+    }
+    run_moe_expert_data_free(&routed);
+    run_moe_expert_data_free(&shared);
+    return st;
 }

@@ -7,16 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli_util.h"
 #include "run_moe.h"
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "timing.h"
 
 static int64_t sample_count_of(const run_moe_config *cfg) {
     return cfg->check_tokens < cfg->tokens ? cfg->check_tokens : cfg->tokens;
@@ -65,31 +59,6 @@ static void keep_sample(const run_moe_config *cfg, const run_moe_tokens *tok, co
     }
 }
 
-/* Builds this rank's packed weights from freshly generated experts; the generated copies are freed
- * before returning (the packed weights are all the operator keeps). */
-static mm_status make_weights(mm_comm *comm, const run_moe_config *cfg, const run_moe_scenario *sc,
-                              mm_mega_moe_buffer *buffer, mm_mega_moe_weights **out, double *generate_seconds,
-                              mm_error *err) {
-    double t0 = now_seconds();
-    int64_t local = cfg->experts / cfg->ranks;
-    run_moe_expert_data routed, shared;
-    memset(&routed, 0, sizeof routed);
-    memset(&shared, 0, sizeof shared);
-    mm_status st = run_moe_expert_data_make(cfg, sc, mm_comm_rank(comm) * local, NULL, local, &routed, err);
-    if (st == MM_OK && cfg->shared_experts > 0)
-        st = run_moe_expert_data_make(cfg, sc, RUN_MOE_SHARED_ID_BASE, NULL, cfg->shared_experts, &shared,
-                                      err);
-    *generate_seconds = now_seconds() - t0;
-    if (st == MM_OK) {
-        mm_mega_moe_expert_weights rv = run_moe_expert_weights_view(&routed);
-        mm_mega_moe_expert_weights sv = run_moe_expert_weights_view(&shared);
-        st = mm_mega_moe_weights_create(buffer, &rv, cfg->shared_experts > 0 ? &sv : NULL, out, err);
-    }
-    run_moe_expert_data_free(&routed);
-    run_moe_expert_data_free(&shared);
-    return st;
-}
-
 mm_status run_moe_rank(mm_comm *comm, const run_moe_config *cfg, const run_moe_scenario *sc,
                        run_moe_rank_result *res, mm_error *err) {
     int64_t T = cfg->tokens, H = cfg->hidden, K = cfg->topk, local = cfg->experts / cfg->ranks;
@@ -100,7 +69,7 @@ mm_status run_moe_rank(mm_comm *comm, const run_moe_config *cfg, const run_moe_s
     memset(&tok, 0, sizeof tok);
     uint16_t *y = malloc((size_t)(T * H) * 2 + 2);
     int32_t *expert_token_nums = malloc((size_t)local * 4 + 4);
-    double t0 = now_seconds();
+    double t0 = cli_now_seconds();
 
     mm_status st = y && expert_token_nums
                        ? MM_OK
@@ -116,9 +85,9 @@ mm_status run_moe_rank(mm_comm *comm, const run_moe_config *cfg, const run_moe_s
                                  .intermediate_hidden = cfg->inter,
                                  .max_recv_token_num = 0};
     if ((st = mm_mega_moe_buffer_create(comm, &sizing, &buffer, err)) != MM_OK) goto fail;
-    st = make_weights(comm, cfg, sc, buffer, &weights, &res->generate_seconds, err);
+    st = run_moe_weights_make(comm, cfg, sc, buffer, &weights, &res->generate_seconds, err);
     if ((st = mm_comm_agree(comm, st, err)) != MM_OK) goto fail;
-    res->setup_seconds = now_seconds() - t0;
+    res->setup_seconds = cli_now_seconds() - t0;
 
     int64_t x_shape[2] = {T, H}, k_shape[2] = {T, K}, e_shape[1] = {local};
     mm_tensor x = mm_tensor_make(MM_DTYPE_BF16, 2, x_shape, tok.x);
