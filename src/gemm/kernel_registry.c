@@ -37,6 +37,11 @@ typedef struct registration {
             prepare_panel, 4                                                                                 \
     }
 
+/* INT8 x INT4 few-rows kernel (below): the raw panel straight into vpdpbusd (i4_small_avx512.c). Up to
+ * I4_SMALL_MAX_ROWS rows it streams the weights faster than the general AVX-512 kernel and the AMX kernel
+ * (whose per-block INT8 decode costs more than 8 rows of dot products); measured with `megamoe bench ffn`. */
+#define I4_SMALL_MAX_ROWS 8
+
 /* Every supported pair, reference first. The FP8 pairs cover the mixed E4M3/E5M2 cases that an
  * activation_out_dtype override produces (spec/mega_moe.md). */
 static const registration registrations[] = {
@@ -64,7 +69,8 @@ static const registration registrations[] = {
     {MM_DTYPE_I8, MM_DTYPE_I8, AMX(mm_ukernel_i8_i8_amx, "i8xi8", 8)},
     {MM_DTYPE_I8,
      MM_DTYPE_INT4,
-     {"i8xi4_amx_16x32", MM_ISA_AMX, MM_GEMM_AMX_MR, mm_ukernel_i8_i4_amx, NULL, mm_prepare_panel_i4_amx, 8}},
+     {"i8xi4_amx_16x32", MM_ISA_AMX, MM_GEMM_AMX_MR, mm_ukernel_i8_i4_amx, NULL, mm_prepare_panel_i4_amx,
+      I4_SMALL_MAX_ROWS + 1}},
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, AMX_MX(mm_prepare_panel_fp8_avx512, "e4m3xe4m3")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, AMX_MX(mm_prepare_panel_fp8_avx512, "e5m2xe5m2")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, AMX_MX(mm_prepare_panel_fp8_avx512, "e5m2xe4m3")},
@@ -83,6 +89,7 @@ typedef struct few_rows_registration {
     mm_dtype w_dtype;
     int max_rows;
     mm_gemm_kernel kernel;
+    int needs_vbmi; /* beyond the kernel's ISA level */
 } few_rows_registration;
 
 #define AVX512_MX_SMALL(label)                                                                               \
@@ -91,13 +98,19 @@ typedef struct few_rows_registration {
             mm_gemm_mx_row_to_bf16, NULL, 0                                                                  \
     }
 static const few_rows_registration few_rows_registrations[] = {
-    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, 3, AVX512_MX_SMALL("e4m3xe4m3")},
-    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, 3, AVX512_MX_SMALL("e5m2xe5m2")},
-    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, 3, AVX512_MX_SMALL("e5m2xe4m3")},
-    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, 3, AVX512_MX_SMALL("e4m3xe5m2")},
-    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, 3, AVX512_MX_SMALL("e4m3xfp4")},
-    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, 3, AVX512_MX_SMALL("e5m2xfp4")},
-    {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, 3, AVX512_MX_SMALL("fp4xfp4")},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, 3, AVX512_MX_SMALL("e4m3xe4m3"), 1},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, 3, AVX512_MX_SMALL("e5m2xe5m2"), 1},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, 3, AVX512_MX_SMALL("e5m2xe4m3"), 1},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, 3, AVX512_MX_SMALL("e4m3xe5m2"), 1},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, 3, AVX512_MX_SMALL("e4m3xfp4"), 1},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, 3, AVX512_MX_SMALL("e5m2xfp4"), 1},
+    {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, 3, AVX512_MX_SMALL("fp4xfp4"), 1},
+    {MM_DTYPE_I8,
+     MM_DTYPE_INT4,
+     I4_SMALL_MAX_ROWS,
+     {"i8xi4_avx512_small_8x32", MM_ISA_AVX512, MM_GEMM_I4_SMALL_MR, mm_ukernel_i8_i4_small_avx512, NULL,
+      NULL, 0},
+     0},
 };
 #define N_FEW_ROWS (sizeof few_rows_registrations / sizeof few_rows_registrations[0])
 
@@ -116,7 +129,8 @@ static void build_table(void) {
     int vbmi = __builtin_cpu_supports("avx512vbmi");
     for (size_t i = 0; i < N_FEW_ROWS; i++) {
         const few_rows_registration *r = &few_rows_registrations[i];
-        if (r->kernel.isa <= allowed && vbmi) few_by_isa[r->kernel.isa][r->a_dtype][r->w_dtype] = r;
+        if (r->kernel.isa <= allowed && (vbmi || !r->needs_vbmi))
+            few_by_isa[r->kernel.isa][r->a_dtype][r->w_dtype] = r;
     }
 }
 

@@ -32,6 +32,10 @@ void mm_prepare_panel_fp4_avx512(const mm_ukernel_args *args, uint8_t *block);
  * Also needs AVX512_VBMI. */
 #define MM_GEMM_MX_SMALL_MR 4
 void mm_ukernel_mx_small_avx512(const mm_ukernel_args *args);
+/* INT8 x INT4 with few rows (m <= MM_GEMM_I4_SMALL_MR, i4_small_avx512.c): the raw packed panel as the
+ * unsigned operand of vpdpbusd (value + 8), activations broadcast from memory, the panel prefetched. */
+#define MM_GEMM_I4_SMALL_MR 8
+void mm_ukernel_i8_i4_small_avx512(const mm_ukernel_args *args);
 
 /* AMX set (files kernels/amx/NAME_amx_avx512.c): call only when mm_cpu_isa() >= MM_ISA_AMX. */
 #define MM_GEMM_AMX_MR 16
