@@ -420,16 +420,7 @@ int mm_bench_comm_main(int argc, char **argv) {
     while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
         int bad = 0;
         switch (opt) {
-        case OPT_BACKEND:
-            if (strcmp(optarg, "threads") == 0)
-                use_mpi = 0;
-            else if (strcmp(optarg, "mpi") == 0)
-                use_mpi = 1;
-            else {
-                cli_error(cmd, "--backend '%s' is neither threads nor mpi", optarg);
-                bad = 1;
-            }
-            break;
+        case OPT_BACKEND: bad = cli_parse_backend(cmd, optarg, &use_mpi) != 0; break;
         case OPT_RANKS: bad = parse_ranks(cmd, optarg, rank_list, &rank_count) != 0; break;
         case OPT_MAX_ROWS:
             bad = cli_parse_int64(cmd, "--max-rows", optarg, 1, 512, &max_rows);

@@ -262,12 +262,8 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
     while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
         switch (opt) {
         case OPT_BACKEND:
-            if (!strcmp(optarg, "threads") || !strcmp(optarg, "mpi")) {
-                c.mpi = !strcmp(optarg, "mpi");
-                break;
-            }
-            cli_error(cmd, "--backend '%s' is neither threads nor mpi", optarg);
-            return MM_CLI_EXIT_USAGE;
+            if (cli_parse_backend(cmd, optarg, &c.mpi) != 0) return MM_CLI_EXIT_USAGE;
+            break;
         case OPT_RANKS:
             if (cli_parse_int64(cmd, "--ranks", optarg, 1, MM_COMM_MAX_RANKS, &c.ranks))
                 return MM_CLI_EXIT_USAGE;

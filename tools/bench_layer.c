@@ -389,9 +389,7 @@ int mm_bench_layer_main(int argc, char **argv) {
     while ((opt = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
         switch (opt) {
         case OPT_BACKEND:
-            if (strcmp(optarg, "threads") != 0 && strcmp(optarg, "mpi") != 0)
-                return cli_usage_error(cmd, "--backend '%s' is not threads or mpi", optarg);
-            o.mpi = strcmp(optarg, "mpi") == 0;
+            if (cli_parse_backend(cmd, optarg, &o.mpi) != 0) return MM_CLI_EXIT_USAGE;
             break;
         case OPT_RANKS:
             if (cli_parse_int64(cmd, "--ranks", optarg, 1, MM_COMM_MAX_RANKS, &o.ranks))

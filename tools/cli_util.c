@@ -96,6 +96,15 @@ int cli_parse_double(const char *command, const char *option, const char *text, 
     return 0;
 }
 
+int cli_parse_backend(const char *command, const char *text, int *use_mpi) {
+    if (strcmp(text, "threads") != 0 && strcmp(text, "mpi") != 0) {
+        cli_usage_error(command, "--backend '%s' is not a backend (threads or mpi)", text);
+        return -1;
+    }
+    *use_mpi = strcmp(text, "mpi") == 0;
+    return 0;
+}
+
 int cli_parse_dtype(const char *command, const char *option, const char *text, mm_dtype *out) {
     mm_dtype d = mm_dtype_from_name(text);
     if (d == MM_DTYPE_INVALID) {

@@ -41,6 +41,8 @@ int cli_parse_int64(const char *command, const char *option, const char *text, i
 int cli_parse_double(const char *command, const char *option, const char *text, double min, double max,
                      double *out);
 int cli_parse_dtype(const char *command, const char *option, const char *text, mm_dtype *out);
+/* --backend NAME: "threads" sets *use_mpi = 0, "mpi" sets it to 1. */
+int cli_parse_backend(const char *command, const char *text, int *use_mpi);
 
 /* Reports what getopt_long returned for an unknown option or a missing value ('?' or ':'); the
  * optstring must start with ':'. Returns MM_CLI_EXIT_USAGE. */

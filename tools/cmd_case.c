@@ -38,14 +38,12 @@ int mm_cli_case_main(int argc, char **argv) {
     while ((opt = getopt_long(argc, argv, ":o:h", long_options, NULL)) != -1) {
         switch (opt) {
         case 'o': out_path = optarg; break;
-        case 'b':
-            if (strcmp(optarg, "threads") == 0)
-                options.backend = MM_CASE_BACKEND_THREADS;
-            else if (strcmp(optarg, "mpi") == 0)
-                options.backend = MM_CASE_BACKEND_MPI;
-            else
-                return cli_usage_error("case", "--backend '%s' is not threads or mpi", optarg);
+        case 'b': {
+            int use_mpi;
+            if (cli_parse_backend("case", optarg, &use_mpi) != 0) return MM_CLI_EXIT_USAGE;
+            options.backend = use_mpi ? MM_CASE_BACKEND_MPI : MM_CASE_BACKEND_THREADS;
             break;
+        }
         case 't':
             if (cli_parse_double("case", "--timeout", optarg, 0.0, 1e9, &options.timeout_seconds) != 0)
                 return MM_CLI_EXIT_USAGE;

@@ -152,14 +152,7 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
             if (cli_parse_double(cmd, "--skew", optarg, 0.0, 10.0, &o->cfg.skew) != 0) return -1;
             break;
         case OPT_BACKEND:
-            if (strcmp(optarg, "mpi") == 0)
-                o->mpi = 1;
-            else if (strcmp(optarg, "threads") == 0)
-                o->mpi = 0;
-            else {
-                cli_error(cmd, "--backend '%s' is not a backend (threads or mpi)", optarg);
-                return -1;
-            }
+            if (cli_parse_backend(cmd, optarg, &o->mpi) != 0) return -1;
             break;
         case OPT_TRACE: o->cfg.trace_path = optarg; break;
         case OPT_CHECK_TOKENS:
