@@ -70,7 +70,6 @@ typedef struct mm_waiter {
     double start, deadline;
 } mm_waiter;
 
-double mm_comm_now(void); /* monotonic seconds */
 void mm_waiter_start(mm_waiter *w, double timeout);
 /* With c's timeout and c's spinning policy. */
 void mm_waiter_start_for(mm_waiter *w, const mm_comm *c);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "comm/comm_internal.h"
+#include "core/clock.h"
 #include "core/error.h"
 
 /* Rounds of spinning (4 pauses and one poll each, 70 ns or more) before yielding, when every rank has
@@ -21,17 +22,11 @@
 /* Sleep steps grow to this cap, which bounds the extra latency of a long wait. */
 #define MM_WAIT_SLEEP_MAX_NS 200000L
 
-double mm_comm_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void mm_waiter_start(mm_waiter *w, double timeout) {
     w->rounds = 0;
     w->sleeps = 0;
     w->spin_rounds = MM_WAIT_SPIN_ROUNDS;
-    w->start = mm_comm_now();
+    w->start = mm_now_seconds();
     w->deadline = w->start + timeout;
 }
 
@@ -57,7 +52,7 @@ int mm_waiter_pause(mm_waiter *w) {
         for (int i = 0; i < 4; i++) cpu_relax();
         return 1;
     }
-    double now = mm_comm_now();
+    double now = mm_now_seconds();
     if (now >= w->deadline) return 0;
     double waited = now - w->start;
     if (waited < MM_WAIT_YIELD_SECONDS) {

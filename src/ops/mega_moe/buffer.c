@@ -3,19 +3,12 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/error.h"
 #include "ops/mega_moe/mega_moe_internal.h"
 
 static size_t round_up(size_t v, size_t a) {
     return (v + a - 1) / a * a;
-}
-
-double mm_moe_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 void mm_moe_stats_event(mm_mega_moe_buffer *buf, mm_mega_moe_stage stage, double begin, double end) {

@@ -4,6 +4,7 @@
  * mega_moe_internal.h (AVX-512 when allowed, the same bits either way). */
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "megamoe/formats.h"
@@ -130,7 +131,7 @@ static void final_task(void *ctx, int64_t t) {
 mm_status mm_moe_combine(run_state *s, mm_error *err) {
     mm_mega_moe_buffer *b = s->b;
     mm_status st = MM_OK;
-    double t0 = mm_moe_now();
+    double t0 = mm_now_seconds();
     if (s->attrs->combine_comm_mode == 2) {
         for (int d = 0; d < s->R && st == MM_OK; d++) st = mm_symm_signal(b->relay, d, 1, err);
         b->relay_epoch++;
@@ -144,6 +145,6 @@ mm_status mm_moe_combine(run_state *s, mm_error *err) {
     mm_parallel_for((s->c->active_rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK, final_task, s);
     for (int64_t i = 0; i < s->c->bs; i++)
         if (!mm_moe_row_active(s, i)) memset(s->out_y + i * s->H, 0, (size_t)(2 * s->H));
-    mm_moe_stats_event(b, MM_MEGA_MOE_STAGE_COMBINE, t0, mm_moe_now());
+    mm_moe_stats_event(b, MM_MEGA_MOE_STAGE_COMBINE, t0, mm_now_seconds());
     return MM_OK;
 }

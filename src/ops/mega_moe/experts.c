@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "megamoe/formats.h"
@@ -221,7 +222,7 @@ static mm_status run_ready(run_state *s, const int64_t *ready, int64_t n_ready, 
                           s->b};
     if ((st = mm_moe_ffn_run(&job, err)) != MM_OK) goto done;
     if (s->attrs->combine_comm_mode == 1) goto done; /* reduced per source by the caller */
-    double t0 = mm_moe_now();
+    double t0 = mm_now_seconds();
     rows = malloc((size_t)(2 * n_rows + 2) * sizeof *rows);
     if (!rows) {
         st = mm_fail(err, MM_ERR_OUT_OF_MEMORY, "combine row list: out of memory");
@@ -240,7 +241,7 @@ static mm_status run_ready(run_state *s, const int64_t *ready, int64_t n_ready, 
     batch_rows br = {s, rows, n_rows};
     mm_parallel_for((n_rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK, send_rows_task, &br);
     st = put_unreachable_rows(s, rows, n_rows, err);
-    mm_moe_stats_event(s->b, MM_MEGA_MOE_STAGE_COMBINE, t0, mm_moe_now());
+    mm_moe_stats_event(s->b, MM_MEGA_MOE_STAGE_COMBINE, t0, mm_now_seconds());
 done:
     free(groups);
     free(rows);
@@ -274,7 +275,7 @@ static int expert_complete(const run_state *s, const sched *q, int64_t j) {
 /* Mode 1: sources whose tokens are all computed here are reduced now. */
 static mm_status reduce_finished_sources(run_state *s, sched *q, mm_error *err) {
     mm_status st = MM_OK;
-    double t0 = mm_moe_now();
+    double t0 = mm_now_seconds();
     int any = 0;
     for (int64_t src = 0; src < s->R && st == MM_OK; src++) {
         if (q->reduced[src] || !q->arrived[src]) continue;
@@ -286,7 +287,7 @@ static mm_status reduce_finished_sources(run_state *s, sched *q, mm_error *err) 
         any = 1;
         st = reduce_source(s, src, err);
     }
-    if (any) mm_moe_stats_event(s->b, MM_MEGA_MOE_STAGE_COMBINE, t0, mm_moe_now());
+    if (any) mm_moe_stats_event(s->b, MM_MEGA_MOE_STAGE_COMBINE, t0, mm_now_seconds());
     return st;
 }
 
@@ -327,9 +328,9 @@ mm_status mm_moe_experts(run_state *s, mm_error *err) {
          * on a core that other ranks need). */
         int src = 0;
         while (q.arrived[src]) src++;
-        double t0 = mm_moe_now();
+        double t0 = mm_now_seconds();
         st = mm_symm_wait(s->b->recv, src, s->b->recv_epoch, err);
-        mm_moe_stats_event(s->b, MM_MEGA_MOE_STAGE_DISPATCH, t0, mm_moe_now());
+        mm_moe_stats_event(s->b, MM_MEGA_MOE_STAGE_DISPATCH, t0, mm_now_seconds());
     }
     if (st == MM_OK) st = mm_moe_run_shared(s, err);
     if (st == MM_OK && s->attrs->combine_comm_mode == 1) st = reduce_finished_sources(s, &q, err);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "gemm/packed.h"
@@ -169,7 +170,7 @@ mm_status mm_moe_ffn_run(const mm_moe_ffn_job *job, mm_error *err) {
     int fused = n > 0;
     for (int64_t i = 0; i < n; i++) fused = fused && job->groups[i].w1->interleave_gate_up;
     mm_moe_gate_enter();
-    double t0 = mm_moe_now();
+    double t0 = mm_now_seconds();
     for (int64_t i = 0; i < n; i++) {
         const mm_moe_ffn_group *src = &job->groups[i];
         g[i] = (mm_gemm_group){src->rows,
@@ -185,7 +186,7 @@ mm_status mm_moe_ffn_run(const mm_moe_ffn_job *job, mm_error *err) {
     mm_gemm_options opts1 = {NULL, fused ? gemm1_act_epilogue : NULL, (void *)job};
     st = mm_gemm_grouped(job->path->input_dtype, n, g, &opts1, err);
     if (st != MM_OK) goto leave;
-    double t1 = mm_moe_now();
+    double t1 = mm_now_seconds();
     int64_t t = 0;
     for (int64_t i = 0; i < n; i++)
         for (int64_t r = 0; r < job->groups[i].rows; r += ACT_ROWS_PER_TASK) {
@@ -195,7 +196,7 @@ mm_status mm_moe_ffn_run(const mm_moe_ffn_job *job, mm_error *err) {
         }
     ffn_ctx ctx = {job, tasks, fused};
     if (!fused || job->path->gemm2_dtype != MM_DTYPE_BF16) mm_parallel_for(n_tasks, act_rows, &ctx);
-    double t2 = mm_moe_now();
+    double t2 = mm_now_seconds();
     for (int64_t i = 0; i < n; i++) {
         const mm_moe_ffn_group *src = &job->groups[i];
         g[i] = (mm_gemm_group){src->rows,
@@ -211,7 +212,7 @@ mm_status mm_moe_ffn_run(const mm_moe_ffn_job *job, mm_error *err) {
     mm_gemm_options opts = {NULL, gemm2_epilogue, (void *)job};
     st = mm_gemm_grouped(job->path->gemm2_dtype, n, g, &opts, err);
     if (st != MM_OK) goto leave;
-    double t3 = mm_moe_now();
+    double t3 = mm_now_seconds();
     if (job->timing) {
         mm_moe_stats_event(job->timing, MM_MEGA_MOE_STAGE_GEMM1, t0, t1);
         mm_moe_stats_event(job->timing, MM_MEGA_MOE_STAGE_ACTIVATION, t1, t2);

@@ -215,7 +215,6 @@ mm_status mm_moe_validate(mm_mega_moe_buffer *buf, const mm_mega_moe_weights *we
 /* buffer.c */
 mm_status mm_moe_workspace(mm_mega_moe_buffer *buf, size_t bytes, void **out, mm_error *err);
 mm_status mm_moe_relay_area(mm_mega_moe_buffer *buf, mm_error *err);
-double mm_moe_now(void);
 void mm_moe_stats_event(mm_mega_moe_buffer *buf, mm_mega_moe_stage stage, double begin, double end);
 size_t mm_moe_run_workspace_bytes(const mm_mega_moe_buffer *buf, const mm_mega_moe_weights *w,
                                   const mm_moe_call *call);

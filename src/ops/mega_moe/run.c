@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "megamoe/formats.h"
@@ -171,7 +172,7 @@ mm_status mm_moe_run_shared(run_state *s, mm_error *err) {
         s->shared_done = 1;
         return MM_OK;
     }
-    double t0 = mm_moe_now();
+    double t0 = mm_now_seconds();
     int sep = mm_moe_separate_shared_stage(c);
     const uint8_t *base = sep ? s->shared_stage : s->stage;
     const float *scales = sep ? s->shared_stage_scale : s->stage_scale;
@@ -200,7 +201,7 @@ mm_status mm_moe_run_shared(run_state *s, mm_error *err) {
                           NULL};
     s->shared_done = 1;
     mm_status st = mm_moe_ffn_run(&job, err);
-    mm_moe_stats_event(s->b, MM_MEGA_MOE_STAGE_SHARED, t0, mm_moe_now());
+    mm_moe_stats_event(s->b, MM_MEGA_MOE_STAGE_SHARED, t0, mm_now_seconds());
     return st;
 }
 
@@ -284,10 +285,10 @@ mm_status mm_mega_moe_run(mm_mega_moe_buffer *buffer, const mm_mega_moe_weights 
     s.ws = (uint8_t *)(((uintptr_t)ws + 63) / 64 * 64);
     if ((st = prepare(&s, &local)) != MM_OK) goto fail;
     memset(&buffer->stats, 0, sizeof buffer->stats);
-    buffer->stats.total_begin = mm_moe_now();
-    double t0 = mm_moe_now();
+    buffer->stats.total_begin = mm_now_seconds();
+    double t0 = mm_now_seconds();
     if ((st = dispatch(&s, &local)) != MM_OK) goto fail;
-    mm_moe_stats_event(buffer, MM_MEGA_MOE_STAGE_DISPATCH, t0, mm_moe_now());
+    mm_moe_stats_event(buffer, MM_MEGA_MOE_STAGE_DISPATCH, t0, mm_now_seconds());
     if ((st = mm_moe_experts(&s, &local)) != MM_OK) goto fail;
     if ((st = mm_moe_combine(&s, &local)) != MM_OK) goto fail;
     int32_t *etn = outputs->expert_token_nums->data;
@@ -296,7 +297,7 @@ mm_status mm_mega_moe_run(mm_mega_moe_buffer *buffer, const mm_mega_moe_weights 
         for (int64_t src = 0; src < s.R; src++) n += c.counts[src * s.stride + s.me * s.El + j];
         etn[j] = (int32_t)n;
     }
-    buffer->stats.total_end = mm_moe_now();
+    buffer->stats.total_end = mm_now_seconds();
     free(s.recv_block);
     free(c.counts);
     return MM_OK;
