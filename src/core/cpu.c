@@ -9,6 +9,22 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* What the CPU and OS support (independent of MEGAMOE_ISA); only the ISA level derived from it is
+ * exported. */
+typedef struct mm_cpu_features {
+    int avx512f;
+    int avx512bw;
+    int avx512vl;
+    int avx512dq;
+    int avx512_bf16;
+    int avx512_vnni;
+    int os_saves_zmm; /* XCR0 has the opmask, ZMM_Hi256 and Hi16_ZMM bits (plus SSE/AVX state) */
+    int amx_tile;
+    int amx_bf16;
+    int amx_int8;
+    int os_allows_amx; /* XCR0 has XTILECFG/XTILEDATA and Linux granted this process the tile state */
+} mm_cpu_features;
+
 static pthread_once_t detect_once = PTHREAD_ONCE_INIT;
 static mm_cpu_features detected;
 static mm_isa detected_isa;
@@ -67,11 +83,6 @@ static void detect(void) {
     const char *forced = getenv("MEGAMOE_ISA");
     if (forced && strcmp(forced, "ref") == 0) detected_isa = MM_ISA_REF;
     if (forced && strcmp(forced, "avx512") == 0 && detected_isa > MM_ISA_AVX512) detected_isa = MM_ISA_AVX512;
-}
-
-const mm_cpu_features *mm_cpu_features_get(void) {
-    pthread_once(&detect_once, detect);
-    return &detected;
 }
 
 mm_isa mm_cpu_isa(void) {

@@ -9,20 +9,6 @@
 #ifndef MEGAMOE_CORE_CPU_H
 #define MEGAMOE_CORE_CPU_H
 
-typedef struct mm_cpu_features {
-    int avx512f;
-    int avx512bw;
-    int avx512vl;
-    int avx512dq;
-    int avx512_bf16;
-    int avx512_vnni;
-    int os_saves_zmm; /* XCR0 has the opmask, ZMM_Hi256 and Hi16_ZMM bits (plus SSE/AVX state) */
-    int amx_tile;
-    int amx_bf16;
-    int amx_int8;
-    int os_allows_amx; /* XCR0 has XTILECFG/XTILEDATA and Linux granted this process the tile state */
-} mm_cpu_features;
-
 /* Instruction-set levels the kernel registry knows, from most portable up. */
 typedef enum mm_isa {
     MM_ISA_REF = 0,    /* portable C */
@@ -31,8 +17,6 @@ typedef enum mm_isa {
     MM_ISA_COUNT
 } mm_isa;
 
-/* What the CPU and OS support (independent of MEGAMOE_ISA). */
-const mm_cpu_features *mm_cpu_features_get(void);
 /* Highest ISA that the hardware supports and the environment allows (MEGAMOE_ISA caps it). */
 mm_isa mm_cpu_isa(void);
 /* Whether the hardware and OS support an ISA level (ignores MEGAMOE_ISA). */

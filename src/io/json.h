@@ -72,8 +72,6 @@ mm_status mm_json_parse(const char *text, size_t len, mm_json_doc **out, mm_erro
 const mm_json_value *mm_json_doc_root(const mm_json_doc *doc);
 void mm_json_doc_free(mm_json_doc *doc);
 
-/* "null", "boolean", "number", "string", "array" or "object". */
-const char *mm_json_type_name(mm_json_type type);
 /* The type as a message phrase: "null", "a boolean", "a number", "a string", "an array", "an object". */
 const char *mm_json_type_phrase(mm_json_type type);
 /* Member of an object by key (keys are unique), NULL when absent or obj is not an object. */

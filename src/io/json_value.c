@@ -7,18 +7,6 @@
 #include "io/io_util.h"
 #include "io/json.h"
 
-const char *mm_json_type_name(mm_json_type type) {
-    switch (type) {
-    case MM_JSON_NULL: return "null";
-    case MM_JSON_BOOL: return "boolean";
-    case MM_JSON_NUMBER: return "number";
-    case MM_JSON_STRING: return "string";
-    case MM_JSON_ARRAY: return "array";
-    case MM_JSON_OBJECT: return "object";
-    }
-    return "unknown";
-}
-
 const char *mm_json_type_phrase(mm_json_type type) {
     switch (type) {
     case MM_JSON_NULL: return "null";
