@@ -7,6 +7,7 @@
  * an integer times a power of two, both exactly representable in F32. */
 #include <string.h>
 
+#include "format/bf16_inline.h"
 #include "format/convert.h"
 #include "megamoe/formats.h"
 
@@ -107,16 +108,11 @@ static float decode_magnitude(uint32_t code, int mant_bits, int bias) {
 /* ---- BF16 ---- */
 
 float mm_bf16_to_f32(uint16_t bits) {
-    return mm_f32_from_bits((uint32_t)bits << 16);
+    return mm_bf16_to_f32_inline(bits);
 }
 
 uint16_t mm_f32_to_bf16(float value) {
-    uint32_t bits = mm_f32_bits(value);
-    if ((bits & F32_ABS) > F32_INF) return (uint16_t)((bits >> 16) | 0x0040u); /* quiet the NaN */
-    /* RNE on the dropped 16 bits: adding 0x7FFF plus the kept LSB carries exactly when the dropped
-     * part is above half, or equal to half with an odd kept part. Overflow carries into Inf. */
-    uint32_t rounded = bits + 0x7FFFu + ((bits >> 16) & 1u);
-    return (uint16_t)(rounded >> 16);
+    return mm_f32_to_bf16_inline(value);
 }
 
 /* ---- F16 ---- */

@@ -276,7 +276,8 @@ typedef struct token_ctx {
 } token_ctx;
 
 static float alpha_at(const combine_plan *p, const void *a, int64_t i) {
-    return p->alpha_dtype == MM_DTYPE_F32 ? ((const float *)a)[i] : dc_bf16_to_f32(((const uint16_t *)a)[i]);
+    return p->alpha_dtype == MM_DTYPE_F32 ? ((const float *)a)[i]
+                                          : mm_bf16_to_f32_inline(((const uint16_t *)a)[i]);
 }
 
 /* acc += w * (the expert row in slot (i, kk)), with the TP partial rows summed first. */
@@ -287,13 +288,14 @@ static void add_slot(const token_ctx *c, int64_t i, int64_t kk, float w, int wei
     const uint16_t *r1 = r0 + (size_t)c->slots * (size_t)p->h;
     if (p->t.tpw > 1) {
         for (int64_t h = 0; h < p->h; h++) {
-            float v = dc_bf16_to_f32(dc_f32_to_bf16(dc_bf16_to_f32(r0[h]) + dc_bf16_to_f32(r1[h])));
+            float v = mm_bf16_to_f32_inline(
+                mm_f32_to_bf16_inline(mm_bf16_to_f32_inline(r0[h]) + mm_bf16_to_f32_inline(r1[h])));
             acc[h] = weighted ? acc[h] + w * v : acc[h] + v;
         }
     } else if (weighted) {
-        for (int64_t h = 0; h < p->h; h++) acc[h] = acc[h] + w * dc_bf16_to_f32(r0[h]);
+        for (int64_t h = 0; h < p->h; h++) acc[h] = acc[h] + w * mm_bf16_to_f32_inline(r0[h]);
     } else {
-        for (int64_t h = 0; h < p->h; h++) acc[h] = acc[h] + dc_bf16_to_f32(r0[h]);
+        for (int64_t h = 0; h < p->h; h++) acc[h] = acc[h] + mm_bf16_to_f32_inline(r0[h]);
     }
 }
 
@@ -306,7 +308,7 @@ static void const_expert(const combine_plan *p, int64_t c, const uint16_t *ori, 
     } else {
         float d1 = 0.0f, d2 = 0.0f;
         for (int64_t h = 0; h < p->h; h++) {
-            float o = dc_bf16_to_f32(ori[h]);
+            float o = mm_bf16_to_f32_inline(ori[h]);
             d1 = d1 + alpha_at(p, p->alpha1, c * p->h + h) * o;
             d2 = d2 + alpha_at(p, p->alpha2, c * p->h + h) * o;
         }
@@ -316,7 +318,7 @@ static void const_expert(const combine_plan *p, int64_t c, const uint16_t *ori, 
         a2 = e2 / (e1 + e2);
     }
     for (int64_t h = 0; h < p->h; h++) {
-        float out = a1 * dc_bf16_to_f32(ori[h]) + a2 * dc_bf16_to_f32(v[h]);
+        float out = a1 * mm_bf16_to_f32_inline(ori[h]) + a2 * mm_bf16_to_f32_inline(v[h]);
         acc[h] = acc[h] + w * out;
     }
 }
@@ -347,26 +349,26 @@ static void token_task(void *ctx, int64_t task) {
             case DC_ROUTED: add_slot(c, i, k, w, 1, acc); break;
             case DC_ZERO: break;
             case DC_COPY:
-                for (int64_t h = 0; h < p->h; h++) acc[h] = acc[h] + w * dc_bf16_to_f32(ori[h]);
+                for (int64_t h = 0; h < p->h; h++) acc[h] = acc[h] + w * mm_bf16_to_f32_inline(ori[h]);
                 break;
             case DC_CONST: const_expert(p, e - t->routed_experts - t->Z - t->C, ori, w, acc); break;
             }
         }
         for (int64_t s = 0; s < t->S; s++) add_slot(c, i, p->k + s, 1.0f, 0, acc);
         if (p->shared_x)
-            for (int64_t h = 0; h < p->h; h++) acc[h] = acc[h] + dc_bf16_to_f32(p->shared_x[row + h]);
+            for (int64_t h = 0; h < p->h; h++) acc[h] = acc[h] + mm_bf16_to_f32_inline(p->shared_x[row + h]);
         double sumsq = 0.0;
         for (int64_t h = 0; h < p->h; h++) {
-            float x = acc[h] + dc_bf16_to_f32(p->residual[row + h]);
+            float x = acc[h] + mm_bf16_to_f32_inline(p->residual[row + h]);
             acc[h] = x;
-            xo[row + h] = dc_f32_to_bf16(x);
+            xo[row + h] = mm_f32_to_bf16_inline(x);
             sumsq += (double)x * (double)x;
         }
         float r = 1.0f / sqrtf((float)(sumsq / (double)p->h) + p->eps);
         rstd[i] = r;
         for (int64_t h = 0; h < p->h; h++) {
-            float n = dc_bf16_to_f32(dc_f32_to_bf16(acc[h] * r));
-            y[row + h] = dc_f32_to_bf16(n * dc_bf16_to_f32(p->gamma[h]));
+            float n = mm_bf16_to_f32_inline(mm_f32_to_bf16_inline(acc[h] * r));
+            y[row + h] = mm_f32_to_bf16_inline(n * mm_bf16_to_f32_inline(p->gamma[h]));
         }
     }
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "format/bf16_inline.h"
 #include "megamoe/dispatch_combine.h"
 
 #define DC_MAX_RANKS MM_COMM_MAX_RANKS
@@ -55,21 +56,6 @@ static inline int64_t dc_shared_rank(const dc_topology *t, int64_t src_new, int6
 /* Local experts of original EP rank o. */
 static inline int64_t dc_rank_local_experts(const dc_topology *t, int64_t o) {
     return t->new_of_old[o] < t->shared_ranks ? 1 : t->L;
-}
-
-/* BF16 <-> F32 inline for the per-element loops of Combine (the same rule as mm_f32_to_bf16: RNE, NaN
- * quieted; the library's out-of-line versions cost a call per element). */
-static inline float dc_bf16_to_f32(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static inline uint16_t dc_f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u);
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
 /* Dynamic INT8 per token, mul-even (spec/formats.md; the same bits as mm_int8_quantize_row_mul_even with

@@ -230,7 +230,7 @@ static void write_item(const send_ctx *c, const send_item *it, unsigned char *ba
         return;
     }
     for (int64_t j = 0; j < p->h; j++)
-        f32[j] = p->x_dtype == MM_DTYPE_BF16 ? dc_bf16_to_f32(xr[j]) : mm_f16_to_f32(xr[j]);
+        f32[j] = p->x_dtype == MM_DTYPE_BF16 ? mm_bf16_to_f32_inline(xr[j]) : mm_f16_to_f32(xr[j]);
     if (p->smooth && it->smooth >= 0) {
         const float *s = p->smooth + (size_t)it->smooth * (size_t)p->h;
         for (int64_t j = 0; j < p->h; j++) f32[j] = f32[j] * s[j];

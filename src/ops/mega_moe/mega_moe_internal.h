@@ -29,24 +29,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "format/bf16_inline.h"
 #include "gemm/gemm.h"
 #include "megamoe/formats.h"
 #include "megamoe/mega_moe.h"
-
-/* Inline BF16 conversions for the hot loops, bit-identical to mm_bf16_to_f32 / mm_f32_to_bf16 of
- * megamoe/formats.h (RNE; NaN goes through the library function, which keeps its payload rule). */
-static inline float mm_moe_bf16_to_f32(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static inline uint16_t mm_moe_f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return mm_f32_to_bf16(f);
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
 
 typedef enum mm_moe_scenario {
     MM_MOE_SCENARIO_INVALID = 0,

@@ -6,21 +6,21 @@
 
 static void axpy_bf16(float *acc, float w, const uint16_t *o, int64_t n) {
     for (int64_t x = 0; x < n; x++) {
-        float term = w * mm_moe_bf16_to_f32(o[x]);
+        float term = w * mm_bf16_to_f32_inline(o[x]);
         acc[x] += term;
     }
 }
 
 static void add_bf16(float *acc, const uint16_t *o, int64_t n) {
-    for (int64_t x = 0; x < n; x++) acc[x] += mm_moe_bf16_to_f32(o[x]);
+    for (int64_t x = 0; x < n; x++) acc[x] += mm_bf16_to_f32_inline(o[x]);
 }
 
 static void to_bf16(uint16_t *dst, const float *src, int64_t n) {
-    for (int64_t x = 0; x < n; x++) dst[x] = mm_moe_f32_to_bf16(src[x]);
+    for (int64_t x = 0; x < n; x++) dst[x] = mm_f32_to_bf16_inline(src[x]);
 }
 
 static void round_bf16(float *v, int64_t n) {
-    for (int64_t x = 0; x < n; x++) v[x] = mm_moe_bf16_to_f32(mm_moe_f32_to_bf16(v[x]));
+    for (int64_t x = 0; x < n; x++) v[x] = mm_bf16_to_f32_inline(mm_f32_to_bf16_inline(v[x]));
 }
 
 static void act_gated(const mm_moe_act *act, const float *g, const float *u, float *out, int64_t n) {

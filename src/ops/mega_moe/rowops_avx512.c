@@ -39,7 +39,7 @@ static inline __m256i round16(__m512 v, const float *src, __mmask16 m) {
         uint16_t tmp[16];
         _mm256_storeu_si256((__m256i *)(void *)tmp, out);
         for (int i = 0; i < 16; i++)
-            if (nan & (1u << i)) tmp[i] = mm_moe_f32_to_bf16(src[i]);
+            if (nan & (1u << i)) tmp[i] = mm_f32_to_bf16_inline(src[i]);
         out = _mm256_loadu_si256((const __m256i *)(const void *)tmp);
     }
     return out;

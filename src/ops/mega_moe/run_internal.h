@@ -52,7 +52,7 @@ static inline int mm_moe_separate_shared_stage(const mm_moe_call *c) {
 
 static inline float mm_moe_topk_weight(const run_state *s, int64_t i, int64_t k) {
     const mm_tensor *t = s->in->topk_weights;
-    if (s->c->bf16_weights) return mm_moe_bf16_to_f32(((const uint16_t *)t->data)[i * s->K + k]);
+    if (s->c->bf16_weights) return mm_bf16_to_f32_inline(((const uint16_t *)t->data)[i * s->K + k]);
     return ((const float *)t->data)[i * s->K + k];
 }
 
