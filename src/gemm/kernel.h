@@ -2,7 +2,8 @@
  *
  * A micro-kernel computes one register tile: up to MR rows of activations times one packed panel of
  * MM_GEMM_NR weight columns, reduced over one block [k_begin, k_end) of K. The framework walks K in
- * blocks of MM_GEMM_KC so that the panel's slice stays in L1 while the M tiles stream past; between
+ * blocks of MM_GEMM_KC (AMX kernels without prepare_panel: a multiple of it, see grouped.c) so that the
+ * panel's slice stays in cache while the M tiles stream past; between
  * blocks the running accumulators (F32 or INT32, the kernel's choice) live in `partial`. The first
  * block starts from zero, the last one applies the format's scalars and writes the F32 results to C
  * (the kernel never reads C). A float kernel continues the same chain of additions from `partial`, so
