@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "demo_data.h"
 #include "bench_ffn.h"
 #include "core/parallel.h"
 #include "gemm/gemm.h"
@@ -56,16 +57,9 @@ struct bench_ffn_expert {
     float *out;         /* GEMM2 output, max_rows x H */
 };
 
-static uint64_t next_random(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* Uniform in [-1, 1). */
 static float random_unit(uint64_t *s) {
-    return (float)(next_random(s) >> 40) / (float)(1u << 23) - 1.0f;
+    return (float)(cli_rand_u64(s) >> 40) / (float)(1u << 23) - 1.0f;
 }
 
 /* Random codes of `dtype` for n elements (bytes for FP8/I8, nibbles for FP4/INT4), never a NaN code. */
@@ -76,7 +70,7 @@ static void fill_codes(mm_dtype dtype, uint8_t *p, int64_t bytes, uint64_t *s, f
         return;
     }
     for (int64_t i = 0; i < bytes; i += 8) {
-        uint64_t r = next_random(s);
+        uint64_t r = cli_rand_u64(s);
         int64_t n = bytes - i < 8 ? bytes - i : 8;
         memcpy(p + i, &r, (size_t)n);
     }
@@ -88,7 +82,7 @@ static void fill_codes(mm_dtype dtype, uint8_t *p, int64_t bytes, uint64_t *s, f
 
 /* E8M0 scales near 2^0 (2^-3 .. 2^3). */
 static void fill_mx_scales(uint8_t *p, int64_t n, uint64_t *s) {
-    for (int64_t i = 0; i < n; i++) p[i] = (uint8_t)(124 + next_random(s) % 7);
+    for (int64_t i = 0; i < n; i++) p[i] = (uint8_t)(124 + cli_rand_u64(s) % 7);
 }
 
 static mm_gemm_packed_weights *make_weights(const format_info *f, int64_t k, int64_t n, int gated,

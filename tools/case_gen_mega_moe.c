@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "demo_data.h"
 #include "case_gen_mega_moe.h"
 #include "cli_util.h"
 #include "megamoe/formats.h"
@@ -68,21 +69,15 @@ static const scenario_info scenarios[] = {
     {"a4w4-fp", MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, 4},
 };
 
-static uint64_t next_u64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 static double uniform(uint64_t *s, double lo, double hi) {
-    return lo + (hi - lo) * (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0);
+    return lo + (hi - lo) * (double)(cli_rand_u64(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 static uint32_t random_code(mm_dtype t, uint64_t *s) {
     switch (t) {
     case MM_DTYPE_BF16: return mm_f32_to_bf16((float)uniform(s, -0.5, 0.5));
-    case MM_DTYPE_I8: return (uint8_t)(int8_t)((int)(next_u64(s) % 255) - 127);
-    case MM_DTYPE_INT4: return (uint32_t)(next_u64(s) % 16);
+    case MM_DTYPE_I8: return (uint8_t)(int8_t)((int)(cli_rand_u64(s) % 255) - 127);
+    case MM_DTYPE_INT4: return (uint32_t)(cli_rand_u64(s) % 16);
     case MM_DTYPE_FP8_E4M3FN: return mm_f32_to_fp8_e4m3fn((float)uniform(s, -4, 4));
     case MM_DTYPE_FP8_E5M2: return mm_f32_to_fp8_e5m2((float)uniform(s, -4, 4));
     default: return mm_f32_to_fp4_e2m1((float)uniform(s, -4, 4));
@@ -140,7 +135,7 @@ static int make_group(const gen_options *o, mm_dtype wt, int64_t count, uint64_t
                 sc[e * N[which] + n] = scale;
                 bias[e * N[which] + n] = (float)(8.0 * (double)scale * (double)colsum);
                 for (int64_t q = 0; q < (K[which] + 31) / 32; q++)
-                    mx[(e * N[which] + n) * groups * 2 + q] = (uint8_t)(122 + next_u64(s) % 3);
+                    mx[(e * N[which] + n) * groups * 2 + q] = (uint8_t)(122 + cli_rand_u64(s) % 3);
             }
         int64_t wshape[3] = {count, rows, cols};
         g->t[which] = mm_tensor_make(wt, 3, wshape, w);
@@ -237,7 +232,7 @@ static int write_case(const char *path, const gen_options *o, const scenario_inf
                 int32_t id;
                 int dup;
                 do {
-                    id = (int32_t)(next_u64(&s) % (uint64_t)E);
+                    id = (int32_t)(cli_rand_u64(&s) % (uint64_t)E);
                     dup = 0;
                     for (int64_t j = 0; j < k; j++) dup |= ids[i * K + j] == id;
                 } while (dup);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "demo_data.h"
 #include "cli_util.h"
 #include "dc_world.h"
 #include "megamoe/formats.h"
@@ -87,14 +88,8 @@ int cli_dc_option(const char *cmd, int opt, const char *arg, cli_dc_opts *o) {
     }
 }
 
-static uint64_t next(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 static float uniform(uint64_t *s, float lo, float hi) {
-    return lo + (hi - lo) * (float)((double)(next(s) >> 11) * (1.0 / 9007199254740992.0));
+    return lo + (hi - lo) * (float)((double)(cli_rand_u64(s) >> 11) * (1.0 / 9007199254740992.0));
 }
 
 void cli_dc_world_free(cli_dc_world *w) {
@@ -129,11 +124,11 @@ static int gen_rank(cli_dc_world *w, int64_t g) {
         for (int64_t k = 0; k < o->topk; k++) {
             int64_t e;
             for (;;) {
-                if (special && next(&s) % 4 == 0) {
-                    e = w->M_eff + (int64_t)(next(&s) % (uint64_t)special);
+                if (special && cli_rand_u64(&s) % 4 == 0) {
+                    e = w->M_eff + (int64_t)(cli_rand_u64(&s) % (uint64_t)special);
                     break;
                 }
-                e = (int64_t)(next(&s) % (uint64_t)w->M_eff);
+                e = (int64_t)(cli_rand_u64(&s) % (uint64_t)w->M_eff);
                 int dup = 0;
                 for (int64_t k2 = 0; k2 < k; k2++) dup |= r->ids[i * o->topk + k2] == e;
                 if (!dup) break;
@@ -142,10 +137,10 @@ static int gen_rank(cli_dc_world *w, int64_t g) {
             r->weights[i * o->topk + k] = uniform(&s, 0.05f, 1.0f);
         }
     if (o->mask == 1) {
-        int64_t active = r->bs - (int64_t)(next(&s) % (uint64_t)(r->bs / 2 + 1));
+        int64_t active = r->bs - (int64_t)(cli_rand_u64(&s) % (uint64_t)(r->bs / 2 + 1));
         for (int64_t i = 0; i < r->bs; i++) r->mask[i] = i < active;
     } else {
-        for (size_t j = 0; j < bk; j++) r->mask[j] = next(&s) % 4 != 0;
+        for (size_t j = 0; j < bk; j++) r->mask[j] = cli_rand_u64(&s) % 4 != 0;
     }
     return 0;
 }

@@ -11,7 +11,7 @@
 #include "megamoe/dtype.h"
 #include "megamoe/status.h"
 
-/* splitmix64: small, fast and good enough for test data. */
+/* splitmix64: small, fast and good enough for test data; the seeded data of every tool draws from it. */
 uint64_t cli_rand_u64(uint64_t *state);
 void cli_fill_random(void *dst, size_t nbytes, uint64_t *state);
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "demo_data.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "gemm/gemm.h"
@@ -24,10 +25,7 @@ struct cli_dc_ffn {
 };
 
 static uint16_t seeded_bf16(uint64_t *s, float scale) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
+    uint64_t z = cli_rand_u64(s);
     return mm_f32_to_bf16(scale * ((float)(z >> 40) / (float)(1u << 24) * 2.0f - 1.0f));
 }
 

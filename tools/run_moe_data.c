@@ -9,28 +9,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "demo_data.h"
 #include "megamoe/formats.h"
 #include "cli_util.h"
 #include "run_moe.h"
 #include "timing.h"
 
-static uint64_t splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static uint64_t stream_seed(uint64_t seed, uint64_t a, uint64_t b) {
     uint64_t s = seed ^ (a * 0xD1B54A32D192ED03ull) ^ (b * 0x8CB92BA72F3D8DD7ull);
-    return splitmix64(&s);
+    return cli_rand_u64(&s);
 }
 
 /* Uniform in [-amp, amp), 16 random bits per value, rounded to BF16. */
 static void fill_uniform_bf16(uint64_t *state, int64_t n, float amp, uint16_t *out) {
     const float step = amp / 32768.0f;
     for (int64_t i = 0; i < n; i += 4) {
-        uint64_t r = splitmix64(state);
+        uint64_t r = cli_rand_u64(state);
         for (int64_t j = 0; j < 4 && i + j < n; j++)
             out[i + j] = mm_f32_to_bf16((float)((int32_t)((r >> (16 * j)) & 0xFFFF) - 32768) * step);
     }
@@ -38,7 +32,7 @@ static void fill_uniform_bf16(uint64_t *state, int64_t n, float amp, uint16_t *o
 
 /* Uniform in [0, 1). */
 static double uniform01(uint64_t *state) {
-    return (double)(splitmix64(state) >> 11) * 0x1p-53;
+    return (double)(cli_rand_u64(state) >> 11) * 0x1p-53;
 }
 
 static int is_mx(mm_dtype d) {
@@ -70,7 +64,7 @@ typedef struct row_scratch {
 
 static void draw_levels(uint64_t *state, int64_t n, int8_t *levels) {
     for (int64_t i = 0; i < n; i += 8) {
-        uint64_t r = splitmix64(state);
+        uint64_t r = cli_rand_u64(state);
         for (int64_t j = 0; j < 8 && i + j < n; j++) levels[i + j] = (int8_t)(uint8_t)(r >> (8 * j));
     }
 }
