@@ -17,20 +17,7 @@
 #include <string.h>
 
 #include "megamoe/comm.h"
-
-#define SCEN_FAIL(err, ...)                                                                                  \
-    do {                                                                                                     \
-        snprintf((err)->message, sizeof(err)->message, "%s:%d: ", __FILE__, __LINE__);                       \
-        size_t at_ = strlen((err)->message);                                                                 \
-        snprintf((err)->message + at_, sizeof(err)->message - at_, __VA_ARGS__);                             \
-        (err)->status = MM_ERR_INTERNAL;                                                                     \
-        return MM_ERR_INTERNAL;                                                                              \
-    } while (0)
-
-#define SCEN_EXPECT(err, cond, ...)                                                                          \
-    do {                                                                                                     \
-        if (!(cond)) SCEN_FAIL(err, __VA_ARGS__);                                                            \
-    } while (0)
+#include "testlib.h"
 
 /* A collective call that must succeed. */
 #define SCEN_OK(err, call)                                                                                   \

@@ -19,19 +19,7 @@
 
 #include "megamoe/comm.h"
 #include "megamoe/dispatch_combine.h"
-
-#define DC_FAIL(err, ...)                                                                                    \
-    do {                                                                                                     \
-        snprintf((err)->message, sizeof(err)->message, "%s:%d: ", __FILE__, __LINE__);                       \
-        size_t at_ = strlen((err)->message);                                                                 \
-        snprintf((err)->message + at_, sizeof(err)->message - at_, __VA_ARGS__);                             \
-        (err)->status = MM_ERR_INTERNAL;                                                                     \
-        return MM_ERR_INTERNAL;                                                                              \
-    } while (0)
-#define DC_EXPECT(err, cond, ...)                                                                            \
-    do {                                                                                                     \
-        if (!(cond)) DC_FAIL(err, __VA_ARGS__);                                                              \
-    } while (0)
+#include "testlib.h"
 
 #define DC_MAXR 16
 
@@ -675,29 +663,30 @@ static inline mm_status dct_rank_once(mm_comm *comm, void *arg, mm_error *err) {
 static inline mm_status dct_compare(const dct_world *a, int ga, const dct_world *b, int gb, mm_error *err) {
     const dct_result *x = &a->res[ga], *y = &b->res[gb];
     const dct_cfg *c = &a->cfg;
-    DC_EXPECT(err, x->y && y->y, "ranks %d / %d: missing results", ga, gb);
-    DC_EXPECT(err, x->rows == y->rows, "rank %d vs %d: %lld vs %lld rows", ga, gb, (long long)x->rows,
-              (long long)y->rows);
+    SCEN_EXPECT(err, x->y && y->y, "ranks %d / %d: missing results", ga, gb);
+    SCEN_EXPECT(err, x->rows == y->rows, "rank %d vs %d: %lld vs %lld rows", ga, gb, (long long)x->rows,
+                (long long)y->rows);
     size_t rb = (size_t)c->h * (c->quant ? 1 : 2);
-    DC_EXPECT(err, memcmp(x->expand_x, y->expand_x, (size_t)x->rows * rb) == 0,
-              "rank %d vs %d: expand_x differs", ga, gb);
-    DC_EXPECT(err, memcmp(x->assist, y->assist, (size_t)x->rows * 12) == 0, "rank %d vs %d: assist differs",
-              ga, gb);
-    DC_EXPECT(err, !c->quant || memcmp(x->dyn_scales, y->dyn_scales, (size_t)x->rows * 4) == 0,
-              "rank %d vs %d: dynamic_scales differ", ga, gb);
+    SCEN_EXPECT(err, memcmp(x->expand_x, y->expand_x, (size_t)x->rows * rb) == 0,
+                "rank %d vs %d: expand_x differs", ga, gb);
+    SCEN_EXPECT(err, memcmp(x->assist, y->assist, (size_t)x->rows * 12) == 0, "rank %d vs %d: assist differs",
+                ga, gb);
+    SCEN_EXPECT(err, !c->quant || memcmp(x->dyn_scales, y->dyn_scales, (size_t)x->rows * 4) == 0,
+                "rank %d vs %d: dynamic_scales differ", ga, gb);
     int shared = a->new_of_old[ga / a->tpw] < a->sh_eff;
     int L = shared ? 1 : a->L;
-    DC_EXPECT(err, memcmp(x->token_nums, y->token_nums, (size_t)L * 8) == 0,
-              "rank %d vs %d: expert_token_nums differ", ga, gb);
-    DC_EXPECT(err, a->R_eff == b->R_eff, "worlds of %d and %d ranks", a->R_eff, b->R_eff);
-    DC_EXPECT(err, memcmp(x->ep_counts, y->ep_counts, (size_t)a->tpw * (size_t)L * (size_t)a->R_eff * 4) == 0,
-              "rank %d vs %d: received counts per (expert, source) differ", ga, gb);
+    SCEN_EXPECT(err, memcmp(x->token_nums, y->token_nums, (size_t)L * 8) == 0,
+                "rank %d vs %d: expert_token_nums differ", ga, gb);
+    SCEN_EXPECT(err, a->R_eff == b->R_eff, "worlds of %d and %d ranks", a->R_eff, b->R_eff);
+    SCEN_EXPECT(err,
+                memcmp(x->ep_counts, y->ep_counts, (size_t)a->tpw * (size_t)L * (size_t)a->R_eff * 4) == 0,
+                "rank %d vs %d: received counts per (expert, source) differ", ga, gb);
     size_t n = (size_t)a->rd[ga].bs * (size_t)c->h;
-    DC_EXPECT(err, a->rd[ga].bs == b->rd[gb].bs, "Bs differs");
-    DC_EXPECT(err, memcmp(x->y, y->y, n * 2) == 0, "rank %d vs %d: y differs", ga, gb);
-    DC_EXPECT(err, memcmp(x->x, y->x, n * 2) == 0, "rank %d vs %d: x differs", ga, gb);
-    DC_EXPECT(err, memcmp(x->rstd, y->rstd, (size_t)a->rd[ga].bs * 4) == 0, "rank %d vs %d: rstd differs", ga,
-              gb);
+    SCEN_EXPECT(err, a->rd[ga].bs == b->rd[gb].bs, "Bs differs");
+    SCEN_EXPECT(err, memcmp(x->y, y->y, n * 2) == 0, "rank %d vs %d: y differs", ga, gb);
+    SCEN_EXPECT(err, memcmp(x->x, y->x, n * 2) == 0, "rank %d vs %d: x differs", ga, gb);
+    SCEN_EXPECT(err, memcmp(x->rstd, y->rstd, (size_t)a->rd[ga].bs * 4) == 0, "rank %d vs %d: rstd differs",
+                ga, gb);
     return MM_OK;
 }
 

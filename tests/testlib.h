@@ -79,6 +79,23 @@ int mm_test_finish(const char *name);
 
 #define CHECK_OK(st, errp) CHECK_STATUS(st, MM_OK, errp)
 
+/* For code running on several rank threads at once, where the CHECK counters (not thread-safe) cannot
+ * be used: SCEN_FAIL fills the rank's mm_error with "file:line: message" and returns MM_ERR_INTERNAL
+ * from the calling function; the test's main then reports the error per rank. */
+#define SCEN_FAIL(err, ...)                                                                                  \
+    do {                                                                                                     \
+        snprintf((err)->message, sizeof(err)->message, "%s:%d: ", __FILE__, __LINE__);                       \
+        size_t at_ = strlen((err)->message);                                                                 \
+        snprintf((err)->message + at_, sizeof(err)->message - at_, __VA_ARGS__);                             \
+        (err)->status = MM_ERR_INTERNAL;                                                                     \
+        return MM_ERR_INTERNAL;                                                                              \
+    } while (0)
+
+#define SCEN_EXPECT(err, cond, ...)                                                                          \
+    do {                                                                                                     \
+        if (!(cond)) SCEN_FAIL(err, __VA_ARGS__);                                                            \
+    } while (0)
+
 /* The message of an error record, "" for NULL (a function so that `&err` arguments do not trip
  * -Waddress in the CHECK_STATUS macro). */
 const char *mm_test_error_text(const mm_error *err);
