@@ -343,6 +343,18 @@ static mm_status check_duplicate_keys(parser *p, mm_json_member *members, size_t
     return st;
 }
 
+/* After an item of an object or array: ',' means another item follows (*more = 1), the closing
+ * bracket ends the container (*more = 0); both are consumed. Anything else is the error `expected`. */
+static mm_status after_item(parser *p, char close, const char *expected, int *more) {
+    skip_whitespace(p);
+    if (p->pos < p->len && (p->text[p->pos] == ',' || p->text[p->pos] == close)) {
+        *more = p->text[p->pos] == ',';
+        p->pos++;
+        return MM_OK;
+    }
+    return unexpected(p, expected);
+}
+
 static mm_status parse_object(parser *p, mm_json_value *v) {
     mm_status st = MM_OK;
     ptr_list keys = {0}; /* alternating: key value node (string), member value */
@@ -375,17 +387,9 @@ static mm_status parse_object(parser *p, mm_json_value *v) {
             st = out_of_memory(p);
             goto done;
         }
-        skip_whitespace(p);
-        if (p->pos < p->len && p->text[p->pos] == ',') {
-            p->pos++;
-            continue;
-        }
-        if (p->pos < p->len && p->text[p->pos] == '}') {
-            p->pos++;
-            break;
-        }
-        st = unexpected(p, "',' or '}' in an object");
-        goto done;
+        int more = 0;
+        if ((st = after_item(p, '}', "',' or '}' in an object", &more)) != MM_OK) goto done;
+        if (!more) break;
     }
     mm_json_member *members = arena_alloc(p->doc, keys.count * sizeof *members);
     if (!members) {
@@ -417,17 +421,9 @@ static mm_status parse_array(parser *p, mm_json_value *v) {
             st = out_of_memory(p);
             goto done;
         }
-        skip_whitespace(p);
-        if (p->pos < p->len && p->text[p->pos] == ',') {
-            p->pos++;
-            continue;
-        }
-        if (p->pos < p->len && p->text[p->pos] == ']') {
-            p->pos++;
-            break;
-        }
-        st = unexpected(p, "',' or ']' in an array");
-        goto done;
+        int more = 0;
+        if ((st = after_item(p, ']', "',' or ']' in an array", &more)) != MM_OK) goto done;
+        if (!more) break;
     }
     const mm_json_value **list = arena_alloc(p->doc, items.count * sizeof *list);
     if (!list) {
