@@ -1,7 +1,8 @@
 /* tests/test_gemm_amx_kblocks.c: the AMX kernels that read the packed panel directly (INT8 x INT8, BF16 x
- * BF16) run over K blocks of 2048 (grouped.c, AMX_KC) instead of MM_GEMM_KC, so their accumulators cross
- * block boundaries through `partial` only when K > 2048. Checked here on K just below, at and above one
- * and two block boundaries, with full and partial 16-row tiles and a partial panel: INT8 bit for bit
+ * BF16) run over K blocks of 2048 (grouped.c, AMX_KC) instead of MM_GEMM_KC, and the INT8 x INT4 one over
+ * blocks of 512 (its panel decoded to INT8 fills the prepared buffer), so their accumulators cross block
+ * boundaries through `partial` only beyond those K. Checked here on K just below, at and above one and
+ * two block boundaries, with full and partial 16-row tiles and a partial panel: INT8 and INT4 bit for bit
  * against the exact expectation (int64 sum, the spec's F32 scaling), BF16 within the documented bound
  * 2 K 2^-24 sum |a w| of the float64 sum; and the result must not depend on the thread count. Skipped
  * (and says so) without AMX. */
@@ -13,12 +14,12 @@
 #include "gemm/kernels/kernels.h"
 #include "test_gemm_common.h"
 
-static void check(mm_dtype dtype, int64_t rows, int64_t k, int64_t n, uint64_t seed) {
-    const mm_gemm_kernel *amx = mm_gemm_kernel_lookup(MM_ISA_AMX, dtype, dtype);
+static void check(mm_dtype dtype, mm_dtype w_dtype, int64_t rows, int64_t k, int64_t n, uint64_t seed) {
+    const mm_gemm_kernel *amx = mm_gemm_kernel_lookup(MM_ISA_AMX, dtype, w_dtype);
     CHECK(amx != NULL);
     if (!amx) return;
     gemm_case c;
-    gemm_case_make(&c, dtype, dtype, rows, k, n, (int)(seed & 1), 0, seed);
+    gemm_case_make(&c, dtype, w_dtype, rows, k, n, (int)(seed & 1), (int)((seed >> 1) & 1), seed);
     mm_error err;
     mm_gemm_weight_desc desc = gemm_case_weights(&c);
     mm_gemm_packed_weights *w = NULL;
@@ -69,8 +70,12 @@ int main(void) {
     uint64_t seed = 5;
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
         for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
-            check(MM_DTYPE_I8, rows_list[ri], ks[ki], 33, seed++);
-            check(MM_DTYPE_BF16, rows_list[ri], ks[ki], 33, seed++);
+            check(MM_DTYPE_I8, MM_DTYPE_I8, rows_list[ri], ks[ki], 33, seed++);
+            check(MM_DTYPE_BF16, MM_DTYPE_BF16, rows_list[ri], ks[ki], 33, seed++);
         }
+    static const int64_t ks_int4[] = {511, 512, 513, 1023, 1025, 1500};
+    for (size_t ki = 0; ki < sizeof ks_int4 / sizeof ks_int4[0]; ki++)
+        for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++)
+            check(MM_DTYPE_I8, MM_DTYPE_INT4, rows_list[ri], ks_int4[ki], 33, seed++);
     return mm_test_finish("test_gemm_amx_kblocks");
 }

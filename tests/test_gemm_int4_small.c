@@ -1,11 +1,12 @@
-/* tests/test_gemm_int4_small.c: the few-rows INT8 x INT4 kernel (i4_small_avx512.c) that the registry picks
- * for groups of 1..8 rows: which kernel is chosen for which row count, and its results bit for bit
- * against the exact expectation (int64 sum of the integer products, then the spec's F32 scaling, from
- * test_gemm_common.h) and against the reference kernel, on edge shapes: 1..9 rows (9 = a full 8-row tile
- * plus a 1-row tile), K around the 8-value nibble groups, the 64-byte row-sum chunks and the 256-value K
- * blocks of the framework (odd K, K not a multiple of 4 or 64), N from 1 to 70 (partial panels), both
- * weight layouts, with and without an INT4 bias; and the extreme values (activations -128 / 127, weights
- * -8 / 7 at K = 4096), where the value + 8 correction and the INT32 sum are largest. */
+/* tests/test_gemm_int4_small.c: the few-rows INT8 x INT4 kernel (i4_small_avx512.c) that the registry
+ * picks for groups of 1..12 rows (8-row tiles): which kernel is chosen for which row count, and its
+ * results bit for bit against the exact expectation (int64 sum of the integer products, then the spec's
+ * F32 scaling, from test_gemm_common.h) and against the reference kernel, on edge shapes: 1..12 rows
+ * (9 and 12 = a full 8-row tile plus a 1- or 4-row tile), K around the 8-value nibble groups, the
+ * 64-byte row-sum chunks and the 256-value K blocks of the framework (odd K, K not a multiple of 4 or
+ * 64), N from 1 to 70 (partial panels), both weight layouts, with and without an INT4 bias; and the
+ * extreme values (activations -128 / 127, weights -8 / 7 at K = 4096), where the value + 8 correction
+ * and the INT32 sum are largest. */
 #include <stdio.h>
 #include <string.h>
 
@@ -67,11 +68,11 @@ static void check_case(const char *what, const gemm_case *c, const mm_gemm_kerne
 }
 
 static void test_selection(void) {
-    for (int64_t rows = 1; rows <= 8; rows++) {
+    for (int64_t rows = 1; rows <= 12; rows++) {
         const mm_gemm_kernel *k = mm_gemm_kernel_select_rows(MM_DTYPE_I8, MM_DTYPE_INT4, rows);
         CHECK(k != NULL && strcmp(k->name, small_name) == 0 && k->mr == 8);
     }
-    const mm_gemm_kernel *k = mm_gemm_kernel_select_rows(MM_DTYPE_I8, MM_DTYPE_INT4, 9);
+    const mm_gemm_kernel *k = mm_gemm_kernel_select_rows(MM_DTYPE_I8, MM_DTYPE_INT4, 13);
     CHECK(k != NULL && strcmp(k->name, small_name) != 0);
     /* Other pairs are unaffected: INT8 x INT8 never takes it. */
     k = mm_gemm_kernel_select_rows(MM_DTYPE_I8, MM_DTYPE_I8, 1);
@@ -81,7 +82,7 @@ static void test_selection(void) {
 static void test_edge_shapes(const mm_gemm_kernel *small) {
     static const int64_t ks[] = {1, 3, 7, 8, 9, 63, 64, 65, 255, 257, 1001};
     static const int64_t ns[] = {1, 15, 16, 17, 32, 33, 64, 70};
-    static const int64_t rows_list[] = {1, 2, 3, 4, 7, 8, 9};
+    static const int64_t rows_list[] = {1, 2, 3, 4, 7, 8, 9, 12};
     uint64_t seed = 1;
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
         for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "gemm/kernel_registry.h"
+#include "gemm/kernels/kernels.h"
 
 /* Tiles per M-block: hot experts (many rows) are split so both threads get work; 16 tiles keep the
  * per-task overhead negligible next to the kernel time. */
@@ -17,6 +18,8 @@
 /* K per call of the AMX kernels that read the packed panel directly (see k_block). */
 #define AMX_KC 2048
 _Static_assert(AMX_KC % MM_GEMM_KC == 0, "K blocks start on multiples of MM_GEMM_KC");
+_Static_assert(2 * MM_GEMM_KC * MM_GEMM_NR <= MM_GEMM_PREPARED_BLOCK_BYTES,
+               "INT4 block decoded to INT8 fits");
 
 typedef struct grouped_job {
     mm_dtype a_dtype;
@@ -45,7 +48,11 @@ static int is_mx_activation(mm_dtype d) {
  * prepare_panel are bound to the prepared buffer's MM_GEMM_KC. The size depends on the kernel only, so
  * results stay independent of the schedule. */
 static int64_t k_block(const mm_gemm_kernel *kernel) {
-    return kernel->isa == MM_ISA_AMX && !kernel->prepare_panel ? AMX_KC : MM_GEMM_KC;
+    if (kernel->isa != MM_ISA_AMX) return MM_GEMM_KC;
+    if (!kernel->prepare_panel) return AMX_KC;
+    /* INT4 decoded to INT8: one byte per element, so twice MM_GEMM_KC fills the prepared buffer. */
+    if (kernel->prepare_panel == mm_prepare_panel_i4_amx) return 2 * MM_GEMM_KC;
+    return MM_GEMM_KC;
 }
 
 static int64_t m_block_rows(const mm_gemm_kernel *kernel) {

@@ -37,10 +37,11 @@ typedef struct registration {
             prepare_panel, 4                                                                                 \
     }
 
-/* INT8 x INT4 few-rows kernel (below): the raw panel straight into vpdpbusd (i4_small_avx512.c). Up to
- * I4_SMALL_MAX_ROWS rows it streams the weights faster than the general AVX-512 kernel and the AMX kernel
- * (whose per-block INT8 decode costs more than 8 rows of dot products); measured with `megamoe bench ffn`. */
-#define I4_SMALL_MAX_ROWS 8
+/* INT8 x INT4 few-rows kernel (below): the raw panel straight into vpdpbusd (i4_small_avx512.c), 8-row
+ * tiles. Up to I4_SMALL_MAX_ROWS rows it beats the general AVX-512 kernel (by 25-45 % with cold weights,
+ * 1..8 rows) and the AMX kernel, whose per-block INT8 decode and tile set-up cost more than a dozen rows
+ * of dot products (measured, K 7168, N 4096: equal at ~12-14 rows). */
+#define I4_SMALL_MAX_ROWS 12
 
 /* Every supported pair, reference first. The FP8 pairs cover the mixed E4M3/E5M2 cases that an
  * activation_out_dtype override produces (spec/mega_moe.md). */
