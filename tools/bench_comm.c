@@ -397,8 +397,7 @@ done:
     return rc;
 #else
     (void)cfg;
-    cli_error(cmd, "the MPI backend is unavailable: this megamoe was built without MPI");
-    return MM_CLI_EXIT_USAGE;
+    return cli_mpi_unavailable(cmd);
 #endif
 }
 

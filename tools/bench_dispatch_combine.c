@@ -338,7 +338,6 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
     if (!initialized) MPI_Finalize();
     return rc;
 #else
-    cli_error(cmd, "the MPI backend is unavailable: this megamoe was built without MPI");
-    return MM_CLI_EXIT_FAILURE;
+    return cli_mpi_unavailable(cmd);
 #endif
 }

@@ -353,8 +353,7 @@ static int run_mpi(const bench_options *o) {
     return rc;
 #else
     (void)o;
-    cli_error(cmd, "the MPI backend is unavailable: this megamoe was built without MPI");
-    return MM_CLI_EXIT_FAILURE;
+    return cli_mpi_unavailable(cmd);
 #endif
 }
 

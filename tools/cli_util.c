@@ -39,6 +39,11 @@ mm_status cli_fail(mm_error *err, mm_status status, const char *fmt, ...) {
     return status;
 }
 
+int cli_mpi_unavailable(const char *command) {
+    cli_error(command, "--backend mpi: this build of megamoe has no MPI (build it with Open MPI)");
+    return MM_CLI_EXIT_FAILURE;
+}
+
 int cli_usage_error(const char *command, const char *fmt, ...) {
     char message[1024], suffix[128];
     va_list ap;

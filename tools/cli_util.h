@@ -48,6 +48,10 @@ int cli_parse_backend(const char *command, const char *text, int *use_mpi);
  * optstring must start with ':'. Returns MM_CLI_EXIT_USAGE. */
 int cli_option_error(const char *command, int opt, char **argv);
 
+/* Reports "--backend mpi" in a build without MPI (one line naming "no MPI", like the library's case
+ * runner). Returns MM_CLI_EXIT_FAILURE: the command line is valid, this build cannot run it. */
+int cli_mpi_unavailable(const char *command);
+
 /* Reports surplus or missing positional arguments. Returns MM_CLI_EXIT_USAGE. */
 int cli_usage_error(const char *command, const char *fmt, ...) MM_CLI_PRINTF(2, 3);
 

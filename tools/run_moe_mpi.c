@@ -143,7 +143,6 @@ done:
 #else
 int run_moe_run_mpi(run_moe_options *o) {
     (void)o;
-    cli_error(cmd, "--backend mpi: this build of megamoe has no MPI (build it with Open MPI)");
-    return MM_CLI_EXIT_FAILURE;
+    return cli_mpi_unavailable(cmd);
 }
 #endif
