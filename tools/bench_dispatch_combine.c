@@ -254,7 +254,7 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
                                                  {"warmup", required_argument, NULL, OPT_WARMUP},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
-    const char *cmd = "bench";
+    const char *cmd = "bench dispatch-combine";
     bench_cfg c = {0, 4, 7168, 8, 8, 0, 7, 2, {1, 2, 4, 8, 16, 32, 128, 512}, 8};
     int opt;
     optind = 0;
