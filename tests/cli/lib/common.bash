@@ -7,7 +7,8 @@
 #   PYTHONPATH  starts with this lib/ directory, so that the scripts' Python checks (often written to
 #               $WORK first) can `import safetensors_io`
 # and gives ok / bad to count expectations, expect / stdout_has / stderr_is_one_line / stderr_empty to
-# run the CLI and check what it printed, and cli_finish to print the tally and set the exit status:
+# run the CLI and check what it printed, case_rejected for a case file that must be refused, and
+# cli_finish to print the tally and set the exit status:
 # a script passes only when nothing failed and at least one expectation was checked, so a script that
 # silently skipped everything cannot pass.
 MEGAMOE=${1:?path to megamoe}
@@ -49,6 +50,21 @@ stderr_is_one_line() {
 }
 # stderr_empty: the last expect printed nothing on stderr.
 stderr_empty() { if [ ! -s "$WORK/err" ]; then ok; else bad "stderr not empty: $(cat "$WORK/err")"; fi; }
+
+# case_rejected WHAT CASE PATTERN: `megamoe case CASE` exits 2 with one stderr line matching the regex
+# PATTERN and writes no output file.
+case_rejected() {
+    rm -f "$WORK/rejected_out.st"
+    timeout 120 "$MEGAMOE" case "$2" -o "$WORK/rejected_out.st" 2>"$WORK/err"
+    local rc=$?
+    if [ "$rc" -eq 2 ]; then ok; else bad "$1: exited $rc, expected 2"; fi
+    if [ "$(wc -l <"$WORK/err")" -eq 1 ] && grep -q -- "$3" "$WORK/err"; then
+        ok
+    else
+        bad "$1: message '$(cat "$WORK/err")' does not match '$3'"
+    fi
+    if [ ! -e "$WORK/rejected_out.st" ]; then ok; else bad "$1: wrote an output"; fi
+}
 
 # cli_require_python NAME: the script's independent checks are written in Python (standard library only).
 cli_require_python() {
