@@ -2,7 +2,8 @@
  * BF16) run over K blocks of 2048 (grouped.c, AMX_KC) instead of MM_GEMM_KC, and the INT8 x INT4 one over
  * blocks of 512 (its panel decoded to INT8 fills the prepared buffer), so their accumulators cross block
  * boundaries through `partial` only beyond those K. Checked here on K just below, at and above one and
- * two block boundaries, with full and partial 16-row tiles and a partial panel: INT8 and INT4 bit for bit
+ * two block boundaries, with 16, 21 and 33 rows (one A tile, 2 x 2 tiles, a full 32-row tile plus one
+ * row) and a partial panel: INT8 and INT4 bit for bit
  * against the exact expectation (int64 sum, the spec's F32 scaling), BF16 within the documented bound
  * 2 K 2^-24 sum |a w| of the float64 sum; and the result must not depend on the thread count. Skipped
  * (and says so) without AMX. */
@@ -66,7 +67,7 @@ int main(void) {
         return mm_test_finish("test_gemm_amx_kblocks");
     }
     static const int64_t ks[] = {2047, 2048, 2049, 4095, 4097, 4161};
-    static const int64_t rows_list[] = {16, 21};
+    static const int64_t rows_list[] = {16, 21, 33};
     uint64_t seed = 5;
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
         for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {

@@ -22,7 +22,7 @@
 #include "gemm/packed.h"
 
 /* Largest MR of any kernel (sizes the framework's scratch tile). */
-#define MM_GEMM_MR_MAX 16
+#define MM_GEMM_MR_MAX 32
 /* K per block: a multiple of every k_group and of the MX block (32); 256 BF16 x 32 columns = 16 KiB of
  * panel, half of L1. */
 #define MM_GEMM_KC 256

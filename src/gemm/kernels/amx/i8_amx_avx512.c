@@ -1,5 +1,5 @@
 /* gemm/kernels/amx/i8_amx_avx512.c: INT8 x INT8 and INT8 x INT4 micro-kernels on AMX tiles (tdpbssd),
- * 16 x 32 tile.
+ * 32 x 32 tile: up to 16 rows one A tile times two B tiles, 17..32 rows 2 x 2 tiles (all eight).
  *
  * tdpbssd multiplies signed by signed bytes, so no offset trick is needed: the INT8 panel layout of
  * gemm/packed.h (per K quad, 32 columns x 4 bytes = 128 bytes) is the AMX B layout, loaded with a
@@ -14,6 +14,25 @@
 
 #include "gemm/kernels/amx/amx_tiles.h"
 #include "gemm/kernels/kernels.h"
+
+/* The last K block: acc (m rows x 32 INT32, row-major) scaled as the reference and written to C. */
+static void scale_rows(const mm_ukernel_args *p, const int32_t *acc, int weights_are_int4) {
+    __m512 scale0 = _mm512_loadu_ps(p->col_scale), scale1 = _mm512_loadu_ps(p->col_scale + 16);
+    __mmask16 mask0 = p->n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << p->n) - 1);
+    __mmask16 mask1 = p->n >= 32 ? (__mmask16)0xFFFF : p->n <= 16 ? 0 : (__mmask16)((1u << (p->n - 16)) - 1);
+    for (int r = 0; r < p->m; r++) {
+        __m512 row_scale = _mm512_set1_ps(p->a_row_scales[r]);
+        __m512 h0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(acc + r * MM_GEMM_NR)), scale0);
+        __m512 h1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(acc + r * MM_GEMM_NR + 16)), scale1);
+        if (weights_are_int4) {
+            /* Separate multiply and add (no FMA): the reference rounds the product before adding. */
+            h0 = _mm512_add_ps(h0, _mm512_loadu_ps(p->col_offset));
+            h1 = _mm512_add_ps(h1, _mm512_loadu_ps(p->col_offset + 16));
+        }
+        _mm512_mask_storeu_ps(p->c + r * p->ldc, mask0, _mm512_mul_ps(h0, row_scale));
+        _mm512_mask_storeu_ps(p->c + r * p->ldc + 16, mask1, _mm512_mul_ps(h1, row_scale));
+    }
+}
 
 /* b: the panel's INT8 quads from quad k_begin / 4 on (128 bytes each). */
 static void i8_amx_tile(const mm_ukernel_args *p, const uint8_t *b, int weights_are_int4) {
@@ -62,30 +81,100 @@ static void i8_amx_tile(const mm_ukernel_args *p, const uint8_t *b, int weights_
     _tile_stored(AMX_C0, acc, MM_GEMM_NR * 4);
     _tile_stored(AMX_C1, acc + 16, MM_GEMM_NR * 4);
     _tile_release();
+    scale_rows(p, acc, weights_are_int4);
+}
 
-    __m512 scale0 = _mm512_loadu_ps(p->col_scale), scale1 = _mm512_loadu_ps(p->col_scale + 16);
-    __mmask16 mask0 = p->n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << p->n) - 1);
-    __mmask16 mask1 = p->n >= 32 ? (__mmask16)0xFFFF : p->n <= 16 ? 0 : (__mmask16)((1u << (p->n - 16)) - 1);
-    for (int r = 0; r < p->m; r++) {
-        __m512 row_scale = _mm512_set1_ps(p->a_row_scales[r]);
-        __m512 h0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(acc + r * MM_GEMM_NR)), scale0);
-        __m512 h1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(acc + r * MM_GEMM_NR + 16)), scale1);
-        if (weights_are_int4) {
-            /* Separate multiply and add (no FMA): the reference rounds the product before adding. */
-            h0 = _mm512_add_ps(h0, _mm512_loadu_ps(p->col_offset));
-            h1 = _mm512_add_ps(h1, _mm512_loadu_ps(p->col_offset + 16));
-        }
-        _mm512_mask_storeu_ps(p->c + r * p->ldc, mask0, _mm512_mul_ps(h0, row_scale));
-        _mm512_mask_storeu_ps(p->c + r * p->ldc + 16, mask1, _mm512_mul_ps(h1, row_scale));
+/* Tiles of the 2 x 2 shape: C of rows 0..15 / 16..m-1 times columns 0..15 / 16..31, the two A row halves
+ * and the two B column halves (all eight AMX tiles). */
+#define T_C00 0
+#define T_C01 1
+#define T_C10 2
+#define T_C11 3
+#define T_A0  4
+#define T_A1  5
+#define T_B0  6
+#define T_B1  7
+
+/* 17..32 rows as 2 x 2 tiles: every tile load feeds two products instead of 1.5 in the 16-row shape,
+ * whose A and B reads (3 KiB per 2 products) exceed what L2 delivers once the K block leaves L1. */
+static void i8_amx_tile32(const mm_ukernel_args *p, const uint8_t *b, int weights_are_int4) {
+    int hi = p->m - 16;
+    amx_tile_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = T_C00; t <= T_B1; t++) {
+        cfg.bytes_per_row[t] = 64;
+        cfg.rows[t] = (uint8_t)(t == T_C10 || t == T_C11 || t == T_A1 ? hi : 16);
     }
+    _tile_loadconfig(&cfg);
+    int32_t *partial = p->partial;
+    const int stride = MM_GEMM_NR * 4;
+    if (p->first) {
+        _tile_zero(T_C00);
+        _tile_zero(T_C01);
+        _tile_zero(T_C10);
+        _tile_zero(T_C11);
+    } else {
+        _tile_loadd(T_C00, partial, stride);
+        _tile_loadd(T_C01, partial + 16, stride);
+        _tile_loadd(T_C10, partial + 16 * MM_GEMM_NR, stride);
+        _tile_loadd(T_C11, partial + 16 * MM_GEMM_NR + 16, stride);
+    }
+    const uint8_t *a0 = p->a + p->k_begin, *a1 = a0 + 16 * p->a_stride;
+    int64_t full_steps = (p->k_end - p->k_begin) / 64;
+    for (int64_t s = 0; s < full_steps; s++) {
+        _tile_loadd(T_B0, b + s * 16 * 128, 128);
+        _tile_loadd(T_B1, b + s * 16 * 128 + 64, 128);
+        _tile_loadd(T_A0, a0 + 64 * s, p->a_stride);
+        _tile_dpbssd(T_C00, T_A0, T_B0);
+        _tile_dpbssd(T_C01, T_A0, T_B1);
+        _tile_loadd(T_A1, a1 + 64 * s, p->a_stride);
+        _tile_dpbssd(T_C10, T_A1, T_B0);
+        _tile_dpbssd(T_C11, T_A1, T_B1);
+    }
+    int64_t k_done = p->k_begin + 64 * full_steps;
+    if (k_done < p->k_end) {
+        /* Short last step through zero-padded copies, as in the 16-row shape. */
+        _Alignas(64) uint8_t a_tail[32 * 64];
+        _Alignas(64) uint8_t b_tail[16 * 128];
+        memset(a_tail, 0, sizeof a_tail);
+        memset(b_tail, 0, sizeof b_tail);
+        for (int r = 0; r < p->m; r++)
+            memcpy(a_tail + 64 * r, p->a + r * p->a_stride + k_done, (size_t)(p->k_end - k_done));
+        memcpy(b_tail, b + full_steps * 16 * 128, (size_t)((p->k_end - k_done + 3) / 4) * 128);
+        _tile_loadd(T_B0, b_tail, 128);
+        _tile_loadd(T_B1, b_tail + 64, 128);
+        _tile_loadd(T_A0, a_tail, 64);
+        _tile_loadd(T_A1, a_tail + 16 * 64, 64);
+        _tile_dpbssd(T_C00, T_A0, T_B0);
+        _tile_dpbssd(T_C01, T_A0, T_B1);
+        _tile_dpbssd(T_C10, T_A1, T_B0);
+        _tile_dpbssd(T_C11, T_A1, T_B1);
+    }
+    int32_t *out = partial;
+    _Alignas(64) int32_t acc[32 * MM_GEMM_NR];
+    if (p->last) out = acc;
+    _tile_stored(T_C00, out, stride);
+    _tile_stored(T_C01, out + 16, stride);
+    _tile_stored(T_C10, out + 16 * MM_GEMM_NR, stride);
+    _tile_stored(T_C11, out + 16 * MM_GEMM_NR + 16, stride);
+    _tile_release();
+    if (p->last) scale_rows(p, acc, weights_are_int4);
 }
 
 void mm_ukernel_i8_i8_amx(const mm_ukernel_args *p) {
-    i8_amx_tile(p, p->b + p->k_begin / 4 * 128, 0);
+    const uint8_t *b = p->b + p->k_begin / 4 * 128;
+    if (p->m > 16)
+        i8_amx_tile32(p, b, 0);
+    else
+        i8_amx_tile(p, b, 0);
 }
 
 void mm_ukernel_i8_i4_amx(const mm_ukernel_args *p) {
-    i8_amx_tile(p, p->b_block, 1);
+    if (p->m > 16)
+        i8_amx_tile32(p, p->b_block, 1);
+    else
+        i8_amx_tile(p, p->b_block, 1);
 }
 
 void mm_prepare_panel_i4_amx(const mm_ukernel_args *p, uint8_t *block) {
