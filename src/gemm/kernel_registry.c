@@ -30,10 +30,10 @@ typedef struct registration {
 /* AMX tiles pay off from a few rows on (measured on the development VM: BF16 and MX from ~4 rows,
  * INT8 from ~8); fewer rows stream weights faster through the AVX-512 kernels. */
 #define AMX(fn, label, min_rows)                                                                             \
-    { label "_amx_16x32", MM_ISA_AMX, MM_GEMM_AMX_MR, fn, NULL, NULL, min_rows }
+    { label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, fn, NULL, NULL, min_rows }
 #define AMX_MX(prepare_panel, label)                                                                         \
     {                                                                                                        \
-        label "_amx_16x32", MM_ISA_AMX, MM_GEMM_AMX_MR, mm_ukernel_mx_amx, mm_gemm_mx_row_to_bf16,           \
+        label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, mm_ukernel_mx_amx, mm_gemm_mx_row_to_bf16,           \
             prepare_panel, 4                                                                                 \
     }
 
@@ -69,10 +69,10 @@ static const registration registrations[] = {
     {MM_DTYPE_BF16, MM_DTYPE_BF16, AMX(mm_ukernel_bf16_bf16_amx, "bf16xbf16", 4)},
     {MM_DTYPE_I8,
      MM_DTYPE_I8,
-     {"i8xi8_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_I8_MR, mm_ukernel_i8_i8_amx, NULL, NULL, 8}},
+     {"i8xi8_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, mm_ukernel_i8_i8_amx, NULL, NULL, 8}},
     {MM_DTYPE_I8,
      MM_DTYPE_INT4,
-     {"i8xi4_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_I8_MR, mm_ukernel_i8_i4_amx, NULL, mm_prepare_panel_i4_amx,
+     {"i8xi4_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, mm_ukernel_i8_i4_amx, NULL, mm_prepare_panel_i4_amx,
       I4_SMALL_MAX_ROWS + 1}},
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, AMX_MX(mm_prepare_panel_fp8_avx512, "e4m3xe4m3")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, AMX_MX(mm_prepare_panel_fp8_avx512, "e5m2xe5m2")},

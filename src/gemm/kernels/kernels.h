@@ -38,10 +38,9 @@ void mm_ukernel_mx_small_avx512(const mm_ukernel_args *args);
 void mm_ukernel_i8_i4_small_avx512(const mm_ukernel_args *args);
 
 /* AMX set (files kernels/amx/NAME_amx_avx512.c): call only when mm_cpu_isa() >= MM_ISA_AMX. */
-#define MM_GEMM_AMX_MR 16
+/* 32 rows: one A tile times two B tiles up to 16 rows, 2 x 2 tiles beyond. */
+#define MM_GEMM_AMX_MR 32
 void mm_ukernel_bf16_bf16_amx(const mm_ukernel_args *args);
-/* INT8 weights (and INT4 decoded to INT8): MM_GEMM_AMX_I8_MR rows, 2 x 2 tiles beyond 16 rows. */
-#define MM_GEMM_AMX_I8_MR 32
 void mm_ukernel_i8_i8_amx(const mm_ukernel_args *args);
 /* INT8 x INT4: the INT8 tile over panel blocks decoded to INT8 by mm_prepare_panel_i4_amx. */
 void mm_ukernel_i8_i4_amx(const mm_ukernel_args *args);

@@ -1,5 +1,5 @@
 /* gemm/kernels/amx/bf16_amx_avx512.c: BF16 x BF16 and MX micro-kernels on AMX tiles (tdpbf16ps),
- * 16 x 32 tile.
+ * 32 x 32 tile: up to 16 rows one A tile times two B tiles, 17..32 rows 2 x 2 tiles (all eight).
  *
  * The BF16 panel layout of gemm/packed.h (per K pair, 32 columns x 2 BF16 = 128 bytes) is the AMX "VNNI"
  * B layout already: a B tile is 16 K pairs of 16 columns, loaded with a 128-byte stride (the second half
@@ -73,12 +73,110 @@ static void bf16_amx_tile(const mm_ukernel_args *p, int64_t a_offset, const uint
     _tile_release();
 }
 
+/* Tiles of the 2 x 2 shape: C of rows 0..15 / 16..m-1 times columns 0..15 / 16..31, the two A row halves
+ * and the two B column halves (all eight AMX tiles). */
+#define T_C00 0
+#define T_C01 1
+#define T_C10 2
+#define T_C11 3
+#define T_A0  4
+#define T_A1  5
+#define T_B0  6
+#define T_B1  7
+
+/* 17..32 rows as 2 x 2 tiles: every tile load feeds two products instead of 1.5 in the 16-row shape
+ * (same reasoning as i8_amx_avx512.c); each output element still sums the same products in the tile's
+ * order, so the tolerance is unchanged. */
+static void bf16_amx_tile32(const mm_ukernel_args *p, int64_t a_offset, const uint8_t *b, int64_t n_pairs) {
+    int hi = p->m - 16;
+    amx_tile_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = T_C00; t <= T_B1; t++) {
+        cfg.bytes_per_row[t] = 64;
+        cfg.rows[t] = (uint8_t)(t == T_C10 || t == T_C11 || t == T_A1 ? hi : 16);
+    }
+    _tile_loadconfig(&cfg);
+    float *partial = p->partial;
+    const int stride = MM_GEMM_NR * 4;
+    if (p->first) {
+        _tile_zero(T_C00);
+        _tile_zero(T_C01);
+        _tile_zero(T_C10);
+        _tile_zero(T_C11);
+    } else {
+        _tile_loadd(T_C00, partial, stride);
+        _tile_loadd(T_C01, partial + 16, stride);
+        _tile_loadd(T_C10, partial + 16 * MM_GEMM_NR, stride);
+        _tile_loadd(T_C11, partial + 16 * MM_GEMM_NR + 16, stride);
+    }
+    const uint8_t *a0 = p->a + a_offset, *a1 = a0 + 16 * p->a_stride;
+    int64_t full_steps = n_pairs / 16;
+    for (int64_t s = 0; s < full_steps; s++) {
+        _tile_loadd(T_B0, b + s * 16 * 128, 128);
+        _tile_loadd(T_B1, b + s * 16 * 128 + 64, 128);
+        _tile_loadd(T_A0, a0 + 64 * s, p->a_stride);
+        _tile_dpbf16ps(T_C00, T_A0, T_B0);
+        _tile_dpbf16ps(T_C01, T_A0, T_B1);
+        _tile_loadd(T_A1, a1 + 64 * s, p->a_stride);
+        _tile_dpbf16ps(T_C10, T_A1, T_B0);
+        _tile_dpbf16ps(T_C11, T_A1, T_B1);
+    }
+    int64_t k_done = p->k_begin + 32 * full_steps;
+    if (k_done < p->k_end) {
+        /* Short last step through zero-padded copies of both operands, as in the 16-row shape. */
+        _Alignas(64) uint8_t a_tail[32 * 64];
+        _Alignas(64) uint8_t b_tail[16 * 128];
+        memset(a_tail, 0, sizeof a_tail);
+        memset(b_tail, 0, sizeof b_tail);
+        size_t a_bytes = (size_t)(2 * (p->k_end - k_done));
+        for (int r = 0; r < p->m; r++)
+            memcpy(a_tail + 64 * r, p->a + r * p->a_stride + a_offset + 64 * full_steps, a_bytes);
+        memcpy(b_tail, b + full_steps * 16 * 128, (size_t)(n_pairs - 16 * full_steps) * 128);
+        _tile_loadd(T_B0, b_tail, 128);
+        _tile_loadd(T_B1, b_tail + 64, 128);
+        _tile_loadd(T_A0, a_tail, 64);
+        _tile_loadd(T_A1, a_tail + 16 * 64, 64);
+        _tile_dpbf16ps(T_C00, T_A0, T_B0);
+        _tile_dpbf16ps(T_C01, T_A0, T_B1);
+        _tile_dpbf16ps(T_C10, T_A1, T_B0);
+        _tile_dpbf16ps(T_C11, T_A1, T_B1);
+    }
+    if (!p->last) {
+        _tile_stored(T_C00, partial, stride);
+        _tile_stored(T_C01, partial + 16, stride);
+        _tile_stored(T_C10, partial + 16 * MM_GEMM_NR, stride);
+        _tile_stored(T_C11, partial + 16 * MM_GEMM_NR + 16, stride);
+    } else if (p->n == MM_GEMM_NR) {
+        _tile_stored(T_C00, p->c, p->ldc * 4);
+        _tile_stored(T_C01, p->c + 16, p->ldc * 4);
+        _tile_stored(T_C10, p->c + 16 * p->ldc, p->ldc * 4);
+        _tile_stored(T_C11, p->c + 16 * p->ldc + 16, p->ldc * 4);
+    } else {
+        _Alignas(64) float out[32 * MM_GEMM_NR];
+        _tile_stored(T_C00, out, stride);
+        _tile_stored(T_C01, out + 16, stride);
+        _tile_stored(T_C10, out + 16 * MM_GEMM_NR, stride);
+        _tile_stored(T_C11, out + 16 * MM_GEMM_NR + 16, stride);
+        for (int r = 0; r < p->m; r++)
+            memcpy(p->c + r * p->ldc, out + r * MM_GEMM_NR, (size_t)p->n * sizeof(float));
+    }
+    _tile_release();
+}
+
+static void bf16_amx(const mm_ukernel_args *p, int64_t a_offset, const uint8_t *b, int64_t n_pairs) {
+    if (p->m > 16)
+        bf16_amx_tile32(p, a_offset, b, n_pairs);
+    else
+        bf16_amx_tile(p, a_offset, b, n_pairs);
+}
+
 void mm_ukernel_bf16_bf16_amx(const mm_ukernel_args *p) {
     /* The panel is zero-padded to an even K, so the pairs to read are ceil(k_end / 2) - k_begin / 2. */
     int64_t first_pair = p->k_begin / 2, end_pair = (p->k_end + 1) / 2;
-    bf16_amx_tile(p, 2 * p->k_begin, p->b + first_pair * 128, end_pair - first_pair);
+    bf16_amx(p, 2 * p->k_begin, p->b + first_pair * 128, end_pair - first_pair);
 }
 
 void mm_ukernel_mx_amx(const mm_ukernel_args *p) {
-    bf16_amx_tile(p, 2 * p->k_begin, p->b_block, (p->k_end - p->k_begin + 1) / 2);
+    bf16_amx(p, 2 * p->k_begin, p->b_block, (p->k_end - p->k_begin + 1) / 2);
 }

@@ -1,5 +1,5 @@
 /* gemm/kernels/amx/i8_amx_avx512.c: INT8 x INT8 and INT8 x INT4 micro-kernels on AMX tiles (tdpbssd),
- * 32 x 32 tile: up to 16 rows one A tile times two B tiles, 17..32 rows 2 x 2 tiles (all eight).
+ * 32 x 32 tile (MM_GEMM_AMX_MR): up to 16 rows one A tile times two B tiles, 17..32 rows 2 x 2 tiles.
  *
  * tdpbssd multiplies signed by signed bytes, so no offset trick is needed: the INT8 panel layout of
  * gemm/packed.h (per K quad, 32 columns x 4 bytes = 128 bytes) is the AMX B layout, loaded with a
