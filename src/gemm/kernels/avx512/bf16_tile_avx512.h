@@ -36,9 +36,10 @@ bf16_tile_body(const mm_ukernel_args *p, const __m512i *b, int64_t n_pairs, cons
         acc[r][1] = p->first ? _mm512_setzero_ps() : _mm512_loadu_ps(partial + r * MM_GEMM_NR + 16);
     }
     for (int64_t i = 0; i < n_pairs; i++) {
-        /* With few rows this loop streams the weights: fetch ahead of the hardware prefetcher. */
-        _mm_prefetch((const char *)(b + 2 * i + 64), _MM_HINT_T0);
-        _mm_prefetch((const char *)(b + 2 * i + 65), _MM_HINT_T0);
+        /* With few rows this loop streams the weights: fetch ahead of the hardware prefetcher (2 KiB
+         * ahead measured 5-30 % faster than 4 KiB at 1-8 rows with cold weights). */
+        _mm_prefetch((const char *)(b + 2 * i + 32), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + 2 * i + 33), _MM_HINT_T0);
         __m512bh b0 = (__m512bh)_mm512_load_si512(b + 2 * i);
         __m512bh b1 = (__m512bh)_mm512_load_si512(b + 2 * i + 1);
 #pragma GCC unroll 8

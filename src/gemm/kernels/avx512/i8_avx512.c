@@ -42,6 +42,11 @@ static inline __attribute__((always_inline)) void i8_body(const mm_ukernel_args 
     const __m512i *b = (const __m512i *)(const void *)p->b;
     int64_t quads = p->k_end / 4;
     for (int64_t q = p->k_begin / 4; q < quads; q++) {
+        /* Prefetch: few rows do little work per weight byte, and the hardware prefetcher alone keeps
+         * too few reads in flight to reach the streaming bandwidth (2 KiB ahead: +20-50 % at 2-8 rows
+         * with cold weights, measured). */
+        _mm_prefetch((const char *)(b + 2 * q) + 2048, _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + 2 * q) + 2048 + 64, _MM_HINT_T0);
         __m512i b0 = _mm512_load_si512(b + 2 * q);
         __m512i b1 = _mm512_load_si512(b + 2 * q + 1);
 #pragma GCC unroll 8
