@@ -28,7 +28,8 @@ typedef struct registration {
     }
 
 /* AMX tiles pay off from a few rows on (measured on the development VM: BF16 and MX from ~4 rows,
- * INT8 from ~8); fewer rows stream weights faster through the AVX-512 kernels. */
+ * INT8 from ~3 since the AMX kernels take K blocks of 2048, grouped.c); fewer rows stream weights
+ * faster through the AVX-512 kernels. */
 #define AMX(fn, label, min_rows)                                                                             \
     { label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, fn, NULL, NULL, min_rows }
 #define AMX_MX(prepare_panel, label)                                                                         \
@@ -67,9 +68,7 @@ static const registration registrations[] = {
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, AVX512_MX(mm_prepare_panel_fp4_avx512, "e5m2xfp4")},
     {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, AVX512_MX(mm_prepare_panel_fp4_avx512, "fp4xfp4")},
     {MM_DTYPE_BF16, MM_DTYPE_BF16, AMX(mm_ukernel_bf16_bf16_amx, "bf16xbf16", 4)},
-    {MM_DTYPE_I8,
-     MM_DTYPE_I8,
-     {"i8xi8_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, mm_ukernel_i8_i8_amx, NULL, NULL, 8}},
+    {MM_DTYPE_I8, MM_DTYPE_I8, AMX(mm_ukernel_i8_i8_amx, "i8xi8", 3)},
     {MM_DTYPE_I8,
      MM_DTYPE_INT4,
      {"i8xi4_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, mm_ukernel_i8_i4_amx, NULL, mm_prepare_panel_i4_amx,
