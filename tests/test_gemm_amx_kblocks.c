@@ -6,7 +6,7 @@
  * row) and a partial panel: INT8 and INT4 bit for bit
  * against the exact expectation (int64 sum, the spec's F32 scaling), BF16 within the documented bound
  * 2 K 2^-24 sum |a w| of the float64 sum; and the result must not depend on the thread count. Skipped
- * (and says so) without AMX. */
+ * (and says so) when AMX is not allowed (hardware, or MEGAMOE_ISA). */
 #include <math.h>
 #include <stdio.h>
 
@@ -62,8 +62,10 @@ done:
 
 int main(void) {
     if (mm_cpu_isa() < MM_ISA_AMX) {
-        CHECK(mm_gemm_kernel_lookup(MM_ISA_AMX, MM_DTYPE_I8, MM_DTYPE_I8) == NULL);
-        printf("no AMX: skipped (the AMX kernels are not offered, checked)\n");
+        /* No AMX (or MEGAMOE_ISA caps it): the registry must not choose an AMX kernel. */
+        const mm_gemm_kernel *k = mm_gemm_kernel_select_rows(MM_DTYPE_I8, MM_DTYPE_I8, 1000);
+        CHECK(k != NULL && k->isa < MM_ISA_AMX);
+        printf("AMX not allowed: skipped (the registry does not choose an AMX kernel, checked)\n");
         return mm_test_finish("test_gemm_amx_kblocks");
     }
     static const int64_t ks[] = {2047, 2048, 2049, 4095, 4097, 4161};
