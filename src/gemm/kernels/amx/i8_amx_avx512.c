@@ -13,25 +13,16 @@
 #include <immintrin.h>
 
 #include "gemm/kernels/amx/amx_tiles.h"
+#include "gemm/kernels/avx512/tile_store_avx512.h"
 #include "gemm/kernels/kernels.h"
 
 /* The last K block: acc (m rows x 32 INT32, row-major) scaled as the reference and written to C. */
 static void scale_rows(const mm_ukernel_args *p, const int32_t *acc, int weights_are_int4) {
-    __m512 scale0 = _mm512_loadu_ps(p->col_scale), scale1 = _mm512_loadu_ps(p->col_scale + 16);
-    __mmask16 mask0 = p->n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << p->n) - 1);
-    __mmask16 mask1 = p->n >= 32 ? (__mmask16)0xFFFF : p->n <= 16 ? 0 : (__mmask16)((1u << (p->n - 16)) - 1);
-    for (int r = 0; r < p->m; r++) {
-        __m512 row_scale = _mm512_set1_ps(p->a_row_scales[r]);
-        __m512 h0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(acc + r * MM_GEMM_NR)), scale0);
-        __m512 h1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(acc + r * MM_GEMM_NR + 16)), scale1);
-        if (weights_are_int4) {
-            /* Separate multiply and add (no FMA): the reference rounds the product before adding. */
-            h0 = _mm512_add_ps(h0, _mm512_loadu_ps(p->col_offset));
-            h1 = _mm512_add_ps(h1, _mm512_loadu_ps(p->col_offset + 16));
-        }
-        _mm512_mask_storeu_ps(p->c + r * p->ldc, mask0, _mm512_mul_ps(h0, row_scale));
-        _mm512_mask_storeu_ps(p->c + r * p->ldc + 16, mask1, _mm512_mul_ps(h1, row_scale));
-    }
+    tile_int_epilogue e = tile_int_epilogue_load(p, weights_are_int4);
+    __m512i zero = _mm512_setzero_si512(); /* the AMX sums are signed: no u8 offset to correct */
+    for (int r = 0; r < p->m; r++)
+        tile_int_epilogue_row(p, &e, r, _mm512_load_si512(acc + r * MM_GEMM_NR),
+                              _mm512_load_si512(acc + r * MM_GEMM_NR + 16), zero, zero);
 }
 
 /* b: the panel's INT8 quads from quad k_begin / 4 on (128 bytes each). */

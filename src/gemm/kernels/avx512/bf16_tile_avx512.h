@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "gemm/kernels/avx512/tile_store_avx512.h"
 #include "gemm/kernels/kernels.h"
 
 #define BF16_TILE_MR MM_GEMM_AVX512_MR
@@ -64,8 +65,7 @@ bf16_tile_body(const mm_ukernel_args *p, const __m512i *b, int64_t n_pairs, cons
         }
         return;
     }
-    __mmask16 mask0 = p->n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << p->n) - 1);
-    __mmask16 mask1 = p->n >= 32 ? (__mmask16)0xFFFF : p->n <= 16 ? 0 : (__mmask16)((1u << (p->n - 16)) - 1);
+    __mmask16 mask0 = tile_mask_lo(p->n), mask1 = tile_mask_hi(p->n);
     for (int r = 0; r < rows; r++) {
         _mm512_mask_storeu_ps(p->c + r * p->ldc, mask0, acc[r][0]);
         _mm512_mask_storeu_ps(p->c + r * p->ldc + 16, mask1, acc[r][1]);

@@ -17,6 +17,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "gemm/kernels/avx512/tile_store_avx512.h"
 #include "gemm/kernels/kernels.h"
 
 #define MR MM_GEMM_I4_SMALL_MR
@@ -112,26 +113,13 @@ static inline __attribute__((always_inline)) void small_body(const mm_ukernel_ar
         acc[r][1] = _mm512_add_epi32(acc[r][1], acc[r][3]);
     }
     if (!p->last) {
-        for (int r = 0; r < rows; r++) {
-            _mm512_storeu_si512(partial + r * MM_GEMM_NR, acc[r][0]);
-            _mm512_storeu_si512(partial + r * MM_GEMM_NR + 16, acc[r][1]);
-        }
+        for (int r = 0; r < rows; r++) tile_store_partial_i32(partial, r, acc[r][0], acc[r][1]);
         return;
     }
-    __m512 scale0 = _mm512_loadu_ps(p->col_scale), scale1 = _mm512_loadu_ps(p->col_scale + 16);
-    __m512 offset0 = _mm512_loadu_ps(p->col_offset), offset1 = _mm512_loadu_ps(p->col_offset + 16);
-    __mmask16 mask0 = p->n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << p->n) - 1);
-    __mmask16 mask1 = p->n >= 32 ? (__mmask16)0xFFFF : p->n <= 16 ? 0 : (__mmask16)((1u << (p->n - 16)) - 1);
+    tile_int_epilogue e = tile_int_epilogue_load(p, 1);
     for (int r = 0; r < rows; r++) {
         __m512i correction = _mm512_set1_epi32(8 * row_sum(row[r], p->k));
-        __m512 row_scale = _mm512_set1_ps(p->a_row_scales[r]);
-        /* Separate multiply and add (no FMA): the reference rounds the product before adding. */
-        __m512 h0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][0], correction)), scale0);
-        __m512 h1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][1], correction)), scale1);
-        h0 = _mm512_add_ps(h0, offset0);
-        h1 = _mm512_add_ps(h1, offset1);
-        _mm512_mask_storeu_ps(p->c + r * p->ldc, mask0, _mm512_mul_ps(h0, row_scale));
-        _mm512_mask_storeu_ps(p->c + r * p->ldc + 16, mask1, _mm512_mul_ps(h1, row_scale));
+        tile_int_epilogue_row(p, &e, r, acc[r][0], acc[r][1], correction, correction);
     }
 }
 
