@@ -9,8 +9,11 @@
 #ifndef MEGAMOE_GEMM_AMX_TILES_H
 #define MEGAMOE_GEMM_AMX_TILES_H
 
+#include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "gemm/kernels/kernels.h"
 
 typedef struct amx_tile_config {
     uint8_t palette;
@@ -36,6 +39,53 @@ static inline void amx_tile_config_make(amx_tile_config *cfg, int m) {
         cfg->bytes_per_row[t] = 64;
         cfg->rows[t] = (uint8_t)(t == AMX_B0 || t == AMX_B1 ? 16 : m);
     }
+}
+
+/* Tiles of the 17..32-row (2 x 2) shape: C of rows 0..15 / 16..m-1 times columns 0..15 / 16..31, the two
+ * A row halves and the two B column halves (all eight AMX tiles). */
+#define T_C00 0
+#define T_C01 1
+#define T_C10 2
+#define T_C11 3
+#define T_A0  4
+#define T_A1  5
+#define T_B0  6
+#define T_B1  7
+
+/* Configures the 2 x 2 shape for m rows (17..32) and zeroes its C tiles, or loads them from the
+ * partial sums (32 rows x MM_GEMM_NR 4-byte values, F32 or INT32) of the previous K block. The tile
+ * intrinsics take literal tile numbers, which these inline bodies supply. */
+static inline void amx_tile32_begin(int m, int first, const void *partial) {
+    amx_tile_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = T_C00; t <= T_B1; t++) {
+        cfg.bytes_per_row[t] = 64;
+        cfg.rows[t] = (uint8_t)(t == T_C10 || t == T_C11 || t == T_A1 ? m - 16 : 16);
+    }
+    _tile_loadconfig(&cfg);
+    if (first) {
+        _tile_zero(T_C00);
+        _tile_zero(T_C01);
+        _tile_zero(T_C10);
+        _tile_zero(T_C11);
+    } else {
+        const char *at = partial;
+        const int stride = MM_GEMM_NR * 4;
+        _tile_loadd(T_C00, at, stride);
+        _tile_loadd(T_C01, at + 64, stride);
+        _tile_loadd(T_C10, at + 16 * stride, stride);
+        _tile_loadd(T_C11, at + 16 * stride + 64, stride);
+    }
+}
+
+/* Stores the four C tiles of the 2 x 2 shape at dst, whose rows are row_bytes apart. */
+static inline void amx_tile32_store(void *dst, int64_t row_bytes) {
+    char *at = dst;
+    _tile_stored(T_C00, at, row_bytes);
+    _tile_stored(T_C01, at + 64, row_bytes);
+    _tile_stored(T_C10, at + 16 * row_bytes, row_bytes);
+    _tile_stored(T_C11, at + 16 * row_bytes + 64, row_bytes);
 }
 
 #endif

@@ -73,43 +73,11 @@ static void bf16_amx_tile(const mm_ukernel_args *p, int64_t a_offset, const uint
     _tile_release();
 }
 
-/* Tiles of the 2 x 2 shape: C of rows 0..15 / 16..m-1 times columns 0..15 / 16..31, the two A row halves
- * and the two B column halves (all eight AMX tiles). */
-#define T_C00 0
-#define T_C01 1
-#define T_C10 2
-#define T_C11 3
-#define T_A0  4
-#define T_A1  5
-#define T_B0  6
-#define T_B1  7
-
 /* 17..32 rows as 2 x 2 tiles: every tile load feeds two products instead of 1.5 in the 16-row shape
  * (same reasoning as i8_amx_avx512.c); each output element still sums the same products in the tile's
  * order, so the tolerance is unchanged. */
 static void bf16_amx_tile32(const mm_ukernel_args *p, int64_t a_offset, const uint8_t *b, int64_t n_pairs) {
-    int hi = p->m - 16;
-    amx_tile_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = T_C00; t <= T_B1; t++) {
-        cfg.bytes_per_row[t] = 64;
-        cfg.rows[t] = (uint8_t)(t == T_C10 || t == T_C11 || t == T_A1 ? hi : 16);
-    }
-    _tile_loadconfig(&cfg);
-    float *partial = p->partial;
-    const int stride = MM_GEMM_NR * 4;
-    if (p->first) {
-        _tile_zero(T_C00);
-        _tile_zero(T_C01);
-        _tile_zero(T_C10);
-        _tile_zero(T_C11);
-    } else {
-        _tile_loadd(T_C00, partial, stride);
-        _tile_loadd(T_C01, partial + 16, stride);
-        _tile_loadd(T_C10, partial + 16 * MM_GEMM_NR, stride);
-        _tile_loadd(T_C11, partial + 16 * MM_GEMM_NR + 16, stride);
-    }
+    amx_tile32_begin(p->m, p->first, p->partial);
     const uint8_t *a0 = p->a + a_offset, *a1 = a0 + 16 * p->a_stride;
     int64_t full_steps = n_pairs / 16;
     for (int64_t s = 0; s < full_steps; s++) {
@@ -143,21 +111,12 @@ static void bf16_amx_tile32(const mm_ukernel_args *p, int64_t a_offset, const ui
         _tile_dpbf16ps(T_C11, T_A1, T_B1);
     }
     if (!p->last) {
-        _tile_stored(T_C00, partial, stride);
-        _tile_stored(T_C01, partial + 16, stride);
-        _tile_stored(T_C10, partial + 16 * MM_GEMM_NR, stride);
-        _tile_stored(T_C11, partial + 16 * MM_GEMM_NR + 16, stride);
+        amx_tile32_store(p->partial, MM_GEMM_NR * 4);
     } else if (p->n == MM_GEMM_NR) {
-        _tile_stored(T_C00, p->c, p->ldc * 4);
-        _tile_stored(T_C01, p->c + 16, p->ldc * 4);
-        _tile_stored(T_C10, p->c + 16 * p->ldc, p->ldc * 4);
-        _tile_stored(T_C11, p->c + 16 * p->ldc + 16, p->ldc * 4);
+        amx_tile32_store(p->c, p->ldc * 4);
     } else {
         _Alignas(64) float out[32 * MM_GEMM_NR];
-        _tile_stored(T_C00, out, stride);
-        _tile_stored(T_C01, out + 16, stride);
-        _tile_stored(T_C10, out + 16 * MM_GEMM_NR, stride);
-        _tile_stored(T_C11, out + 16 * MM_GEMM_NR + 16, stride);
+        amx_tile32_store(out, MM_GEMM_NR * 4);
         for (int r = 0; r < p->m; r++)
             memcpy(p->c + r * p->ldc, out + r * MM_GEMM_NR, (size_t)p->n * sizeof(float));
     }

@@ -75,42 +75,10 @@ static void i8_amx_tile(const mm_ukernel_args *p, const uint8_t *b, int weights_
     scale_rows(p, acc, weights_are_int4);
 }
 
-/* Tiles of the 2 x 2 shape: C of rows 0..15 / 16..m-1 times columns 0..15 / 16..31, the two A row halves
- * and the two B column halves (all eight AMX tiles). */
-#define T_C00 0
-#define T_C01 1
-#define T_C10 2
-#define T_C11 3
-#define T_A0  4
-#define T_A1  5
-#define T_B0  6
-#define T_B1  7
-
 /* 17..32 rows as 2 x 2 tiles: every tile load feeds two products instead of 1.5 in the 16-row shape,
  * whose A and B reads (3 KiB per 2 products) exceed what L2 delivers once the K block leaves L1. */
 static void i8_amx_tile32(const mm_ukernel_args *p, const uint8_t *b, int weights_are_int4) {
-    int hi = p->m - 16;
-    amx_tile_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = T_C00; t <= T_B1; t++) {
-        cfg.bytes_per_row[t] = 64;
-        cfg.rows[t] = (uint8_t)(t == T_C10 || t == T_C11 || t == T_A1 ? hi : 16);
-    }
-    _tile_loadconfig(&cfg);
-    int32_t *partial = p->partial;
-    const int stride = MM_GEMM_NR * 4;
-    if (p->first) {
-        _tile_zero(T_C00);
-        _tile_zero(T_C01);
-        _tile_zero(T_C10);
-        _tile_zero(T_C11);
-    } else {
-        _tile_loadd(T_C00, partial, stride);
-        _tile_loadd(T_C01, partial + 16, stride);
-        _tile_loadd(T_C10, partial + 16 * MM_GEMM_NR, stride);
-        _tile_loadd(T_C11, partial + 16 * MM_GEMM_NR + 16, stride);
-    }
+    amx_tile32_begin(p->m, p->first, p->partial);
     const uint8_t *a0 = p->a + p->k_begin, *a1 = a0 + 16 * p->a_stride;
     int64_t full_steps = (p->k_end - p->k_begin) / 64;
     for (int64_t s = 0; s < full_steps; s++) {
@@ -142,13 +110,8 @@ static void i8_amx_tile32(const mm_ukernel_args *p, const uint8_t *b, int weight
         _tile_dpbssd(T_C10, T_A1, T_B0);
         _tile_dpbssd(T_C11, T_A1, T_B1);
     }
-    int32_t *out = partial;
     _Alignas(64) int32_t acc[32 * MM_GEMM_NR];
-    if (p->last) out = acc;
-    _tile_stored(T_C00, out, stride);
-    _tile_stored(T_C01, out + 16, stride);
-    _tile_stored(T_C10, out + 16 * MM_GEMM_NR, stride);
-    _tile_stored(T_C11, out + 16 * MM_GEMM_NR + 16, stride);
+    amx_tile32_store(p->last ? (void *)acc : p->partial, MM_GEMM_NR * 4);
     _tile_release();
     if (p->last) scale_rows(p, acc, weights_are_int4);
 }
