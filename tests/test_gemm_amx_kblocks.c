@@ -1,12 +1,13 @@
-/* tests/test_gemm_amx_kblocks.c: the AMX kernels that read the packed panel directly (INT8 x INT8, BF16 x
- * BF16) run over K blocks of 2048 (grouped.c, AMX_KC) instead of MM_GEMM_KC, and the INT8 x INT4 one over
- * blocks of 512 (its panel decoded to INT8 fills the prepared buffer), so their accumulators cross block
- * boundaries through `partial` only beyond those K. Checked here on K just below, at and above one and
- * two block boundaries, with 16, 21 and 33 rows (one A tile, 2 x 2 tiles, a full 32-row tile plus one
- * row) and a partial panel: INT8 and INT4 bit for bit
- * against the exact expectation (int64 sum, the spec's F32 scaling), BF16 within the documented bound
- * 2 K 2^-24 sum |a w| of the float64 sum; and the result must not depend on the thread count. Skipped
- * (and says so) when AMX is not allowed (hardware, or MEGAMOE_ISA). */
+/* tests/test_gemm_amx_kblocks.c: the AMX kernels run over K blocks of their own kc (kernel.h; 2048 for
+ * the kernels that read the packed panel directly, other sizes for those that decode it first), so their
+ * accumulators cross block boundaries through `partial` only beyond that K. Checked here for every AMX
+ * pair on K just below, at and above one and two block boundaries, with 16, 21 and 33 rows (one A tile,
+ * 2 x 2 tiles, a full 32-row tile plus one row) and a partial panel: INT pairs bit for bit against the
+ * exact expectation (int64 sum, the spec's F32 scaling), float pairs within the documented bound
+ * 2 K 2^-24 sum |a w| of the float64 sum. The result must not depend on the thread count, nor on the
+ * block size: the same kernel with kc = MM_GEMM_KC (the framework's fallback when a thread's scratch
+ * cannot grow) must give the same bits. Skipped (and says so) when AMX is not allowed (hardware, or
+ * MEGAMOE_ISA). */
 #include <math.h>
 #include <stdio.h>
 
@@ -27,7 +28,8 @@ static void check(mm_dtype dtype, mm_dtype w_dtype, int64_t rows, int64_t k, int
     CHECK_OK(mm_gemm_pack_weights(&desc, &w, &err), &err);
     float *out = calloc((size_t)(rows * n), sizeof *out);
     float *out_one = calloc((size_t)(rows * n), sizeof *out_one);
-    if (!w || !out || !out_one) goto done;
+    float *out_small = calloc((size_t)(rows * n), sizeof *out_small);
+    if (!w || !out || !out_one || !out_small) goto done;
     mm_gemm_group g = gemm_case_group(&c, w, out, n);
     mm_gemm_options opts = {amx, NULL, NULL};
     int threads = mm_parallel_num_threads();
@@ -36,7 +38,13 @@ static void check(mm_dtype dtype, mm_dtype w_dtype, int64_t rows, int64_t k, int
     g.c = out_one;
     mm_parallel_set_num_threads(1);
     CHECK_OK(mm_gemm_grouped(dtype, 1, &g, &opts, &err), &err);
+    mm_gemm_kernel small_blocks = *amx;
+    small_blocks.kc = MM_GEMM_KC;
+    opts.kernel = &small_blocks;
+    g.c = out_small;
+    CHECK_OK(mm_gemm_grouped(dtype, 1, &g, &opts, &err), &err);
     mm_parallel_set_num_threads(threads);
+    int exact_pair = dtype == MM_DTYPE_I8;
     int bad = 0;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < n; j++) {
@@ -44,18 +52,22 @@ static void check(mm_dtype dtype, mm_dtype w_dtype, int64_t rows, int64_t k, int
             float exact;
             gemm_case_expect(&c, r, j, &value, &abs_sum, &exact);
             float got = out[r * n + j];
-            int ok = dtype == MM_DTYPE_I8 ? gemm_f32_bits(got) == gemm_f32_bits(exact)
-                                          : fabs((double)got - value) <= 2 * gemm_f32_sum_bound(k, abs_sum);
+            int ok = exact_pair ? gemm_f32_bits(got) == gemm_f32_bits(exact)
+                                : fabs((double)got - value) <= 2 * gemm_f32_sum_bound(k, abs_sum);
             ok = ok && gemm_f32_bits(got) == gemm_f32_bits(out_one[r * n + j]);
+            ok = ok && gemm_f32_bits(got) == gemm_f32_bits(out_small[r * n + j]);
             if (!ok && bad++ == 0)
-                fprintf(stderr, "%s K=%lld rows=%lld: c[%lld][%lld] = %.9g (1 thread %.9g), expected %.9g\n",
-                        amx->name, (long long)k, (long long)rows, (long long)r, (long long)j, got,
-                        out_one[r * n + j], dtype == MM_DTYPE_I8 ? exact : value);
+                fprintf(stderr,
+                        "%s kc=%d K=%lld rows=%lld: c[%lld][%lld] = %.9g (1 thread %.9g, kc %d %.9g), "
+                        "expected %.9g\n",
+                        amx->name, amx->kc, (long long)k, (long long)rows, (long long)r, (long long)j, got,
+                        out_one[r * n + j], MM_GEMM_KC, out_small[r * n + j], exact_pair ? exact : value);
         }
     CHECK_EQ_INT(bad, 0);
 done:
     free(out);
     free(out_one);
+    free(out_small);
     mm_gemm_packed_free(w);
     gemm_case_free(&c);
 }
@@ -68,17 +80,26 @@ int main(void) {
         printf("AMX not allowed: skipped (the registry does not choose an AMX kernel, checked)\n");
         return mm_test_finish("test_gemm_amx_kblocks");
     }
-    static const int64_t ks[] = {2047, 2048, 2049, 4095, 4097, 4161};
+    static const mm_dtype pairs[][2] = {
+        {MM_DTYPE_I8, MM_DTYPE_I8},
+        {MM_DTYPE_BF16, MM_DTYPE_BF16},
+        {MM_DTYPE_I8, MM_DTYPE_INT4},
+        {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN},
+        {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1},
+        {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1},
+    };
     static const int64_t rows_list[] = {16, 21, 33};
     uint64_t seed = 5;
-    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
-        for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
-            check(MM_DTYPE_I8, MM_DTYPE_I8, rows_list[ri], ks[ki], 33, seed++);
-            check(MM_DTYPE_BF16, MM_DTYPE_BF16, rows_list[ri], ks[ki], 33, seed++);
-        }
-    static const int64_t ks_int4[] = {511, 512, 513, 1023, 1025, 1500};
-    for (size_t ki = 0; ki < sizeof ks_int4 / sizeof ks_int4[0]; ki++)
-        for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++)
-            check(MM_DTYPE_I8, MM_DTYPE_INT4, rows_list[ri], ks_int4[ki], 33, seed++);
+    for (size_t pi = 0; pi < sizeof pairs / sizeof pairs[0]; pi++) {
+        const mm_gemm_kernel *amx = mm_gemm_kernel_lookup(MM_ISA_AMX, pairs[pi][0], pairs[pi][1]);
+        CHECK(amx != NULL);
+        if (!amx) continue;
+        int64_t kc = amx->kc > 0 ? amx->kc : MM_GEMM_KC;
+        /* Around one and two block boundaries, and one short MX block past the second. */
+        const int64_t ks[] = {kc - 1, kc, kc + 1, 2 * kc - 1, 2 * kc + 1, 2 * kc + 65};
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+            for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++)
+                check(pairs[pi][0], pairs[pi][1], rows_list[ri], ks[ki], 33, seed++);
+    }
     return mm_test_finish("test_gemm_amx_kblocks");
 }

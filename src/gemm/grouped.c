@@ -9,15 +9,14 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/thread_scratch.h"
 #include "gemm/kernel_registry.h"
 #include "gemm/kernels/kernels.h"
 
 /* Tiles per M-block: hot experts (many rows) are split so both threads get work; 16 tiles keep the
  * per-task overhead negligible next to the kernel time. */
 #define M_BLOCK_TILES 16
-/* K per call of the AMX kernels that read the packed panel directly (see k_block). */
-#define AMX_KC 2048
-_Static_assert(AMX_KC % MM_GEMM_KC == 0, "K blocks start on multiples of MM_GEMM_KC");
+_Static_assert(MM_GEMM_AMX_KC % MM_GEMM_KC == 0, "K blocks start on multiples of MM_GEMM_KC");
 _Static_assert(2 * MM_GEMM_KC * MM_GEMM_NR <= MM_GEMM_PREPARED_BLOCK_BYTES,
                "INT4 block decoded to INT8 fits");
 
@@ -41,18 +40,10 @@ static int is_mx_activation(mm_dtype d) {
     return d == MM_DTYPE_FP8_E4M3FN || d == MM_DTYPE_FP8_E5M2 || d == MM_DTYPE_FP4_E2M1;
 }
 
-/* K per kernel call. AMX kernels that read the packed panel directly take AMX_KC: each call reloads the
- * tile configuration and moves its C tiles through `partial`, which at MM_GEMM_KC (8 tile products per
- * call) costs about as much as the products; at 2048 the panel slice (64 KiB INT8, 128 KiB BF16) stays
- * in L2 while the M tiles pass (measured, 64 rows, K 7168: INT8 +30 %, BF16 +15 %). Kernels with
- * prepare_panel are bound to the prepared buffer's MM_GEMM_KC. The size depends on the kernel only, so
- * results stay independent of the schedule. */
+/* K per kernel call (kernel.h: the kernel's kc). It depends on the kernel only, and kernels continue
+ * their sums exactly across calls, so results stay independent of the schedule. */
 static int64_t k_block(const mm_gemm_kernel *kernel) {
-    if (kernel->isa != MM_ISA_AMX) return MM_GEMM_KC;
-    if (!kernel->prepare_panel) return AMX_KC;
-    /* INT4 decoded to INT8: one byte per element, so twice MM_GEMM_KC fills the prepared buffer. */
-    if (kernel->prepare_panel == mm_prepare_panel_i4_amx) return 2 * MM_GEMM_KC;
-    return MM_GEMM_KC;
+    return kernel->kc > 0 ? kernel->kc : MM_GEMM_KC;
 }
 
 static int64_t m_block_rows(const mm_gemm_kernel *kernel) {
@@ -109,7 +100,15 @@ static void run_task(void *ctx, int64_t task) {
     float scratch[MM_GEMM_MR_MAX * MM_GEMM_NR];
     /* Running accumulators of every tile of the M-block between K blocks. */
     uint32_t partial[M_BLOCK_TILES * MM_GEMM_MR_MAX * MM_GEMM_NR];
-    _Alignas(64) uint8_t block[MM_GEMM_PREPARED_BLOCK_BYTES];
+    _Alignas(64) uint8_t stack_block[MM_GEMM_PREPARED_BLOCK_BYTES];
+    uint8_t *block = stack_block;
+    int64_t kc = k_block(kernel);
+    if (kernel->prepare_panel && kc * MM_GEMM_NR * 2 > (int64_t)sizeof stack_block) {
+        /* Larger prepared blocks live in the thread's scratch; without it, the stack block and
+         * MM_GEMM_KC give the same results (kernel.h), only slower. */
+        block = mm_thread_scratch((size_t)(kc * MM_GEMM_NR * 2));
+        if (!block) block = stack_block, kc = MM_GEMM_KC;
+    }
 
     mm_ukernel_args args = {0};
     args.k = w->k;
@@ -124,8 +123,7 @@ static void run_task(void *ctx, int64_t task) {
     if (w->col_sum_x128) args.col_sum_x128 = w->col_sum_x128 + col0;
     if (w->mx_scale) args.b_mx_scale = w->mx_scale + panel * w->k_blocks * MM_GEMM_NR;
     if (w->mx_scale_e8m0) args.b_mx_e8m0 = w->mx_scale_e8m0 + panel * w->k_blocks * MM_GEMM_NR;
-    /* K outer, M tiles inner: the panel's K block stays in L1 while the tiles stream past it. */
-    int64_t kc = k_block(kernel);
+    /* K outer, M tiles inner: the panel's K block stays in cache while the tiles stream past it. */
     for (int64_t k_begin = 0; k_begin < w->k; k_begin += kc) {
         args.k_begin = k_begin;
         args.k_end = w->k - k_begin < kc ? w->k : k_begin + kc;
@@ -172,6 +170,9 @@ static mm_status validate_group(mm_dtype a_dtype, int64_t gi, const mm_gemm_grou
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "groups[%lld]: activation dtype %s with weight dtype %s is not a supported GEMM pair",
                        (long long)gi, mm_dtype_name(a_dtype), mm_dtype_name(w->dtype));
+    if ((*kernel)->kc < 0 || (*kernel)->kc % MM_GEMM_KC != 0)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "kernel %s has kc = %d, not a multiple of %d",
+                       (*kernel)->name, (*kernel)->kc, MM_GEMM_KC);
     if ((*kernel)->mr < 1 || (*kernel)->mr > MM_GEMM_MR_MAX)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "kernel %s has MR = %d outside [1, %d]", (*kernel)->name,
                        (*kernel)->mr, MM_GEMM_MR_MAX);

@@ -2,7 +2,7 @@
  *
  * A micro-kernel computes one register tile: up to MR rows of activations times one packed panel of
  * MM_GEMM_NR weight columns, reduced over one block [k_begin, k_end) of K. The framework walks K in
- * blocks of MM_GEMM_KC (AMX kernels without prepare_panel: a multiple of it, see grouped.c) so that the
+ * blocks of the kernel's kc (MM_GEMM_KC by default, a multiple of it for AMX kernels) so that the
  * panel's slice stays in cache while the M tiles stream past; between
  * blocks the running accumulators (F32 or INT32, the kernel's choice) live in `partial`. The first
  * block starts from zero, the last one applies the format's scalars and writes the F32 results to C
@@ -64,7 +64,9 @@ typedef void (*mm_gemm_prepare_rows_fn)(mm_dtype a_dtype, const uint8_t *row, co
                                         int64_t k, uint16_t *out);
 typedef void (*mm_gemm_prepare_panel_fn)(const mm_ukernel_args *args, uint8_t *block);
 
-/* Bytes of the prepared K block buffer the framework provides. */
+/* Bytes of the prepared block buffer the framework provides for a kernel: kc x NR elements of at most
+ * 2 bytes (BF16). Blocks up to MM_GEMM_KC live on the task's stack, larger ones in the thread's scratch
+ * buffer (core/thread_scratch.h). */
 #define MM_GEMM_PREPARED_BLOCK_BYTES (MM_GEMM_KC * MM_GEMM_NR * 2)
 
 typedef struct mm_gemm_kernel {
@@ -77,6 +79,12 @@ typedef struct mm_gemm_kernel {
     /* Fewest rows a group needs for this kernel to be chosen (0: any). Tile engines whose fixed cost
      * only pays off on fuller tiles leave the few-row groups (weight-streaming bound) to the ISA below. */
     int min_rows;
+    /* K per kernel call, a multiple of MM_GEMM_KC (0: MM_GEMM_KC). Larger blocks amortize a kernel's
+     * per-call cost (AMX: tile configuration, C tiles through `partial`) while the panel's block stays
+     * in L2. The framework may fall back to MM_GEMM_KC (prepared blocks, when the thread's scratch
+     * cannot grow), so a kernel's results must not depend on it: every kernel continues its chains of
+     * additions from `partial` exactly. */
+    int kc;
 } mm_gemm_kernel;
 
 #endif

@@ -17,25 +17,25 @@ typedef struct registration {
 } registration;
 
 #define REF(fn, label)                                                                                       \
-    { label "_ref_4x32", MM_ISA_REF, MM_GEMM_REF_MR, fn, NULL, NULL, 0 }
+    { label "_ref_4x32", MM_ISA_REF, MM_GEMM_REF_MR, fn, NULL, NULL, 0, 0 }
 #define AVX512(fn, label)                                                                                    \
-    { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, fn, NULL, NULL, 0 }
+    { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, fn, NULL, NULL, 0, 0 }
 /* MX on BF16 dot products: rows decoded once per call, panels once per K block. */
 #define AVX512_MX(prepare_panel, label)                                                                      \
     {                                                                                                        \
         label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, mm_ukernel_mx_avx512,                        \
-            mm_gemm_mx_row_to_bf16, prepare_panel, 0                                                         \
+            mm_gemm_mx_row_to_bf16, prepare_panel, 0, 0                                                      \
     }
 
 /* AMX tiles pay off from a few rows on (measured on the development VM: BF16 and MX from ~4 rows,
  * INT8 from ~3 since the AMX kernels take K blocks of 2048, grouped.c); fewer rows stream weights
  * faster through the AVX-512 kernels. */
 #define AMX(fn, label, min_rows)                                                                             \
-    { label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, fn, NULL, NULL, min_rows }
+    { label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, fn, NULL, NULL, min_rows, MM_GEMM_AMX_KC }
 #define AMX_MX(prepare_panel, label)                                                                         \
     {                                                                                                        \
         label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, mm_ukernel_mx_amx, mm_gemm_mx_row_to_bf16,           \
-            prepare_panel, 4                                                                                 \
+            prepare_panel, 4, MM_GEMM_KC                                                                     \
     }
 
 /* INT8 x INT4 few-rows kernel (below): the raw panel straight into vpdpbusd (i4_small_avx512.c), 8-row
@@ -72,7 +72,7 @@ static const registration registrations[] = {
     {MM_DTYPE_I8,
      MM_DTYPE_INT4,
      {"i8xi4_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, mm_ukernel_i8_i4_amx, NULL, mm_prepare_panel_i4_amx,
-      I4_SMALL_MAX_ROWS + 1}},
+      I4_SMALL_MAX_ROWS + 1, 2 * MM_GEMM_KC}},
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, AMX_MX(mm_prepare_panel_fp8_avx512, "e4m3xe4m3")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, AMX_MX(mm_prepare_panel_fp8_avx512, "e5m2xe5m2")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, AMX_MX(mm_prepare_panel_fp8_avx512, "e5m2xe4m3")},
@@ -97,7 +97,7 @@ typedef struct few_rows_registration {
 #define AVX512_MX_SMALL(label)                                                                               \
     {                                                                                                        \
         label "_avx512_small_4x32", MM_ISA_AVX512, MM_GEMM_MX_SMALL_MR, mm_ukernel_mx_small_avx512,          \
-            mm_gemm_mx_row_to_bf16, NULL, 0                                                                  \
+            mm_gemm_mx_row_to_bf16, NULL, 0, 0                                                               \
     }
 static const few_rows_registration few_rows_registrations[] = {
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, 3, AVX512_MX_SMALL("e4m3xe4m3"), 1},
@@ -111,7 +111,7 @@ static const few_rows_registration few_rows_registrations[] = {
      MM_DTYPE_INT4,
      I4_SMALL_MAX_ROWS,
      {"i8xi4_avx512_small_8x32", MM_ISA_AVX512, MM_GEMM_I4_SMALL_MR, mm_ukernel_i8_i4_small_avx512, NULL,
-      NULL, 0},
+      NULL, 0, 0},
      0},
 };
 #define N_FEW_ROWS (sizeof few_rows_registrations / sizeof few_rows_registrations[0])
