@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bench.h"
 #include "bench_ffn.h"
@@ -61,9 +62,14 @@ typedef struct baselines {
     double bandwidth[2];                                           /* bytes/s */
 } baselines;
 
-/* Per (format, hidden, rows): our best N-thread GEMM time, for the oneDNN comparison. */
+/* Per (format, hidden, rows): the oneDNN comparison, measured alternately with our GEMMs. */
+typedef struct dnnl_result {
+    int measured;                      /* 0: not applicable, 1: measured, -1: failed (why) */
+    double dnnl_seconds, ours_seconds; /* medians, N threads */
+    char why[160];
+} dnnl_result;
 typedef struct best_gemm {
-    double seconds[FFN_FORMAT_COUNT][MAX_LIST][MAX_LIST];
+    dnnl_result r[FFN_FORMAT_COUNT][MAX_LIST][MAX_LIST];
 } best_gemm;
 
 static int parse_list(const char *cmd, const char *option, const char *text, int64_t min, int64_t max,
@@ -155,12 +161,11 @@ static double level_peak(const baselines *b, int isa, int is_int, int j) {
 
 /* Times one (expert set, rows, level) with 1 and N threads and prints its row. Returns -1 on failure. */
 static int measure_row(const ffn_config *cfg, const baselines *b, bench_ffn_expert *x, bench_ffn_format f,
-                       int64_t hidden, int64_t inter, int64_t rows, int64_t experts, int level,
-                       double *gemm_n_seconds) {
+                       int64_t hidden, int64_t inter, int64_t rows, int64_t experts, int level) {
     bench_ffn_choice choice;
     if (bench_ffn_choose(x, level, &choice) != 0) return 0; /* the CPU lacks this level */
     int t[2] = {1, cfg->threads};
-    double med[2], gemm_med[2];
+    double med[2];
     double *samples = malloc((size_t)cfg->repeat * 2 * sizeof *samples);
     if (!samples) return -1;
     char why[256];
@@ -174,10 +179,10 @@ static int measure_row(const ffn_config *cfg, const baselines *b, bench_ffn_expe
                 free(samples);
                 return -1;
             }
-            if (r >= 0) samples[r] = total, samples[cfg->repeat + r] = gemm;
+            (void)gemm;
+            if (r >= 0) samples[r] = total;
         }
         med[j] = cli_time_stats_of(samples, (size_t)cfg->repeat).median;
-        gemm_med[j] = cli_time_stats_of(samples + cfg->repeat, (size_t)cfg->repeat).median;
     }
     free(samples);
     int is_int = bench_ffn_format_is_int(f);
@@ -198,8 +203,78 @@ static int measure_row(const ffn_config *cfg, const baselines *b, bench_ffn_expe
            med[0] * 1e3, med[1] * 1e3, rate / 1e9, dot > 0 ? 100 * rate / dot : NAN,
            peak > 0 ? 100 * rate / peak : NAN, wbytes / 1e6, xbw[0], xbw[1], med[0] / med[1]);
     fflush(stdout);
-    /* oneDNN is compared with what the library runs by itself: the registry's choice (auto). */
-    if (gemm_n_seconds && level == LEVEL_AUTO) *gemm_n_seconds = gemm_med[1];
+    return 0;
+}
+
+/* Lets the other side's idle threads stop spinning (oneDNN's OpenMP workers spin after a primitive,
+ * the library's pool briefly too) before the next timed run starts. */
+static void settle(void) {
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* oneDNN against what the library runs by itself (the registry's kernels), N threads, the two GEMMs of
+ * one expert each, in alternating blocks on the same rotation of cold experts so that the VM's noise
+ * (other tenants on the second core) hits both sides alike. */
+enum { DNNL_BLOCKS = 3 };
+static void compare_dnnl(const ffn_config *cfg, bench_ffn_expert *x, bench_ffn_format f, int64_t hidden,
+                         int64_t rows, int64_t experts, dnnl_result *out) {
+    out->measured = -1;
+    bench_dnnl_ffn *d =
+        bench_dnnl_ffn_create(f == FFN_BF16 ? BENCH_DNNL_BF16 : BENCH_DNNL_U8S8S32, rows, hidden, cfg->inter,
+                              experts, cfg->threads, out->why, sizeof out->why);
+    double *samples = malloc((size_t)(2 * DNNL_BLOCKS * cfg->repeat) * sizeof *samples);
+    if (!d || !samples) {
+        if (!samples) snprintf(out->why, sizeof out->why, "out of memory");
+        goto done;
+    }
+    bench_ffn_choice automatic;
+    bench_ffn_choose(x, LEVEL_AUTO, &automatic);
+    mm_parallel_set_num_threads(cfg->threads);
+    /* DNNL_BLOCKS blocks per side, alternating: a pause (the other side's idle threads stop spinning),
+     * one untimed run (wakes this side's threads), then `repeat` timed runs back to back, the steady
+     * state both libraries are built for. */
+    for (int blk = 0; blk < DNNL_BLOCKS; blk++) {
+        double total, seconds;
+        settle();
+        for (int i = -1; i < cfg->repeat; i++) {
+            int64_t e = (blk * (cfg->repeat + 1) + i + 1) % experts;
+            if (bench_ffn_expert_run(x, e, rows, &automatic, &total, &seconds, out->why, sizeof out->why) !=
+                0)
+                goto done;
+            if (i >= 0) samples[blk * cfg->repeat + i] = seconds;
+        }
+        settle();
+        for (int i = -1; i < cfg->repeat; i++) {
+            if (bench_dnnl_ffn_run(d, blk * (cfg->repeat + 1) + i + 1, &seconds, out->why, sizeof out->why) !=
+                0)
+                goto done;
+            if (i >= 0) samples[(DNNL_BLOCKS + blk) * cfg->repeat + i] = seconds;
+        }
+    }
+    size_t n = (size_t)(DNNL_BLOCKS * cfg->repeat);
+    out->ours_seconds = cli_time_stats_of(samples, n).median;
+    out->dnnl_seconds = cli_time_stats_of(samples + n, n).median;
+    out->measured = 1;
+done:
+    free(samples);
+    bench_dnnl_ffn_free(d);
+}
+
+/* One untimed FFN on every expert: the first read of freshly packed weights is up to 2x slower than
+ * later ones on this VM (seen as a slow first --rows entry), and a model's weights are read many times
+ * after loading. */
+static int touch_experts(bench_ffn_expert *x, int64_t experts) {
+    bench_ffn_choice automatic;
+    bench_ffn_choose(x, LEVEL_AUTO, &automatic);
+    char why[256];
+    for (int64_t e = 0; e < experts; e++) {
+        double total, gemm;
+        if (bench_ffn_expert_run(x, e, 1, &automatic, &total, &gemm, why, sizeof why) != 0) {
+            cli_error("bench ffn", "%s", why);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -214,7 +289,7 @@ static int measure_format(const ffn_config *cfg, const baselines *b, bench_ffn_f
         /* The portable reference kernels, on a shape small enough for them. */
         bench_ffn_expert *x = bench_ffn_expert_create(f, 256, 128, 1, 4, 7);
         if (!x) goto oom;
-        int rc = measure_row(cfg, b, x, f, 256, 128, 4, 1, MM_ISA_REF, NULL);
+        int rc = measure_row(cfg, b, x, f, 256, 128, 4, 1, MM_ISA_REF);
         bench_ffn_expert_free(x);
         if (rc != 0) return -1;
     }
@@ -227,13 +302,21 @@ static int measure_format(const ffn_config *cfg, const baselines *b, bench_ffn_f
         bench_ffn_expert *x =
             bench_ffn_expert_create(f, hidden, cfg->inter, experts, max_rows, 11 + (uint64_t)h);
         if (!x) goto oom;
-        for (int r = 0; r < cfg->n_rows; r++)
+        mm_parallel_set_num_threads(cfg->threads);
+        if (touch_experts(x, experts) != 0) {
+            bench_ffn_expert_free(x);
+            return -1;
+        }
+        for (int r = 0; r < cfg->n_rows; r++) {
             for (int l = 0; l < cfg->n_levels; l++)
-                if (measure_row(cfg, b, x, f, hidden, cfg->inter, cfg->rows[r], experts, cfg->levels[l],
-                                &best->seconds[f][h][r]) != 0) {
+                if (measure_row(cfg, b, x, f, hidden, cfg->inter, cfg->rows[r], experts, cfg->levels[l]) !=
+                    0) {
                     bench_ffn_expert_free(x);
                     return -1;
                 }
+            if ((f == FFN_BF16 || f == FFN_INT8) && bench_dnnl_available())
+                compare_dnnl(cfg, x, f, hidden, cfg->rows[r], experts, &best->r[f][h][r]);
+        }
         bench_ffn_expert_free(x);
     }
     return 0;
@@ -243,17 +326,20 @@ oom:
     return -1;
 }
 
-static void measure_dnnl(const ffn_config *cfg, const best_gemm *best) {
+static void print_dnnl(const ffn_config *cfg, const best_gemm *best) {
     printf("\n(d) oneDNN matmul, pre-packed weights, GEMM1 + GEMM2 of one expert, %d threads (median ms)\n",
            cfg->threads);
     if (!bench_dnnl_available()) {
         char why[256];
-        double s[3];
-        bench_dnnl_ffn_gemms(BENCH_DNNL_BF16, 1, 1, 1, 1, 1, 1, s, why, sizeof why);
+        bench_dnnl_ffn_free(bench_dnnl_ffn_create(BENCH_DNNL_BF16, 1, 1, 1, 1, 1, why, sizeof why));
         printf("  not measured: %s\n", why);
         return;
     }
-    printf("    megamoe ms = the GEMMs of its FFN with the registry's kernels (level auto), N threads\n");
+    printf(
+        "    megamoe ms = the GEMMs of its FFN with the registry's kernels (level auto), N threads;\n"
+        "    median of %d alternating rounds (each side: a pause, a wake-up run, a timed run) on the same\n"
+        "    rotation of cold experts\n",
+        cfg->repeat);
     printf("%-11s %5s %4s %12s %12s %14s\n", "format", "H", "rows", "oneDNN ms", "megamoe ms",
            "oneDNN/megamoe");
     for (int fi = 0; fi < cfg->n_formats; fi++) {
@@ -261,22 +347,16 @@ static void measure_dnnl(const ffn_config *cfg, const best_gemm *best) {
         if (f != FFN_BF16 && f != FFN_INT8) continue;
         for (int h = 0; h < cfg->n_hidden; h++)
             for (int r = 0; r < cfg->n_rows; r++) {
-                double s[3];
-                char why[256];
-                int64_t experts = bench_ffn_experts_for_bytes(f, cfg->hidden[h], cfg->inter,
-                                                              (double)((size_t)cfg->stream_mb << 20));
-                if (bench_dnnl_ffn_gemms(f == FFN_BF16 ? BENCH_DNNL_BF16 : BENCH_DNNL_U8S8S32, cfg->rows[r],
-                                         cfg->hidden[h], cfg->inter, experts, cfg->threads, cfg->repeat, s,
-                                         why, sizeof why) != 0) {
+                const dnnl_result *d = &best->r[f][h][r];
+                if (d->measured == 0) continue;
+                if (d->measured < 0) {
                     printf("%-11s %5lld %4lld  failed: %s\n", bench_ffn_format_name(f),
-                           (long long)cfg->hidden[h], (long long)cfg->rows[r], why);
+                           (long long)cfg->hidden[h], (long long)cfg->rows[r], d->why);
                     continue;
                 }
-                double ours = best->seconds[f][h][r];
                 printf("%-11s %5lld %4lld %12.3f %12.3f %14.2f\n", bench_ffn_format_name(f),
-                       (long long)cfg->hidden[h], (long long)cfg->rows[r], s[0] * 1e3, ours * 1e3,
-                       ours > 0 ? s[0] / ours : NAN);
-                fflush(stdout);
+                       (long long)cfg->hidden[h], (long long)cfg->rows[r], d->dnnl_seconds * 1e3,
+                       d->ours_seconds * 1e3, d->dnnl_seconds / d->ours_seconds);
             }
     }
 }
@@ -395,8 +475,7 @@ int mm_bench_ffn_main(int argc, char **argv) {
     int rc = MM_CLI_EXIT_OK;
     for (int i = 0; i < cfg.n_formats && rc == MM_CLI_EXIT_OK; i++)
         if (measure_format(&cfg, &b, (bench_ffn_format)cfg.formats[i], best) != 0) rc = MM_CLI_EXIT_FAILURE;
-    mm_parallel_set_num_threads(cfg.threads);
-    if (rc == MM_CLI_EXIT_OK) measure_dnnl(&cfg, best);
+    if (rc == MM_CLI_EXIT_OK) print_dnnl(&cfg, best);
     free(best);
     return rc;
 }

@@ -27,12 +27,15 @@ typedef enum bench_dnnl_kind { BENCH_DNNL_BF16, BENCH_DNNL_U8S8S32 } bench_dnnl_
 
 /* 1 when the build found oneDNN. */
 int bench_dnnl_available(void);
-/* Times GEMM1 (rows x hidden . hidden x 2I) followed by GEMM2 (rows x I . I x hidden), weights reordered
- * once into oneDNN's preferred layout, `experts` weight sets rotating between runs, with `threads`
- * OpenMP threads; fills the median / min / max seconds of the pair over `repeat` timed runs after one
- * warm-up. Returns 0, or -1 (with a reason in why) when oneDNN is missing or fails. */
-int bench_dnnl_ffn_gemms(bench_dnnl_kind kind, int64_t rows, int64_t hidden, int64_t inter, int64_t experts,
-                         int threads, int repeat, double stats[3], char *why, size_t why_size);
+/* GEMM1 (rows x hidden . hidden x 2I) and GEMM2 (rows x I . I x hidden) of `experts` experts as oneDNN
+ * matmuls, weights reordered once into oneDNN's preferred layout, on `threads` OpenMP threads. NULL (with
+ * a reason in why) when oneDNN is missing or fails. */
+typedef struct bench_dnnl_ffn bench_dnnl_ffn;
+bench_dnnl_ffn *bench_dnnl_ffn_create(bench_dnnl_kind kind, int64_t rows, int64_t hidden, int64_t inter,
+                                      int64_t experts, int threads, char *why, size_t why_size);
+/* Runs the two GEMMs of expert e (modulo the count) and returns their seconds; 0, or -1 with why. */
+int bench_dnnl_ffn_run(bench_dnnl_ffn *d, int64_t e, double *seconds, char *why, size_t why_size);
+void bench_dnnl_ffn_free(bench_dnnl_ffn *d);
 
 #endif
 

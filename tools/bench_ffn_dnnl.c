@@ -13,12 +13,21 @@ int bench_dnnl_available(void) {
     return 0;
 }
 
-int bench_dnnl_ffn_gemms(bench_dnnl_kind kind, int64_t rows, int64_t hidden, int64_t inter, int64_t experts,
-                         int threads, int repeat, double stats[3], char *why, size_t why_size) {
-    (void)kind, (void)rows, (void)hidden, (void)inter, (void)experts, (void)threads, (void)repeat,
-        (void)stats;
+bench_dnnl_ffn *bench_dnnl_ffn_create(bench_dnnl_kind kind, int64_t rows, int64_t hidden, int64_t inter,
+                                      int64_t experts, int threads, char *why, size_t why_size) {
+    (void)kind, (void)rows, (void)hidden, (void)inter, (void)experts, (void)threads;
     snprintf(why, why_size, "built without oneDNN (scripts/install-deps.sh --bench, then re-run cmake)");
+    return NULL;
+}
+
+int bench_dnnl_ffn_run(bench_dnnl_ffn *d, int64_t e, double *seconds, char *why, size_t why_size) {
+    (void)d, (void)e, (void)seconds;
+    snprintf(why, why_size, "built without oneDNN");
     return -1;
+}
+
+void bench_dnnl_ffn_free(bench_dnnl_ffn *d) {
+    (void)d;
 }
 
 #else
@@ -129,43 +138,60 @@ int bench_dnnl_available(void) {
     return 1;
 }
 
-int bench_dnnl_ffn_gemms(bench_dnnl_kind kind, int64_t rows, int64_t hidden, int64_t inter, int64_t experts,
-                         int threads, int repeat, double stats[3], char *why, size_t why_size) {
-    dnnl_engine_t engine = NULL;
-    dnnl_stream_t stream = NULL;
-    ffn_gemm *g1 = calloc((size_t)experts, sizeof *g1), *g2 = calloc((size_t)experts, sizeof *g2);
-    double *samples = calloc((size_t)repeat, sizeof *samples);
-    int rc = -1;
-    if (!samples || !g1 || !g2) {
-        free(g1), free(g2), free(samples);
+struct bench_dnnl_ffn {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    int64_t experts;
+    ffn_gemm *g1, *g2;
+};
+
+void bench_dnnl_ffn_free(bench_dnnl_ffn *d) {
+    if (!d) return;
+    for (int64_t e = 0; e < d->experts; e++) {
+        if (d->g1) gemm_destroy(&d->g1[e]);
+        if (d->g2) gemm_destroy(&d->g2[e]);
+    }
+    free(d->g1), free(d->g2);
+    if (d->stream) dnnl_stream_destroy(d->stream);
+    if (d->engine) dnnl_engine_destroy(d->engine);
+    free(d);
+}
+
+bench_dnnl_ffn *bench_dnnl_ffn_create(bench_dnnl_kind kind, int64_t rows, int64_t hidden, int64_t inter,
+                                      int64_t experts, int threads, char *why, size_t why_size) {
+    bench_dnnl_ffn *d = calloc(1, sizeof *d);
+    if (d) {
+        d->experts = experts;
+        d->g1 = calloc((size_t)experts, sizeof *d->g1);
+        d->g2 = calloc((size_t)experts, sizeof *d->g2);
+    }
+    if (!d || !d->g1 || !d->g2) {
         snprintf(why, why_size, "out of memory");
-        return -1;
+        goto fail;
     }
     omp_set_num_threads(threads);
-    DNNL_TRY(dnnl_engine_create(&engine, dnnl_cpu, 0));
-    DNNL_TRY(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
-    /* As for megamoe's FFN, the experts rotate so that each run streams weights that are not in cache. */
+    DNNL_TRY(dnnl_engine_create(&d->engine, dnnl_cpu, 0));
+    DNNL_TRY(dnnl_stream_create(&d->stream, d->engine, dnnl_stream_default_flags));
     for (int64_t e = 0; e < experts; e++) {
-        if (gemm_create(engine, stream, kind, rows, hidden, 2 * inter, &g1[e], why, why_size) != 0) goto fail;
-        if (gemm_create(engine, stream, kind, rows, inter, hidden, &g2[e], why, why_size) != 0) goto fail;
-    }
-    for (int r = -1; r < repeat; r++) {
-        int64_t e = (r + 1) % experts;
-        double t0 = cli_now_seconds();
-        if (gemm_run(stream, &g1[e], why, why_size) != 0 || gemm_run(stream, &g2[e], why, why_size) != 0)
+        if (gemm_create(d->engine, d->stream, kind, rows, hidden, 2 * inter, &d->g1[e], why, why_size) != 0)
             goto fail;
-        if (r >= 0) samples[r] = cli_now_seconds() - t0;
+        if (gemm_create(d->engine, d->stream, kind, rows, inter, hidden, &d->g2[e], why, why_size) != 0)
+            goto fail;
     }
-    cli_time_stats s = cli_time_stats_of(samples, (size_t)repeat);
-    stats[0] = s.median, stats[1] = s.min, stats[2] = s.max;
-    rc = 0;
+    return d;
 fail:
-    for (int64_t e = 0; e < experts; e++) gemm_destroy(&g1[e]), gemm_destroy(&g2[e]);
-    free(g1), free(g2);
-    if (stream) dnnl_stream_destroy(stream);
-    if (engine) dnnl_engine_destroy(engine);
-    free(samples);
-    return rc;
+    bench_dnnl_ffn_free(d);
+    return NULL;
+}
+
+int bench_dnnl_ffn_run(bench_dnnl_ffn *d, int64_t e, double *seconds, char *why, size_t why_size) {
+    e %= d->experts;
+    double t0 = cli_now_seconds();
+    if (gemm_run(d->stream, &d->g1[e], why, why_size) != 0 ||
+        gemm_run(d->stream, &d->g2[e], why, why_size) != 0)
+        return -1;
+    *seconds = cli_now_seconds() - t0;
+    return 0;
 }
 
 #endif
