@@ -21,6 +21,7 @@
 #include "bench_ffn.h"
 #include "cli_util.h"
 #include "core/cpu.h"
+#include "core/large_alloc.h"
 #include "core/parallel.h"
 #include "timing.h"
 
@@ -139,7 +140,8 @@ static void measure_baselines(const ffn_config *cfg, int quick, baselines *b) {
         fflush(stdout);
     }
     size_t bytes = (size_t)cfg->stream_mb << 20;
-    uint8_t *buf = mm_cpu_supports(MM_ISA_AVX512) ? aligned_alloc(64, bytes) : NULL;
+    /* On huge pages, as the packed weights (core/large_alloc.h): the same page size on both sides. */
+    uint8_t *buf = mm_cpu_supports(MM_ISA_AVX512) ? mm_alloc_large(bytes) : NULL;
     printf("\n(b) streaming read of %lld MiB, median of 5 (GB/s)\n", (long long)cfg->stream_mb);
     if (!buf) {
         printf("  not measured (no AVX-512 or out of memory)\n\n");

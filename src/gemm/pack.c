@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/large_alloc.h"
 #include "gemm/format_luts.h"
 #include "gemm/packed.h"
 #include "megamoe/formats.h"
@@ -179,7 +180,7 @@ mm_status mm_gemm_pack_weights_with(const mm_gemm_weight_desc *desc, const mm_ge
     int64_t bytes = w->k_padded * MM_GEMM_NR * bits / 8;
     /* Rounded to whole cache lines so every panel starts 64-byte aligned. */
     w->panel_bytes = (bytes + 63) / 64 * 64;
-    w->panels = aligned_alloc(64, (size_t)(w->panel_bytes * w->n_panels));
+    w->panels = mm_alloc_large((size_t)(w->panel_bytes * w->n_panels));
     if (!w->panels) goto oom;
     memset(w->panels, 0, (size_t)(w->panel_bytes * w->n_panels));
 

@@ -1,0 +1,23 @@
+/* core/large_alloc.c: 2 MiB-aligned allocations advised as huge pages (large_alloc.h). */
+#define _DEFAULT_SOURCE
+#include "core/large_alloc.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+enum { HUGE_PAGE_BYTES = 2 << 20 };
+
+void *mm_alloc_large(size_t bytes) {
+    if (bytes < HUGE_PAGE_BYTES) return aligned_alloc(64, (bytes + 63) / 64 * 64);
+    /* The size is not rounded up: the last partial 2 MiB stays on small pages, and nothing beyond the
+     * request is ever touched (a per-expert round-up would cost up to 2 MiB per matrix). */
+    size_t rounded = (bytes + 63) / 64 * 64;
+    void *p = aligned_alloc(HUGE_PAGE_BYTES, rounded);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (p) (void)madvise(p, rounded / 4096 * 4096, MADV_HUGEPAGE); /* advice only: small pages work too */
+#endif
+    return p;
+}

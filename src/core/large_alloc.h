@@ -1,0 +1,16 @@
+/* core/large_alloc.h: allocation of large, long-lived, streamed buffers (packed expert weights).
+ *
+ * Buffers of 2 MiB or more are aligned to 2 MiB and advised as transparent huge pages (Linux
+ * MADV_HUGEPAGE; most distributions, Debian included, enable THP only on request): the GEMM kernels
+ * stream weights at DRAM speed, and with 4 KiB pages every 4 KiB costs a TLB walk and stops the hardware
+ * prefetchers at the page boundary. Where the advice is refused the buffer simply stays on small pages.
+ * Free with free(). */
+#ifndef MEGAMOE_CORE_LARGE_ALLOC_H
+#define MEGAMOE_CORE_LARGE_ALLOC_H
+
+#include <stddef.h>
+
+/* At least `bytes` bytes, 64-byte aligned (2 MiB aligned from 2 MiB on); NULL when out of memory. */
+void *mm_alloc_large(size_t bytes);
+
+#endif
