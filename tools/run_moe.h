@@ -69,6 +69,11 @@ typedef struct run_moe_config {
     uint64_t seed;
     double skew;            /* routing skew: spread of the per-expert logit bias */
     const char *trace_path; /* NULL: no trace */
+    /* Combine knobs (mm_mega_moe_attrs; the library validates them against the topology). */
+    int combine_quant_mode;      /* 0, 3 (MX E5M2), 4 (MX E4M3) */
+    int combine_comm_mode;       /* 0, 1, 2 */
+    int64_t rank_num_per_server; /* domain size for combine_comm_mode 2 (0: flat) */
+    int topk_weights_type;       /* 0: weights at combine, 1: after the activation */
 } run_moe_config;
 
 /* ---- synthetic data (run_moe_data.c) ---------------------------------------------------------- */
@@ -151,6 +156,8 @@ typedef struct run_moe_errors {
     double within_tolerance; /* fraction within the scenario tolerance */
 } run_moe_errors;
 
+/* The relative part of the check's tolerance: the scenario's, widened for a quantized combine. */
+double run_moe_check_tolerance_relative(const run_moe_config *cfg, const run_moe_scenario *sc);
 /* Recomputes the samples of all ranks with the float64 reference (experts rebuilt from the seed). */
 mm_status run_moe_check(const run_moe_config *cfg, const run_moe_scenario *sc,
                         const run_moe_rank_result *results, run_moe_errors *out, mm_error *err);

@@ -53,6 +53,15 @@ static void print_usage(void) {
            "      --backend NAME     threads (default) or mpi (run under mpirun, one rank per process)\n"
            "      --trace FILE       write a Chrome/Perfetto JSON trace: one track per rank, one slice\n"
            "                         per call and per stage (open in ui.perfetto.dev)\n"
+           "      --combine-quant Q  none (default), e5m2 or e4m3: routed rows sent back as MX FP8\n"
+           "                         (combine_quant_mode 0 / 3 / 4)\n"
+           "      --combine-comm M   combine_comm_mode: 0 (default) every routed row to its home rank;\n"
+           "                         1 rows summed per source rank first (flat topology); 2 summed per\n"
+           "                         domain of --ranks-per-server ranks (layered topology)\n"
+           "      --ranks-per-server N\n"
+           "                         domain size of the layered topology (divides R; default 0: flat)\n"
+           "      --topk-weights-type T\n"
+           "                         0 (default) top-k weights applied at combine, 1 after the activation\n"
            "      --check-tokens N   tokens per rank checked against the reference (default: preset's)\n"
            "      --no-check         skip the reference check\n"
            "  -h, --help             show this help\n\n");
@@ -76,24 +85,33 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
         OPT_BACKEND,
         OPT_TRACE,
         OPT_CHECK_TOKENS,
-        OPT_NO_CHECK
+        OPT_NO_CHECK,
+        OPT_COMBINE_QUANT,
+        OPT_COMBINE_COMM,
+        OPT_RANKS_PER_SERVER,
+        OPT_TOPK_WEIGHTS_TYPE
     };
-    static const struct option long_options[] = {{"preset", required_argument, NULL, OPT_PRESET},
-                                                 {"scenario", required_argument, NULL, OPT_SCENARIO},
-                                                 {"ranks", required_argument, NULL, OPT_RANKS},
-                                                 {"tokens", required_argument, NULL, OPT_TOKENS},
-                                                 {"experts", required_argument, NULL, OPT_EXPERTS},
-                                                 {"hidden", required_argument, NULL, OPT_HIDDEN},
-                                                 {"intermediate", required_argument, NULL, OPT_INTERMEDIATE},
-                                                 {"iterations", required_argument, NULL, OPT_ITERATIONS},
-                                                 {"seed", required_argument, NULL, OPT_SEED},
-                                                 {"skew", required_argument, NULL, OPT_SKEW},
-                                                 {"backend", required_argument, NULL, OPT_BACKEND},
-                                                 {"trace", required_argument, NULL, OPT_TRACE},
-                                                 {"check-tokens", required_argument, NULL, OPT_CHECK_TOKENS},
-                                                 {"no-check", no_argument, NULL, OPT_NO_CHECK},
-                                                 {"help", no_argument, NULL, 'h'},
-                                                 {NULL, 0, NULL, 0}};
+    static const struct option long_options[] = {
+        {"preset", required_argument, NULL, OPT_PRESET},
+        {"scenario", required_argument, NULL, OPT_SCENARIO},
+        {"ranks", required_argument, NULL, OPT_RANKS},
+        {"tokens", required_argument, NULL, OPT_TOKENS},
+        {"experts", required_argument, NULL, OPT_EXPERTS},
+        {"hidden", required_argument, NULL, OPT_HIDDEN},
+        {"intermediate", required_argument, NULL, OPT_INTERMEDIATE},
+        {"iterations", required_argument, NULL, OPT_ITERATIONS},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"skew", required_argument, NULL, OPT_SKEW},
+        {"backend", required_argument, NULL, OPT_BACKEND},
+        {"trace", required_argument, NULL, OPT_TRACE},
+        {"check-tokens", required_argument, NULL, OPT_CHECK_TOKENS},
+        {"no-check", no_argument, NULL, OPT_NO_CHECK},
+        {"combine-quant", required_argument, NULL, OPT_COMBINE_QUANT},
+        {"combine-comm", required_argument, NULL, OPT_COMBINE_COMM},
+        {"ranks-per-server", required_argument, NULL, OPT_RANKS_PER_SERVER},
+        {"topk-weights-type", required_argument, NULL, OPT_TOPK_WEIGHTS_TYPE},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof *o);
     o->cfg.preset = &run_moe_presets[0];
     o->cfg.ranks = 4;
@@ -159,6 +177,31 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
             if (cli_parse_int64(cmd, "--check-tokens", optarg, 0, 1 << 20, &o->check_tokens) != 0) return -1;
             break;
         case OPT_NO_CHECK: o->no_check = 1; break;
+        case OPT_COMBINE_QUANT:
+            if (strcmp(optarg, "none") == 0)
+                o->cfg.combine_quant_mode = 0;
+            else if (strcmp(optarg, "e5m2") == 0)
+                o->cfg.combine_quant_mode = 3;
+            else if (strcmp(optarg, "e4m3") == 0)
+                o->cfg.combine_quant_mode = 4;
+            else {
+                cli_error(cmd, "--combine-quant '%s' is not none, e5m2 or e4m3", optarg);
+                return -1;
+            }
+            break;
+        case OPT_COMBINE_COMM:
+            if (cli_parse_int64(cmd, "--combine-comm", optarg, 0, 2, &v) != 0) return -1;
+            o->cfg.combine_comm_mode = (int)v;
+            break;
+        case OPT_RANKS_PER_SERVER:
+            if (cli_parse_int64(cmd, "--ranks-per-server", optarg, 0, MM_COMM_MAX_RANKS,
+                                &o->cfg.rank_num_per_server) != 0)
+                return -1;
+            break;
+        case OPT_TOPK_WEIGHTS_TYPE:
+            if (cli_parse_int64(cmd, "--topk-weights-type", optarg, 0, 1, &v) != 0) return -1;
+            o->cfg.topk_weights_type = (int)v;
+            break;
         case 'h': print_usage(); return 1;
         default: cli_option_error(cmd, opt, argv); return -1;
         }

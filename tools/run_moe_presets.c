@@ -95,5 +95,9 @@ mm_mega_moe_attrs run_moe_attrs(const run_moe_config *cfg, const run_moe_scenari
     a.activation_param_count = cfg->preset->activation_param_count;
     for (int i = 0; i < MM_MEGA_MOE_MAX_ACTIVATION_PARAMS; i++)
         a.activation_params[i] = cfg->preset->activation_params[i];
+    a.combine_quant_mode = cfg->combine_quant_mode;
+    a.combine_comm_mode = cfg->combine_comm_mode;
+    a.rank_num_per_server = cfg->rank_num_per_server;
+    a.topk_weights_type = cfg->topk_weights_type;
     return a;
 }

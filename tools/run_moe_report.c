@@ -124,8 +124,8 @@ int run_moe_report_scenario(const run_moe_config *cfg, const run_moe_scenario *s
              sc->name, setup, generate, check_seconds, checked ? "" : " (no check)");
     if (rc != MM_CLI_EXIT_OK)
         cli_error(cmd, "%s: %.3f%% of the checked outputs exceed the tolerance |d| <= %g |ref| + %g rms(ref)",
-                  sc->name, (1.0 - errors.within_tolerance) * 100.0, sc->tolerance_relative,
-                  sc->tolerance_rms);
+                  sc->name, (1.0 - errors.within_tolerance) * 100.0,
+                  run_moe_check_tolerance_relative(cfg, sc), sc->tolerance_rms);
     if (trace) run_moe_trace_scenario(trace, cfg, sc, res);
     return rc;
 }
@@ -140,6 +140,13 @@ void run_moe_print_banner(const run_moe_config *cfg, const char *backend) {
     for (int i = 0; i < p->activation_param_count; i++)
         printf("%s%g", i ? ", " : " [", (double)p->activation_params[i]);
     printf("%s\n", p->activation_param_count ? "]" : "");
+    if (cfg->combine_quant_mode || cfg->combine_comm_mode || cfg->topk_weights_type)
+        printf("combine: quantization %s, comm mode %d%s, top-k weights type %d\n",
+               cfg->combine_quant_mode == 3   ? "MX E5M2"
+               : cfg->combine_quant_mode == 4 ? "MX E4M3"
+                                              : "none",
+               cfg->combine_comm_mode, cfg->rank_num_per_server > 0 ? " (layered)" : "",
+               cfg->topk_weights_type);
     printf("%lld ranks (%s) x %lld tokens, seed %llu, routing skew %g; %lld timed calls after 1 warm-up; ",
            (long long)cfg->ranks, backend, (long long)cfg->tokens, (unsigned long long)cfg->seed, cfg->skew,
            (long long)cfg->iterations);

@@ -55,6 +55,23 @@ if grep -q "^a8w8-fp8 " "$WORK/out" && awk '$1 == "a8w8-fp8" { exit !($7 > 0) }'
 expect 0 "mixtral preset, 3 ranks" -- run --preset mixtral-8x7b --hidden 128 --intermediate 64 --experts 6 --ranks 3 --tokens 5 --iterations 1
 check_rows a16w16
 
+# Combine knobs: a quantized combine (MX E4M3 rows) and the rank-level / domain-level partial sums of
+# combine_comm_mode 1 / 2 with weights applied after the activation, each checked against the float64
+# reference; a mode the topology does not allow is the library's invalid-argument error (exit 2, one line).
+expect 0 "combine quant e4m3" -- run "${SMALL[@]}" --combine-quant e4m3
+stdout_has "combine: quantization MX E4M3, comm mode 0"
+check_rows a16w16
+expect 0 "combine comm 1, weights after the activation" -- run "${SMALL[@]}" --combine-comm 1 --topk-weights-type 1
+stdout_has "comm mode 1, top-k weights type 1"
+check_rows a16w16
+expect 0 "combine comm 2, domains of 2" -- run "${SMALL[@]}" --combine-comm 2 --ranks-per-server 2 --scenario a8w8-int
+stdout_has "comm mode 2 (layered)"
+check_rows a8w8-int
+expect 2 "combine comm 2 on a flat topology" -- run "${SMALL[@]}" --combine-comm 2
+stderr_is_one_line "combine_comm_mode = 2 needs a layered topology"
+expect 2 "bad --combine-quant" -- run "${SMALL[@]}" --combine-quant fp4
+stderr_is_one_line "--combine-quant"
+
 # --no-check prints the row without error columns.
 expect 0 "no check" -- run "${SMALL[@]}" --no-check
 if awk '$1 == "a16w16" { exit !($12 == "-" && $14 == "-") }' "$WORK/out"; then ok; else bad "--no-check row: $(grep '^a16w16' "$WORK/out")"; fi
