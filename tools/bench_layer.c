@@ -3,14 +3,17 @@
  *
  * For each case (preset x phase x tokens per rank) every rank builds its experts and tokens as
  * `megamoe run` does (seeded, skewed top-k routing), then:
- *   layer    a warm-up call, then --iterations calls, each after a barrier; one call's time is the
- *            last rank's end minus the first rank's start (mm_mega_moe_last_stats);
+ *   layer    mm_mega_moe_run, after a barrier; one call's time is the last rank's end minus the first
+ *            rank's start (mm_mega_moe_last_stats);
  *   compute  the same expert FFN batches on rows placed in memory beforehand, no communication (each
  *            rank: its experts with the row counts the layer call received, then its shared experts),
  *            all ranks at once as in the layer, timed the same way.
+ * After one warm-up of each, --iterations pairs (one layer call, one compute-only run, alternating
+ * which goes first) are timed, so that the noise of this shared machine hits both sides alike.
  * Printed: median layer and compute times, their ratio (target at prefill: <= 1.15, communication
  * hidden), the share of the layer that is not expert compute and the dispatch + combine stage share
- * (target at decode: < 20 %), tokens/s and GFLOP/s of the layer.
+ * (target at decode: < 20 %), tokens/s and GFLOP/s of the layer, and the quartiles of the per-pair
+ * ratios (how much the ratio itself moved during the run).
  *
  * The DeepSeek-like shape keeps H 7168 and I 2048 but loads fewer routed experts (the preset's 32 of
  * 256, top-8, 1 shared, MX FP8) so the weights fit in memory; prefill uses fewer tokens per rank than
@@ -49,7 +52,8 @@ static const char usage[] =
     "      --prefill-tokens T   tokens per rank at prefill (default 512 for qwen3, 128 for deepseek)\n"
     "      --decode-tokens LIST tokens per rank at decode, comma-separated (default 1,8)\n"
     "      --scenario NAME      quantization scenario (default: the preset's)\n"
-    "      --iterations N       timed calls per case (default 5; one warm-up first)\n"
+    "      --iterations N       timed pairs of layer and compute-only calls per case (default 9;\n"
+    "                           one warm-up of each first)\n"
     "      --seed S             seed of weights, tokens and routing (default 1)\n"
     "  -h, --help               show this help\n";
 
@@ -72,7 +76,45 @@ typedef struct threads_arg {
     rank_times times[MM_COMM_MAX_RANKS];
 } threads_arg;
 
-/* The timed layer calls, then the timed compute-only runs, on this rank. */
+/* One timed layer call (after a barrier); it < 0 is a warm-up. */
+static mm_status time_layer(mm_comm *comm, const bench_case *bc, mm_mega_moe_buffer *buffer,
+                            const mm_mega_moe_weights *weights, const mm_mega_moe_attrs *attrs,
+                            const mm_mega_moe_inputs *in, const mm_mega_moe_outputs *outs, int64_t it,
+                            rank_times *out, mm_error *err) {
+    mm_status st = mm_comm_barrier(comm, err);
+    double t0 = cli_now_seconds();
+    if (st == MM_OK) st = mm_mega_moe_run(buffer, weights, attrs, in, outs, err);
+    double t1 = cli_now_seconds();
+    if (st != MM_OK || it < 0) return st;
+    mm_mega_moe_stats stats;
+    mm_mega_moe_last_stats(buffer, &stats, NULL);
+    out->layer[it][0] = t0;
+    out->layer[it][1] = t1;
+    double call = t1 - t0;
+    double comm_s = stats.seconds[MM_MEGA_MOE_STAGE_DISPATCH] + stats.seconds[MM_MEGA_MOE_STAGE_COMBINE];
+    out->comm_share += call > 0 ? comm_s / call / (double)bc->cfg.iterations : 0;
+    return MM_OK;
+}
+
+/* One timed compute-only run (after a barrier); it < 0 is a warm-up. */
+static mm_status time_compute(mm_comm *comm, mm_moe_compute_only *co, int64_t it, rank_times *out,
+                              mm_error *err) {
+    mm_status st = mm_comm_barrier(comm, err);
+    if (st != MM_OK) return st;
+    double t0 = cli_now_seconds();
+    st = mm_moe_compute_only_run(co, err);
+    double t1 = cli_now_seconds();
+    if (it >= 0) {
+        out->compute[it][0] = t0;
+        out->compute[it][1] = t1;
+    }
+    return st;
+}
+
+/* A warm-up layer call (its received row counts size the compute-only runs), a warm-up compute-only
+ * run, then --iterations pairs of one timed layer call and one timed compute-only run, in alternating
+ * order: a busy minute on this shared machine then slows both sides alike instead of one block of
+ * calls, and neither side always runs right after the other. */
 static mm_status measure(mm_comm *comm, const bench_case *bc, mm_mega_moe_buffer *buffer,
                          const mm_mega_moe_weights *weights, const run_moe_tokens *tok, rank_times *out,
                          mm_error *err) {
@@ -83,7 +125,6 @@ static mm_status measure(mm_comm *comm, const bench_case *bc, mm_mega_moe_buffer
     int32_t *etn = malloc((size_t)local * 4 + 4);
     int64_t *rows = malloc((size_t)local * 8 + 8);
     mm_moe_compute_only *co = NULL;
-    mm_mega_moe_stats stats;
     mm_status st = y && etn && rows ? MM_OK : cli_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for y");
     if ((st = mm_comm_agree(comm, st, err)) != MM_OK) goto done;
     int64_t xs[2] = {T, H}, ks[2] = {T, K}, es[1] = {local};
@@ -95,33 +136,17 @@ static mm_status measure(mm_comm *comm, const bench_case *bc, mm_mega_moe_buffer
     mm_mega_moe_inputs in = {&x, NULL, &ids, &gates, NULL};
     mm_mega_moe_outputs outs = {&y_t, &etn_t};
     out->comm_share = 0;
-    for (int64_t it = -1; it < cfg->iterations && st == MM_OK; it++) {
-        if ((st = mm_comm_barrier(comm, err)) != MM_OK) break;
-        if ((st = mm_mega_moe_run(buffer, weights, &attrs, &in, &outs, err)) != MM_OK) break;
-        if (it < 0) continue; /* warm-up */
-        mm_mega_moe_last_stats(buffer, &stats, NULL);
-        out->layer[it][0] = stats.total_begin;
-        out->layer[it][1] = stats.total_end;
-        double call = stats.total_end - stats.total_begin;
-        double comm_s = stats.seconds[MM_MEGA_MOE_STAGE_DISPATCH] + stats.seconds[MM_MEGA_MOE_STAGE_COMBINE];
-        out->comm_share += call > 0 ? comm_s / call / (double)cfg->iterations : 0;
-    }
-    if (st != MM_OK) goto done;
+    if ((st = time_layer(comm, bc, buffer, weights, &attrs, &in, &outs, -1, out, err)) != MM_OK) goto done;
     out->recv_rows = 0;
     for (int64_t j = 0; j < local; j++) out->recv_rows += rows[j] = etn[j];
     st = mm_moe_compute_only_create(buffer, weights, &attrs, rows, cfg->shared_experts > 0 ? T : 0, tok->x, T,
                                     &co, err);
     if ((st = mm_comm_agree(comm, st, err)) != MM_OK) goto done;
-    for (int64_t it = -1; it < cfg->iterations && st == MM_OK; it++) {
-        if ((st = mm_comm_barrier(comm, err)) != MM_OK) break;
-        double t0 = cli_now_seconds();
-        st = mm_moe_compute_only_run(co, err);
-        double t1 = cli_now_seconds();
-        if (it >= 0) {
-            out->compute[it][0] = t0;
-            out->compute[it][1] = t1;
-        }
-    }
+    st = time_compute(comm, co, -1, out, err);
+    for (int64_t it = 0; it < cfg->iterations && st == MM_OK; it++)
+        for (int64_t pass = 0; pass < 2 && st == MM_OK; pass++)
+            st = pass == it % 2 ? time_layer(comm, bc, buffer, weights, &attrs, &in, &outs, it, out, err)
+                                : time_compute(comm, co, it, out, err);
     st = mm_comm_agree(comm, st, err);
 done:
     mm_moe_compute_only_free(co);
@@ -166,10 +191,25 @@ static double call_flops(const run_moe_config *cfg, int64_t routed_rows) {
 static void print_header(const char *backend, int64_t ranks) {
     printf("megamoe bench layer: MegaMoE layer (mm_mega_moe_run) on %lld ranks (%s) vs its expert compute "
            "alone\n(same FFN batches on pre-placed rows, no communication); times are medians over the "
-           "timed calls,\none call = first rank start to last rank end; pool threads %d\n\n",
+           "timed calls,\none call = first rank start to last rank end; layer and compute-only calls "
+           "alternate;\npair q1-q3: quartiles of layer / compute over the pairs; pool threads %d\n\n",
            (long long)ranks, backend, mm_bench_default_threads());
-    printf("%-14s %-9s %-8s %7s %6s %10s %10s %7s %8s %8s %10s %8s\n", "preset", "scenario", "phase",
-           "tok/rk", "rows", "layer ms", "compute", "ratio", "non-exp", "disp+cmb", "tokens/s", "GFLOP/s");
+    printf("%-14s %-9s %-8s %7s %6s %10s %10s %7s %8s %8s %10s %8s %10s\n", "preset", "scenario", "phase",
+           "tok/rk", "rows", "layer ms", "compute", "ratio", "non-exp", "disp+cmb", "tokens/s", "GFLOP/s",
+           "pair q1-q3");
+}
+
+/* The q-quantile (linear between order statistics) of v[0..n); sorts v. */
+static double quantile(double *v, int64_t n, double q) {
+    for (int64_t i = 1; i < n; i++)
+        for (int64_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    double at = q * (double)(n - 1);
+    int64_t lo = (int64_t)at;
+    return lo + 1 < n ? v[lo] + (at - (double)lo) * (v[lo + 1] - v[lo]) : v[lo];
 }
 
 /* Reduces (over ranks: first begin, last end) and prints one case. times[0..n) are per rank. */
@@ -193,13 +233,16 @@ static void report(const bench_case *bc, const rank_times *times, int64_t n) {
         share += times[r].comm_share / (double)n;
         rows += times[r].recv_rows;
     }
+    double pair[MAX_ITERATIONS];
+    for (int64_t it = 0; it < cfg->iterations; it++) pair[it] = layer[it] / compute[it];
+    double q1 = quantile(pair, cfg->iterations, 0.25), q3 = quantile(pair, cfg->iterations, 0.75);
     cli_time_stats l = cli_time_stats_of(layer, (size_t)cfg->iterations);
     cli_time_stats c = cli_time_stats_of(compute, (size_t)cfg->iterations);
     double ratio = l.median / c.median;
-    printf("%-14s %-9s %-8s %7lld %6lld %10.2f %10.2f %6.2fx %7.1f%% %7.1f%% %10.0f %8.1f\n",
+    printf("%-14s %-9s %-8s %7lld %6lld %10.2f %10.2f %6.2fx %7.1f%% %7.1f%% %10.0f %8.1f %5.2f-%.2f\n",
            cfg->preset->name, bc->sc->name, bc->phase, (long long)cfg->tokens, (long long)rows,
            1e3 * l.median, 1e3 * c.median, ratio, 100.0 * (1.0 - c.median / l.median), 100.0 * share,
-           (double)(cfg->tokens * cfg->ranks) / l.median, call_flops(cfg, rows) / l.median * 1e-9);
+           (double)(cfg->tokens * cfg->ranks) / l.median, call_flops(cfg, rows) / l.median * 1e-9, q1, q3);
     fflush(stdout);
 }
 
@@ -380,7 +423,7 @@ int mm_bench_layer_main(int argc, char **argv) {
                                               {"seed", required_argument, NULL, OPT_SEED},
                                               {"help", no_argument, NULL, 'h'},
                                               {NULL, 0, NULL, 0}};
-    bench_options o = {0, 4, 0, 5, {1, 8}, 2, "all", "all", NULL, 1};
+    bench_options o = {0, 4, 0, 9, {1, 8}, 2, "all", "all", NULL, 1};
     int64_t v = 0;
     optind = 1;
     opterr = 0;
