@@ -101,7 +101,10 @@ mm_status mm_mega_moe_buffer_create(mm_comm *comm, const mm_mega_moe_sizing *siz
     mm_status st = check_sizing(sizing, world, &local);
     if (st == MM_OK) {
         b = calloc(1, sizeof *b);
-        if (!b) st = mm_fail(&local, MM_ERR_OUT_OF_MEMORY, "mega_moe buffer: out of memory");
+        if (b)
+            b->check_area = malloc((size_t)(world + 1) * mm_moe_check_record_bytes(sizing->moe_expert_num));
+        if (!b || !b->check_area)
+            st = mm_fail(&local, MM_ERR_OUT_OF_MEMORY, "mega_moe buffer: out of memory");
     }
     st = mm_comm_agree(comm, st, &local);
     if (st == MM_OK) st = check_equal(comm, sizing, &local);
@@ -129,6 +132,7 @@ fail:
     if (b) {
         mm_symm_free(b->comb, NULL);
         mm_symm_free(b->recv, NULL);
+        free(b->check_area);
         free(b);
     }
     return mm_fail(err, st, "%s", local.message);
@@ -146,6 +150,7 @@ mm_status mm_mega_moe_buffer_free(mm_mega_moe_buffer *buffer, mm_error *err) {
     mm_status s2 = mm_symm_free(buffer->comb, st == MM_OK ? err : NULL);
     mm_status s3 = mm_symm_free(buffer->recv, st == MM_OK && s2 == MM_OK ? err : NULL);
     free(buffer->workspace);
+    free(buffer->check_area);
     free(buffer);
     if (st != MM_OK) return st;
     return s2 != MM_OK ? s2 : s3;

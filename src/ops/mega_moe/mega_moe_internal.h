@@ -156,6 +156,7 @@ struct mm_mega_moe_buffer {
     uint64_t recv_epoch, comb_epoch, relay_epoch; /* signals raised on each area so far, per sender */
     void *workspace;
     size_t workspace_bytes;
+    uint8_t *check_area; /* validation's allgather: world + 1 records (validate.c) */
     mm_mega_moe_stats stats;
 };
 
@@ -190,12 +191,22 @@ typedef struct mm_moe_call {
     /* from the allgather: counts[s * (E + 2) + e] rows source s sends to expert e; then BS_s, active_s */
     int64_t *counts;
     int64_t recv_rows, max_recv_rows;
+    int workspace_grows; /* some rank's workspace must grow for this call (run.c then agrees on it) */
 } mm_moe_call;
 
-/* validate.c: the whole plan; on success call->counts is allocated (free it). */
+/* Bytes of one rank's record in validation's allgather, for E routed experts (validate.c). */
+size_t mm_moe_check_record_bytes(int64_t E);
+
+/* How many received rows the current workspace of buf holds for this call's local layout (run.c). */
+typedef int64_t (*mm_moe_ws_rows_fn)(const mm_mega_moe_buffer *buf, const mm_mega_moe_weights *w,
+                                     const mm_moe_call *call);
+
+/* validate.c: the whole plan; on success call->counts is allocated (free it). ws_rows (NULL: plan)
+ * reports this rank's workspace in rows, so that every rank learns whether any workspace grows. */
 mm_status mm_moe_validate(mm_mega_moe_buffer *buf, const mm_mega_moe_weights *weights,
                           const mm_mega_moe_attrs *attrs, const mm_mega_moe_inputs *in,
-                          const mm_mega_moe_outputs *out, mm_moe_call *call, mm_error *err);
+                          const mm_mega_moe_outputs *out, mm_moe_call *call, mm_moe_ws_rows_fn ws_rows,
+                          mm_error *err);
 #define MM_MOE_COUNT_STRIDE(E) ((E) + 2)
 
 /* buffer.c */

@@ -71,7 +71,27 @@ size_t mm_moe_run_workspace_bytes(const mm_mega_moe_buffer *buf, const mm_mega_m
     return l.total;
 }
 
-/* State of one run on this rank. */
+/* The most received rows the current workspace holds with this call's local layout (-1: not even
+ * none). The layout grows with the rows, so a binary search over [0, recv_capacity] finds it. */
+static int64_t workspace_rows(const mm_mega_moe_buffer *b, const mm_mega_moe_weights *w,
+                              const mm_moe_call *c) {
+    mm_moe_call t = *c;
+    run_layout l;
+    t.recv_rows = 0;
+    layout_of(b, w, &t, &l);
+    if (l.total > b->workspace_bytes) return -1;
+    int64_t lo = 0, hi = b->recv_capacity;
+    while (lo < hi) {
+        t.recv_rows = lo + (hi - lo + 1) / 2;
+        layout_of(b, w, &t, &l);
+        if (l.total <= b->workspace_bytes)
+            lo = t.recv_rows;
+        else
+            hi = t.recv_rows - 1;
+    }
+    return lo;
+}
+
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
 /* Quantizes active rows [t * ROWS_PER_TASK, ...) once per input type. */
@@ -254,7 +274,7 @@ mm_status mm_mega_moe_run(mm_mega_moe_buffer *buffer, const mm_mega_moe_weights 
                           const mm_mega_moe_outputs *outputs, mm_error *err) {
     mm_moe_call c;
     if (!outputs) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "outputs is NULL");
-    mm_status st = mm_moe_validate(buffer, weights, attrs, inputs, outputs, &c, err);
+    mm_status st = mm_moe_validate(buffer, weights, attrs, inputs, outputs, &c, workspace_rows, err);
     if (st != MM_OK) return st;
     mm_error local;
     mm_error_clear(&local);
@@ -277,9 +297,11 @@ mm_status mm_mega_moe_run(mm_mega_moe_buffer *buffer, const mm_mega_moe_weights 
     s.out_y = outputs->y->data;
     layout_of(buffer, weights, &c, &s.l);
     void *ws = NULL;
-    /* Local allocations first, then agree, so that no rank starts sending while another cannot run. */
+    /* Local allocations first, then agree, so that no rank starts sending while another cannot run.
+     * Validation told every rank whether any workspace grows; when none does, nothing can fail here and
+     * the agree (a collective) is skipped. */
     st = mm_moe_workspace(buffer, s.l.total, &ws, &local);
-    st = mm_comm_agree(buffer->comm, st, &local);
+    if (c.workspace_grows) st = mm_comm_agree(buffer->comm, st, &local);
     if (st == MM_OK && attrs->combine_comm_mode == 2) st = mm_moe_relay_area(buffer, &local);
     if (st != MM_OK) goto fail;
     s.ws = (uint8_t *)(((uintptr_t)ws + 63) / 64 * 64);

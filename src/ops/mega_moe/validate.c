@@ -2,9 +2,10 @@
  * before any token moves, with the same verdict on every rank.
  *
  * Three steps: (1) local checks of this rank's attributes, weights, inputs and outputs, including the
- * counting pass over topk_ids; (2) mm_comm_agree, so one rank's error becomes everybody's; (3) the
- * cross-rank rules, computed identically on every rank from collectives: attributes equal (min == max
- * of each), and the rows each rank would receive (from the allgathered count matrix) within capacity. */
+ * counting pass over topk_ids; (2) one allgather of every rank's verdict, attributes and counts, so one
+ * rank's error becomes everybody's (the lowest failing rank's, as mm_comm_agree reports it); (3) the
+ * cross-rank rules, computed identically on every rank from the gathered records: attributes equal
+ * (min == max of each), and the rows each rank would receive (from the count matrix) within capacity. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -302,16 +303,46 @@ static void attr_vector(const mm_mega_moe_attrs *a, const mm_mega_moe_weights *w
     memcpy(v, vals, sizeof vals);
 }
 
+/* What every rank contributes to the one allgather of a call: its local verdict, its attributes, how
+ * many received rows its workspace holds, then its row of the count matrix (stride values). */
+typedef struct check_record {
+    int64_t status, ws_rows, attrs[N_ATTR];
+    char message[MM_ERROR_MESSAGE_MAX];
+} check_record;
+
+size_t mm_moe_check_record_bytes(int64_t E) {
+    return sizeof(check_record) + (size_t)MM_MOE_COUNT_STRIDE(E) * sizeof(int64_t);
+}
+
+/* The lowest failing rank's error ("rank N: ..."), as mm_comm_agree reports it; MM_OK if none. */
+static mm_status first_failure(const uint8_t *all, size_t bytes, int64_t R, mm_error *err) {
+    for (int64_t r = 0; r < R; r++) {
+        check_record rec;
+        memcpy(&rec, all + (size_t)r * bytes, sizeof rec);
+        if (rec.status == MM_OK) continue;
+        rec.message[sizeof rec.message - 1] = '\0';
+        return mm_fail(err, (mm_status)rec.status, "rank %" PRId64 ": %s", r, rec.message);
+    }
+    return MM_OK;
+}
+
 mm_status mm_moe_validate(mm_mega_moe_buffer *buf, const mm_mega_moe_weights *weights,
                           const mm_mega_moe_attrs *attrs, const mm_mega_moe_inputs *in,
-                          const mm_mega_moe_outputs *out, mm_moe_call *c, mm_error *err) {
+                          const mm_mega_moe_outputs *out, mm_moe_call *c, mm_moe_ws_rows_fn ws_rows,
+                          mm_error *err) {
     mm_error local;
     mm_error_clear(&local);
     memset(c, 0, sizeof *c);
     if (!buf) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "buffer is NULL");
     int64_t E = buf->sizing.moe_expert_num, R = buf->world, stride = MM_MOE_COUNT_STRIDE(E);
+    size_t bytes = mm_moe_check_record_bytes(E);
     int64_t *counts = calloc((size_t)(R * stride), sizeof *counts);
     int32_t *stamp = malloc((size_t)E * sizeof *stamp);
+    /* The records live in the buffer, so that a rank short of memory still sends its verdict. */
+    uint8_t *all = buf->check_area, *mine = all + (size_t)R * bytes;
+    check_record rec;
+    memset(&rec, 0, sizeof rec);
+    memset(mine, 0, bytes);
     mm_status st = MM_OK;
     if (!counts || !stamp)
         st = mm_fail(&local, MM_ERR_OUT_OF_MEMORY, "count matrix: out of memory");
@@ -320,14 +351,35 @@ mm_status mm_moe_validate(mm_mega_moe_buffer *buf, const mm_mega_moe_weights *we
     if (st == MM_OK) st = check_attrs(buf, weights, attrs, c, &local);
     if (st == MM_OK) st = check_inputs(buf, in, out, c, counts + buf->rank * stride, stamp, &local);
     free(stamp);
-    st = mm_comm_agree(buf->comm, st, &local);
+    /* One allgather carries the verdicts, the attributes and the counts (it was agree, two allreduces
+     * and an allgather: each collective of rank-threads on 2 cores can wait a time slice for a peer). */
+    rec.status = st;
+    if (st == MM_OK) {
+        attr_vector(attrs, weights, rec.attrs);
+        rec.ws_rows = ws_rows ? ws_rows(buf, weights, c) : INT64_MAX;
+        memcpy(mine + sizeof rec, counts + buf->rank * stride, (size_t)stride * sizeof *counts);
+    } else {
+        memcpy(rec.message, local.message, sizeof rec.message);
+    }
+    memcpy(mine, &rec, sizeof rec);
+    /* Blocks of ranks removed from the communicator stay untouched: they read as this rank's. */
+    for (int64_t r = 0; r < R; r++) memcpy(all + (size_t)r * bytes, mine, bytes);
+    st = mm_comm_allgather(buf->comm, mine, bytes, all, &local);
+    if (st == MM_OK) st = first_failure(all, bytes, R, &local);
     if (st != MM_OK) goto fail;
-    /* Attributes equal on all ranks; BS max for the record. */
+    /* Attributes equal on all ranks. */
     int64_t lo[N_ATTR], hi[N_ATTR];
-    attr_vector(attrs, weights, lo);
-    memcpy(hi, lo, sizeof hi);
-    if ((st = mm_comm_allreduce_i64(buf->comm, lo, N_ATTR, MM_REDUCE_MIN, &local)) != MM_OK) goto fail;
-    if ((st = mm_comm_allreduce_i64(buf->comm, hi, N_ATTR, MM_REDUCE_MAX, &local)) != MM_OK) goto fail;
+    memcpy(lo, rec.attrs, sizeof lo);
+    memcpy(hi, rec.attrs, sizeof hi);
+    for (int64_t r = 0; r < R; r++) {
+        check_record other;
+        memcpy(&other, all + (size_t)r * bytes, sizeof other);
+        for (int i = 0; i < N_ATTR; i++) {
+            lo[i] = other.attrs[i] < lo[i] ? other.attrs[i] : lo[i];
+            hi[i] = other.attrs[i] > hi[i] ? other.attrs[i] : hi[i];
+        }
+        memcpy(counts + r * stride, all + (size_t)r * bytes + sizeof rec, (size_t)stride * sizeof *counts);
+    }
     for (int i = 0; i < N_ATTR; i++) {
         int differ = lo[i] != hi[i];
         if (i == 14) differ = lo[14] != INT64_MAX && lo[14] != hi[15]; /* among ranks with shared experts */
@@ -340,15 +392,6 @@ mm_status mm_moe_validate(mm_mega_moe_buffer *buf, const mm_mega_moe_weights *we
             goto fail;
         }
     }
-    int64_t *mine = malloc((size_t)stride * sizeof *mine);
-    if (!mine) {
-        st = mm_fail(&local, MM_ERR_OUT_OF_MEMORY, "count matrix: out of memory");
-        goto fail; /* cannot happen without a peer also failing in the next collective */
-    }
-    memcpy(mine, counts + buf->rank * stride, (size_t)stride * sizeof *mine);
-    st = mm_comm_allgather(buf->comm, mine, (size_t)stride * sizeof *mine, counts, &local);
-    free(mine);
-    if (st != MM_OK) goto fail;
     int64_t El = buf->local_experts;
     for (int64_t d = 0; d < R; d++) {
         int64_t rows = 0;
@@ -356,6 +399,9 @@ mm_status mm_moe_validate(mm_mega_moe_buffer *buf, const mm_mega_moe_weights *we
             for (int64_t j = 0; j < El; j++) rows += counts[s * stride + d * El + j];
         if (d == buf->rank) c->recv_rows = rows;
         if (rows > c->max_recv_rows) c->max_recv_rows = rows;
+        check_record other;
+        memcpy(&other, all + (size_t)d * bytes, sizeof other);
+        if (rows > other.ws_rows) c->workspace_grows = 1;
         if (rows > buf->recv_capacity) {
             st = mm_fail(&local, MM_ERR_INVALID_ARGUMENT,
                          "rank %" PRId64 " would receive %" PRId64 " rows, above %s = %" PRId64
@@ -378,7 +424,7 @@ mm_status mm_mega_moe_plan(mm_mega_moe_buffer *buffer, const mm_mega_moe_weights
                            const mm_mega_moe_attrs *attrs, const mm_mega_moe_inputs *inputs,
                            mm_mega_moe_plan_info *info, mm_error *err) {
     mm_moe_call c;
-    mm_status st = mm_moe_validate(buffer, weights, attrs, inputs, NULL, &c, err);
+    mm_status st = mm_moe_validate(buffer, weights, attrs, inputs, NULL, &c, NULL, err);
     if (st != MM_OK) return st;
     if (info) {
         info->scenario = mm_moe_scenario_name(c.routed.scenario);
