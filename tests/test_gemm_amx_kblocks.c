@@ -2,7 +2,8 @@
  * the kernels that read the packed panel directly, other sizes for those that decode it first), so their
  * accumulators cross block boundaries through `partial` only beyond that K. Checked here for every AMX
  * pair on K just below, at and above one and two block boundaries, with 16, 21 and 33 rows (one A tile,
- * 2 x 2 tiles, a full 32-row tile plus one row) and a partial panel: INT pairs bit for bit against the
+ * 2 x 2 tiles, a full 32-row tile plus one row; the MX few-rows AMX kernel with 1, 5 and 16 rows) and a
+ * partial panel: INT pairs bit for bit against the
  * exact expectation (int64 sum, the spec's F32 scaling), float pairs within the documented bound
  * 2 K 2^-24 sum |a w| of the float64 sum. The result must not depend on the thread count, nor on the
  * block size: the same kernel with kc = MM_GEMM_KC (the framework's fallback when a thread's scratch
@@ -16,10 +17,8 @@
 #include "gemm/kernels/kernels.h"
 #include "test_gemm_common.h"
 
-static void check(mm_dtype dtype, mm_dtype w_dtype, int64_t rows, int64_t k, int64_t n, uint64_t seed) {
-    const mm_gemm_kernel *amx = mm_gemm_kernel_lookup(MM_ISA_AMX, dtype, w_dtype);
-    CHECK(amx != NULL);
-    if (!amx) return;
+static void check(mm_dtype dtype, mm_dtype w_dtype, const mm_gemm_kernel *amx, int64_t rows, int64_t k,
+                  int64_t n, uint64_t seed) {
     gemm_case c;
     gemm_case_make(&c, dtype, w_dtype, rows, k, n, (int)(seed & 1), (int)((seed >> 1) & 1), seed);
     mm_error err;
@@ -99,7 +98,17 @@ int main(void) {
         const int64_t ks[] = {kc - 1, kc, kc + 1, 2 * kc - 1, 2 * kc + 1, 2 * kc + 65};
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
             for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++)
-                check(pairs[pi][0], pairs[pi][1], rows_list[ri], ks[ki], 33, seed++);
+                check(pairs[pi][0], pairs[pi][1], amx, rows_list[ri], ks[ki], 33, seed++);
+        /* The pair's few-rows AMX kernel (MX: decode-sized groups), around its own kc. */
+        const mm_gemm_kernel *few =
+            mm_gemm_kernel_lookup_few_rows(MM_ISA_AMX, pairs[pi][0], pairs[pi][1], NULL);
+        if (!few) continue;
+        int64_t few_kc = few->kc > 0 ? few->kc : MM_GEMM_KC;
+        const int64_t few_ks[] = {few_kc - 1, few_kc, few_kc + 1, 2 * few_kc + 65};
+        const int64_t few_rows[] = {1, 5, few->mr};
+        for (size_t ki = 0; ki < sizeof few_ks / sizeof few_ks[0]; ki++)
+            for (size_t ri = 0; ri < sizeof few_rows / sizeof few_rows[0]; ri++)
+                check(pairs[pi][0], pairs[pi][1], few, few_rows[ri], few_ks[ki], 33, seed++);
     }
     return mm_test_finish("test_gemm_amx_kblocks");
 }

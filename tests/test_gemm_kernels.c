@@ -1,8 +1,8 @@
 /* tests/test_gemm_kernels.c: every registered micro-kernel against the independent float64 / exact-INT
  * expectation of test_gemm_common.h, on edge shapes (rows 0..2*MR+1, K and N off the tile sizes, odd K,
  * K not a multiple of 32, K spanning several MM_GEMM_KC blocks, both weight layouts), run through
- * mm_gemm_grouped with the kernel forced; and the AVX-512 kernels against the reference kernels (bit-exact
- * for INT, documented tolerance for BF16). */
+ * mm_gemm_grouped with the kernel forced (the general kernel and the few-rows kernel of every ISA); and the
+ * AVX-512 kernels against the reference kernels (bit-exact for INT, documented tolerance for BF16). */
 #include "core/cpu.h"
 #include "gemm/kernel_registry.h"
 #include "test_gemm_common.h"
@@ -136,6 +136,13 @@ int main(void) {
             if (fast) {
                 fast_kernels++;
                 check_kernel(&pairs[i], fast);
+            }
+            /* The few-rows kernel of the ISA (chosen for small groups before the general one). */
+            const mm_gemm_kernel *few =
+                mm_gemm_kernel_lookup_few_rows((mm_isa)isa, pairs[i].a, pairs[i].w, NULL);
+            if (few) {
+                fast_kernels++;
+                check_kernel(&pairs[i], few);
             }
         }
     }

@@ -1,9 +1,10 @@
 /* tests/test_gemm_mx_decode.c: the panel decoding of the MX kernels (prepare_panel), exhaustively over
  * every FP8/FP4 code and over scale bytes inside and outside the range where scaling is an exponent
  * addition (0, 1, 9, 10, 16, 17, 100, 127, 200, 239, 240, 246, 247, 252, 253, 254, 255), so both the
- * fast and the slow path are pinned. Expected values are computed here in float64 from the scalar
- * decoders of megamoe/formats.h: v = decode(q) * 2^(b-127), as BF16 (values below 2^-126 flushed to
- * zero, as vcvtne2ps2bf16 does; beyond the F32 range Inf; NaN stays NaN). */
+ * fast and the slow path are pinned (also with the NaN/Inf codes replaced, since they send an FP8 block of
+ * the AMX decoder to its slow path), for the AVX-512 and the AMX decoders. Expected values are computed here
+ * in float64 from the scalar decoders of megamoe/formats.h: v = decode(q) * 2^(b-127), as BF16 (values below
+ * 2^-126 flushed to zero, as vcvtne2ps2bf16 does; beyond the F32 range Inf; NaN stays NaN). */
 #include <math.h>
 
 #include "gemm/kernel_registry.h"
@@ -29,19 +30,27 @@ static uint16_t expected_bf16(mm_dtype w, uint32_t code, uint8_t b, int *nan) {
     return mm_f32_to_bf16((float)v);             /* exact: at most 4 significant bits */
 }
 
-static void check_format(mm_dtype a_dtype, mm_dtype w_dtype) {
-    const mm_gemm_kernel *kernel = mm_gemm_kernel_lookup(MM_ISA_AVX512, a_dtype, w_dtype);
+/* Code of element (k, c): (k * 32 + c) % codes, so every block holds every code; with `finite`, NaN/Inf
+ * codes are replaced by finite ones (code ^ 8), so that FP8 blocks can take the AMX decoder's fast path
+ * (a block with a NaN/Inf code takes its slow path). */
+static uint32_t code_of(mm_dtype w_dtype, int64_t k, int c, int finite) {
+    uint32_t code = (uint32_t)((k * 32 + c) % (gemm_is_4bit(w_dtype) ? 16 : 256));
+    if (finite && !isfinite(gemm_decode(w_dtype, code))) code ^= 8;
+    return code;
+}
+
+static void check_format(mm_isa isa, mm_dtype a_dtype, mm_dtype w_dtype, int finite) {
+    const mm_gemm_kernel *kernel = mm_gemm_kernel_lookup(isa, a_dtype, w_dtype);
     if (!kernel || !kernel->prepare_panel) return;
     mm_error err_storage, *err = &err_storage;
     int64_t n = MM_GEMM_NR, k = 32 * N_SCALES, pairs = (k + 63) / 64;
-    int codes = gemm_is_4bit(w_dtype) ? 16 : 256;
-    /* Stored (N, K): element (k, c) gets code (k * 32 + c) % codes, so every block holds every code. */
+    /* Stored (N, K), element (k, c) holds code_of(k, c). */
     int64_t row_bytes = mm_dtype_row_bytes(w_dtype, k);
     uint8_t *data = calloc((size_t)(n * row_bytes), 1);
     uint8_t *mx = calloc((size_t)(n * pairs * 2), 1);
     for (int64_t c = 0; c < n; c++) {
         for (int64_t i = 0; i < k; i++)
-            gemm_put(w_dtype, data + c * row_bytes, i, (uint32_t)((i * 32 + c) % codes));
+            gemm_put(w_dtype, data + c * row_bytes, i, code_of(w_dtype, i, (int)c, finite));
         /* Column c of block g: the scale list, rotated by column so each block mixes fast and slow. */
         for (int g = 0; g < N_SCALES; g++) mx[c * pairs * 2 + g] = scale_bytes[(g + (c % 2) * 7) % N_SCALES];
     }
@@ -62,15 +71,19 @@ static void check_format(mm_dtype a_dtype, mm_dtype w_dtype) {
                 uint16_t got;
                 memcpy(&got, block + 2 * ((((kk - k_begin) >> 1) * MM_GEMM_NR + c) * 2 + (kk & 1)), 2);
                 int nan;
-                uint16_t want = expected_bf16(w_dtype, (uint32_t)((kk * 32 + c) % codes),
+                uint16_t want = expected_bf16(w_dtype, code_of(w_dtype, kk, c, finite),
                                               mx[c * pairs * 2 + kk / 32], &nan);
-                int ok = nan ? (got & 0x7F80) == 0x7F80 && (got & 0x7F) != 0 : got == want;
+                /* The AMX decoder gives +0 for a zero weight of either sign (mx_decode_avx512.h: the sign
+                 * of a zero product changes no sum); everything else bit for bit. */
+                int zero_either_sign = isa == MM_ISA_AMX && (want & 0x7FFF) == 0 && (got & 0x7FFF) == 0;
+                int ok =
+                    nan ? (got & 0x7F80) == 0x7F80 && (got & 0x7F) != 0 : got == want || zero_either_sign;
                 checked++;
                 if (!ok && bad++ < 5)
                     mm_test_report_fail(
                         __FILE__, __LINE__,
                         "%s: k %lld col %d code 0x%x scale %u: bf16 0x%04x, expected 0x%04x%s", kernel->name,
-                        (long long)kk, c, (unsigned)((kk * 32 + c) % codes), mx[c * pairs * 2 + kk / 32], got,
+                        (long long)kk, c, code_of(w_dtype, kk, c, finite), mx[c * pairs * 2 + kk / 32], got,
                         want, nan ? " (NaN)" : "");
             }
     }
@@ -82,8 +95,13 @@ static void check_format(mm_dtype a_dtype, mm_dtype w_dtype) {
 }
 
 int main(void) {
-    check_format(MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN);
-    check_format(MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2);
-    check_format(MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1);
+    /* The AVX-512 decoder (mx_avx512.c) and the AMX one (mx_decode_avx512.h), where the CPU has them. */
+    for (int isa = MM_ISA_AVX512; isa <= MM_ISA_AMX; isa++) {
+        for (int finite = 0; finite < 2; finite++) {
+            check_format((mm_isa)isa, MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, finite);
+            check_format((mm_isa)isa, MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, finite);
+            check_format((mm_isa)isa, MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, finite);
+        }
+    }
     return mm_test_finish("test_gemm_mx_decode");
 }

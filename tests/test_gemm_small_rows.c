@@ -1,11 +1,12 @@
-/* tests/test_gemm_small_rows.c: the few-rows MX kernel (mx_small_avx512.c) that the registry picks for
- * groups of 1..3 rows: which kernel is chosen for which row count, and the kernel's results against the
+/* tests/test_gemm_small_rows.c: the few-rows MX kernels that the registry picks for decode-sized groups
+ * (mx_small_avx512.c, 1..3 rows without AMX; mx_amx_avx512.c, 1..16 rows with AMX): which kernel is
+ * chosen for which row count, and each kernel's results against the
  * float64 expectation (sum of exact products a' * w' of the dequantized values) within its documented
- * bound 2 K 2^-24 sum |a' w'|, on every MX format pair, 1..4 rows, K and N around the block sizes
- * (32-value MX blocks, 256-value K blocks of the framework, 32-column panels, odd K), the same for the
- * reference kernel on the same cases; and weight scales outside the fast range (tiny, huge, NaN), which
- * take the kernel's slow path: NaN scale gives NaN in exactly the columns that have one, others stay
- * within the bound plus the flushing of values below 2^-126. */
+ * bound 2 K 2^-24 sum |a' w'|, on every MX format pair, 1..4, 7, 16 rows (up to the kernel's MR), K and N
+ * around the block sizes (32-value MX blocks, 256-value K blocks of the framework, 32-column panels, odd K),
+ * the same for the reference kernel on the same cases; and weight scales outside the fast range (tiny, huge,
+ * NaN), which take the kernel's slow path: NaN scale gives NaN in exactly the columns that have one, others
+ * stay within the bound plus the flushing of values below 2^-126. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -79,32 +80,40 @@ static void check_case(const char *what, const gemm_case *c, const mm_gemm_kerne
 }
 
 static void test_selection(void) {
+    __builtin_cpu_init();
+    int amx_few = mm_cpu_isa() >= MM_ISA_AMX && __builtin_cpu_supports("avx512vbmi");
     for (int p = 0; p < N_PAIRS; p++) {
-        for (int64_t rows = 1; rows <= 5; rows++) {
+        for (int64_t rows = 1; rows <= MM_GEMM_MX_FEW_AMX_MR + 2; rows++) {
             const mm_gemm_kernel *k = mm_gemm_kernel_select_rows(pairs[p][0], pairs[p][1], rows);
             CHECK(k != NULL);
             if (!k) continue;
-            int is_small = strstr(k->name, "_small_") != NULL;
-            /* Few rows go to the small kernel when the CPU has it; 4 rows and more never do. */
-            CHECK_EQ_INT(is_small, small_available() && rows <= 3);
+            int is_small = strstr(k->name, "_small_") != NULL,
+                is_few_amx = strstr(k->name, "_amx_few_") != NULL;
+            /* With AMX, up to 16 rows go to the few-rows AMX kernel; without, up to 3 rows to the AVX-512
+             * small kernel when the CPU has VBMI; more rows never go to either. */
+            CHECK_EQ_INT(is_few_amx, amx_few && rows <= MM_GEMM_MX_FEW_AMX_MR);
+            CHECK_EQ_INT(is_small, !amx_few && small_available() && rows <= 3);
             if (is_small) CHECK_EQ_INT(k->mr, MM_GEMM_MX_SMALL_MR);
+            if (is_few_amx) CHECK_EQ_INT(k->mr, MM_GEMM_MX_FEW_AMX_MR);
         }
     }
-    /* Non-MX pairs never get it. */
+    /* Non-MX pairs never get them. */
     const mm_gemm_kernel *k = mm_gemm_kernel_select_rows(MM_DTYPE_BF16, MM_DTYPE_BF16, 1);
-    CHECK(k && strstr(k->name, "_small_") == NULL);
+    CHECK(k && strstr(k->name, "_small_") == NULL && strstr(k->name, "_few_") == NULL);
 }
 
 static void test_shapes(const mm_gemm_kernel *small, const mm_gemm_kernel *ref_of[N_PAIRS]) {
     static const int64_t ks[] = {1, 2, 31, 32, 33, 63, 64, 65, 255, 256, 257, 300, 513};
     static const int64_t ns[] = {1, 15, 16, 17, 32, 33, 70};
     uint64_t seed = 1;
+    static const int64_t rows_list[] = {1, 2, 3, 4, 7, 16};
     for (int p = 0; p < N_PAIRS; p++)
-        for (int64_t rows = 1; rows <= MM_GEMM_MX_SMALL_MR; rows++)
+        for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0] && rows_list[ri] <= small->mr; ri++)
             for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
                 for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
                     /* Every K with two N, every N with two K: covers the grid's edges without its cost. */
                     if (ni > 1 && ki % 4 != ni % 4) continue;
+                    int64_t rows = rows_list[ri];
                     gemm_case c;
                     gemm_case_make(&c, pairs[p][0], pairs[p][1], rows, ks[ki], ns[ni], (int)(seed & 1), 0,
                                    seed);
@@ -146,15 +155,18 @@ static void test_extreme_scales(const mm_gemm_kernel *small) {
 
 int main(void) {
     test_selection();
-    if (small_available()) {
-        const mm_gemm_kernel *small = mm_gemm_kernel_select_rows(MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, 1);
-        const mm_gemm_kernel *ref_of[N_PAIRS];
-        for (int p = 0; p < N_PAIRS; p++)
-            ref_of[p] = mm_gemm_kernel_lookup(MM_ISA_REF, pairs[p][0], pairs[p][1]);
-        test_shapes(small, ref_of);
-        test_extreme_scales(small);
-    } else {
-        printf("test_gemm_small_rows: no AVX-512 VBMI here, only the selection was checked\n");
+    const mm_gemm_kernel *ref_of[N_PAIRS];
+    for (int p = 0; p < N_PAIRS; p++) ref_of[p] = mm_gemm_kernel_lookup(MM_ISA_REF, pairs[p][0], pairs[p][1]);
+    /* Every few-rows MX kernel the hardware has (the same kernel serves every MX pair of its ISA). */
+    int tested = 0;
+    for (int isa = MM_ISA_AVX512; isa < MM_ISA_COUNT; isa++) {
+        const mm_gemm_kernel *few =
+            mm_gemm_kernel_lookup_few_rows((mm_isa)isa, MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, NULL);
+        if (!few) continue;
+        test_shapes(few, ref_of);
+        test_extreme_scales(few);
+        tested++;
     }
+    if (!tested) printf("test_gemm_small_rows: no AVX-512 VBMI here, only the selection was checked\n");
     return mm_test_finish("test_gemm_small_rows");
 }

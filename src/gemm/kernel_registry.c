@@ -35,7 +35,7 @@ typedef struct registration {
 #define AMX_MX(prepare_panel, label)                                                                         \
     {                                                                                                        \
         label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, mm_ukernel_mx_amx, mm_gemm_mx_row_to_bf16,           \
-            prepare_panel, 4, MM_GEMM_AMX_KC                                                                     \
+            prepare_panel, 0, MM_GEMM_AMX_KC                                                                 \
     }
 
 /* INT8 x INT4 few-rows kernel (below): the raw panel straight into vpdpbusd (i4_small_avx512.c), 8-row
@@ -73,13 +73,13 @@ static const registration registrations[] = {
      MM_DTYPE_INT4,
      {"i8xi4_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, mm_ukernel_i8_i4_amx, NULL, mm_prepare_panel_i4_amx,
       I4_SMALL_MAX_ROWS + 1, MM_GEMM_AMX_KC}},
-    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, AMX_MX(mm_prepare_panel_fp8_avx512, "e4m3xe4m3")},
-    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, AMX_MX(mm_prepare_panel_fp8_avx512, "e5m2xe5m2")},
-    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, AMX_MX(mm_prepare_panel_fp8_avx512, "e5m2xe4m3")},
-    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, AMX_MX(mm_prepare_panel_fp8_avx512, "e4m3xe5m2")},
-    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, AMX_MX(mm_prepare_panel_fp4_avx512, "e4m3xfp4")},
-    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, AMX_MX(mm_prepare_panel_fp4_avx512, "e5m2xfp4")},
-    {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, AMX_MX(mm_prepare_panel_fp4_avx512, "fp4xfp4")},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, AMX_MX(mm_prepare_panel_fp8_amx, "e4m3xe4m3")},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, AMX_MX(mm_prepare_panel_fp8_amx, "e5m2xe5m2")},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, AMX_MX(mm_prepare_panel_fp8_amx, "e5m2xe4m3")},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, AMX_MX(mm_prepare_panel_fp8_amx, "e4m3xe5m2")},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, AMX_MX(mm_prepare_panel_fp4_amx, "e4m3xfp4")},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, AMX_MX(mm_prepare_panel_fp4_amx, "e5m2xfp4")},
+    {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, AMX_MX(mm_prepare_panel_fp4_amx, "fp4xfp4")},
 };
 #define N_REGISTRATIONS (sizeof registrations / sizeof registrations[0])
 
@@ -99,6 +99,14 @@ typedef struct few_rows_registration {
         label "_avx512_small_4x32", MM_ISA_AVX512, MM_GEMM_MX_SMALL_MR, mm_ukernel_mx_small_avx512,          \
             mm_gemm_mx_row_to_bf16, NULL, 0, 0                                                               \
     }
+/* MX on AMX with few rows: K blocks decoded straight into the B tiles (mx_amx_avx512.c), one tile of up
+ * to 16 rows per panel; the prepared-block kernel above takes the larger groups. */
+#define MX_FEW_AMX_MAX_ROWS MM_GEMM_MX_FEW_AMX_MR
+#define AMX_MX_FEW(label)                                                                                    \
+    {                                                                                                        \
+        label "_amx_few_16x32", MM_ISA_AMX, MM_GEMM_MX_FEW_AMX_MR, mm_ukernel_mx_few_amx,                    \
+            mm_gemm_mx_row_to_bf16, NULL, 0, MM_GEMM_AMX_KC                                                  \
+    }
 static const few_rows_registration few_rows_registrations[] = {
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, 3, AVX512_MX_SMALL("e4m3xe4m3"), 1},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, 3, AVX512_MX_SMALL("e5m2xe5m2"), 1},
@@ -107,6 +115,13 @@ static const few_rows_registration few_rows_registrations[] = {
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, 3, AVX512_MX_SMALL("e4m3xfp4"), 1},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, 3, AVX512_MX_SMALL("e5m2xfp4"), 1},
     {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, 3, AVX512_MX_SMALL("fp4xfp4"), 1},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, MX_FEW_AMX_MAX_ROWS, AMX_MX_FEW("e4m3xe4m3"), 1},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, MX_FEW_AMX_MAX_ROWS, AMX_MX_FEW("e5m2xe5m2"), 1},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, MX_FEW_AMX_MAX_ROWS, AMX_MX_FEW("e5m2xe4m3"), 1},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, MX_FEW_AMX_MAX_ROWS, AMX_MX_FEW("e4m3xe5m2"), 1},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, MX_FEW_AMX_MAX_ROWS, AMX_MX_FEW("e4m3xfp4"), 1},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, MX_FEW_AMX_MAX_ROWS, AMX_MX_FEW("e5m2xfp4"), 1},
+    {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, MX_FEW_AMX_MAX_ROWS, AMX_MX_FEW("fp4xfp4"), 1},
     {MM_DTYPE_I8,
      MM_DTYPE_INT4,
      I4_SMALL_MAX_ROWS,
@@ -162,6 +177,22 @@ const mm_gemm_kernel *mm_gemm_kernel_lookup(mm_isa isa, mm_dtype a_dtype, mm_dty
     for (size_t i = 0; i < N_REGISTRATIONS; i++) {
         const registration *r = &registrations[i];
         if (r->kernel.isa == isa && r->a_dtype == a_dtype && r->w_dtype == w_dtype) return &r->kernel;
+    }
+    return NULL;
+}
+
+const mm_gemm_kernel *mm_gemm_kernel_lookup_few_rows(mm_isa isa, mm_dtype a_dtype, mm_dtype w_dtype,
+                                                     int *max_rows) {
+    if (!dtype_in_range(a_dtype) || !dtype_in_range(w_dtype) || !mm_cpu_supports(isa)) return NULL;
+    __builtin_cpu_init();
+    int vbmi = __builtin_cpu_supports("avx512vbmi");
+    for (size_t i = 0; i < N_FEW_ROWS; i++) {
+        const few_rows_registration *r = &few_rows_registrations[i];
+        if (r->kernel.isa == isa && r->a_dtype == a_dtype && r->w_dtype == w_dtype &&
+            (vbmi || !r->needs_vbmi)) {
+            if (max_rows) *max_rows = r->max_rows;
+            return &r->kernel;
+        }
     }
     return NULL;
 }

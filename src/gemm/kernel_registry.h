@@ -20,5 +20,10 @@ const mm_gemm_kernel *mm_gemm_kernel_select(mm_dtype a_dtype, mm_dtype w_dtype);
 /* The kernel of exactly that ISA for the pair, or NULL if there is none or the hardware lacks the ISA
  * (ignores MEGAMOE_ISA, so tests can compare ISAs). */
 const mm_gemm_kernel *mm_gemm_kernel_lookup(mm_isa isa, mm_dtype a_dtype, mm_dtype w_dtype);
+/* The few-rows kernel of exactly that ISA for the pair (the one select_rows prefers for small groups,
+ * e.g. the MX kernels of mx_small_avx512.c and mx_amx_avx512.c), or NULL if there is none or the hardware
+ * lacks what it needs; *max_rows (if not NULL) gets the largest group it is chosen for. */
+const mm_gemm_kernel *mm_gemm_kernel_lookup_few_rows(mm_isa isa, mm_dtype a_dtype, mm_dtype w_dtype,
+                                                     int *max_rows);
 
 #endif

@@ -46,11 +46,26 @@ void mm_ukernel_i8_i4_small_avx512(const mm_ukernel_args *args);
  * while the M tiles pass (measured, 64 rows, K 7168: INT8 +30 %, BF16 +15 %). */
 #define MM_GEMM_AMX_KC 2048
 void mm_ukernel_bf16_bf16_amx(const mm_ukernel_args *args);
+/* K per call of the AMX INT kernels: any K up to 8192 (hidden sizes up to 8192) in one call. Each call
+ * loads the tile configuration and, between blocks, moves its four C tiles through `partial`: a tile store
+ * then a tile load of the same lines costs ~1400 cycles per call, as much as 13 of the 2 x 2 steps
+ * (measured in a tile loop), so at 2048 (INT8 K 7168: four calls per tile) they took ~20 % of the hot
+ * kernel. The panel slice of a call (8192 x 32 bytes = 256 KiB INT8) still stays in L2 for the next M
+ * tile. */
+#define MM_GEMM_AMX_INT_KC 8192
 void mm_ukernel_i8_i8_amx(const mm_ukernel_args *args);
 /* INT8 x INT4: the INT8 tile over panel blocks decoded to INT8 by mm_prepare_panel_i4_amx. */
 void mm_ukernel_i8_i4_amx(const mm_ukernel_args *args);
 void mm_prepare_panel_i4_amx(const mm_ukernel_args *args, uint8_t *block);
-/* MX pairs: the BF16 tile over prepared rows and panel blocks (as the AVX-512 MX kernel). */
+/* MX pairs: the BF16 tile over prepared rows and panel blocks decoded by mm_prepare_panel_*_amx
+ * (mx_amx_avx512.c: lookups in registers, scale as an exponent subtraction; needs AVX512_VBMI, which every
+ * AMX CPU has). */
 void mm_ukernel_mx_amx(const mm_ukernel_args *args);
+void mm_prepare_panel_fp8_amx(const mm_ukernel_args *args, uint8_t *block);
+void mm_prepare_panel_fp4_amx(const mm_ukernel_args *args, uint8_t *block);
+/* MX pairs with few rows (m <= MM_GEMM_MX_FEW_AMX_MR, mx_amx_avx512.c): each K block of 32 decoded from
+ * the raw panel into two B tiles in L1 and multiplied at once, no prepared block. */
+#define MM_GEMM_MX_FEW_AMX_MR 16
+void mm_ukernel_mx_few_amx(const mm_ukernel_args *args);
 
 #endif
