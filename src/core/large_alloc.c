@@ -1,5 +1,5 @@
 /* core/large_alloc.c: 2 MiB-aligned allocations advised as huge pages (large_alloc.h). */
-#define _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE /* madvise, posix_memalign */
 #include "core/large_alloc.h"
 
 #include <stdint.h>
@@ -15,7 +15,8 @@ void *mm_alloc_large(size_t bytes) {
     /* The size is not rounded up: the last partial 2 MiB stays on small pages, and nothing beyond the
      * request is ever touched (a per-expert round-up would cost up to 2 MiB per matrix). */
     size_t rounded = (bytes + 63) / 64 * 64;
-    void *p = aligned_alloc(HUGE_PAGE_BYTES, rounded);
+    void *p = NULL; /* posix_memalign: C11 aligned_alloc wants the size a multiple of the alignment */
+    if (posix_memalign(&p, HUGE_PAGE_BYTES, rounded) != 0) return NULL;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     if (p) (void)madvise(p, rounded / 4096 * 4096, MADV_HUGEPAGE); /* advice only: small pages work too */
 #endif
