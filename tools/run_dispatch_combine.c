@@ -1,7 +1,8 @@
 /* tools/run_dispatch_combine.c: `megamoe run --op dispatch-combine`: Dispatch V3, a real expert FFN
  * (BF16 SwiGLU through the grouped GEMM layer, run_dc_ffn.c) on the received rows, then Combine + Add +
  * RMSNorm V2, on R ranks as threads, with per-stage timings (median over iterations of the slowest
- * rank) and a check that every iteration gives the same bits. */
+ * rank), a check that every iteration gives the same bits, and sampled tokens of every rank checked
+ * against a float64 recomputation (run_dc_check.c). */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include "cli_util.h"
 #include "dc_world.h"
 #include "megamoe/formats.h"
+#include "run_dc_check.h"
 #include "run_dc_ffn.h"
 #include "run_ops.h"
 #include "timing.h"
@@ -20,13 +22,17 @@ static const char run_usage[] =
     "\n"
     "Dispatch V3 -> expert FFN (BF16 SwiGLU, grouped GEMM) -> Combine + Add + RMSNorm V2 on the ranks of\n"
     "--ranks x max(--tp, 1) threads, timed per stage (median over iterations of the slowest rank).\n"
-    "Checks that every iteration gives the same bits and that y, x and rstd are finite.\n"
+    "Checks that every iteration gives the same bits, that y, x and rstd are finite, and --check-tokens\n"
+    "tokens of every rank against a float64 recomputation of the whole pipeline (not with --tp 2 or\n"
+    "--remove: the operator tests pin those).\n"
     "\n"
     "options:\n" CLI_DC_OPTIONS_HELP_WITH(
         "4 per routed rank; one per routed rank with --tp 2", "32", "1024",
         "min(4, experts)") "      --inter I                  expert intermediate size (default 512)\n"
                            "      --iterations N             timed iterations (default 5; one warm-up "
                            "first)\n"
+                           "      --check-tokens N           tokens per rank checked against float64 "
+                           "(default 8; 0: none)\n"
                            "  -h, --help                     show this help\n";
 
 enum { ST_DISPATCH, ST_FFN, ST_COMBINE, ST_COUNT };
@@ -34,10 +40,11 @@ static const char *const stage_names[ST_COUNT] = {"dispatch", "expert FFN", "com
 
 typedef struct run_ctx {
     const cli_dc_world *w;
-    int64_t inter, iterations;
+    int64_t inter, iterations, check_tokens;
     double *times; /* [rank][iteration][stage] */
     int64_t *rows;
     int mismatch, not_finite;
+    cli_dc_check_stats check[MM_COMM_MAX_RANKS];
 } run_ctx;
 
 static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
@@ -119,6 +126,10 @@ static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
                     t[s + 1] - t[s];
         }
     }
+    /* x and rstd of the last iteration equal the first one's (every iteration gives the same bits). */
+    if (run->check_tokens > 0 && cli_dc_check_supported(w) &&
+        (st = cli_dc_check_rank(w, g, run->inter, run->check_tokens, y_first, x, rstd, &run->check[g], err)))
+        goto done;
     goto done;
 oom:
     st = MM_ERR_OUT_OF_MEMORY;
@@ -132,16 +143,17 @@ done:
 }
 
 int cli_run_dispatch_combine_main(int argc, char **argv) {
-    enum { OPT_INTER = 700, OPT_ITERATIONS };
+    enum { OPT_INTER = 700, OPT_ITERATIONS, OPT_CHECK_TOKENS };
     static const struct option long_options[] = {CLI_DC_OPTIONS,
                                                  {"inter", required_argument, NULL, OPT_INTER},
                                                  {"iterations", required_argument, NULL, OPT_ITERATIONS},
+                                                 {"check-tokens", required_argument, NULL, OPT_CHECK_TOKENS},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
     const char *cmd = "run";
     cli_dc_opts o = cli_dc_default_opts();
     o.tokens = 32, o.hidden = 1024; /* --experts and --topk: 0 until given (defaults below) */
-    int64_t inter = 512, iterations = 5;
+    int64_t inter = 512, iterations = 5, check_tokens = 8;
     int opt;
     optind = 0;
     opterr = 0;
@@ -155,6 +167,10 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
             break;
         case OPT_ITERATIONS:
             if (cli_parse_int64(cmd, "--iterations", optarg, 1, 100000, &iterations))
+                return MM_CLI_EXIT_USAGE;
+            break;
+        case OPT_CHECK_TOKENS:
+            if (cli_parse_int64(cmd, "--check-tokens", optarg, 0, 1 << 20, &check_tokens))
                 return MM_CLI_EXIT_USAGE;
             break;
         case 'h': fputs(run_usage, stdout); return MM_CLI_EXIT_OK;
@@ -178,10 +194,12 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
     run_ctx run = {&w,
                    inter,
                    iterations,
+                   check_tokens,
                    calloc((size_t)(w.nranks * iterations * ST_COUNT), sizeof(double)),
                    calloc((size_t)w.nranks, sizeof(int64_t)),
                    0,
-                   0};
+                   0,
+                   {{0}}};
     mm_error err;
     mm_error_clear(&err);
     if (!run.times || !run.rows) {
@@ -229,6 +247,26 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
     printf("check: every iteration gives the same bits: %s; outputs finite: %s\n",
            run.mismatch ? "NO" : "yes", run.not_finite ? "NO" : "yes");
     rc = run.mismatch || run.not_finite ? MM_CLI_EXIT_FAILURE : MM_CLI_EXIT_OK;
+    if (check_tokens > 0 && cli_dc_check_supported(&w)) {
+        cli_dc_check_stats all = {0};
+        for (int64_t g = 0; g < w.nranks; g++) {
+            const cli_dc_check_stats *c = &run.check[g];
+            all.tokens += c->tokens, all.inactive += c->inactive, all.values += c->values;
+            all.within += c->within;
+            if (c->max_err_over_rms > all.max_err_over_rms) all.max_err_over_rms = c->max_err_over_rms;
+        }
+        printf("check: float64 reference on %lld tokens (+ %lld inactive, zeros expected): max |y - y_ref| / "
+               "rms(y_ref) %.2e, %.1f%% of y, x, rstd within tolerance\n",
+               (long long)all.tokens, (long long)all.inactive, all.max_err_over_rms,
+               all.values ? 100.0 * (double)all.within / (double)all.values : 100.0);
+        if (all.within != all.values) {
+            cli_error(cmd, "%lld of %lld checked values are outside the float64 tolerance",
+                      (long long)(all.values - all.within), (long long)all.values);
+            rc = MM_CLI_EXIT_FAILURE;
+        }
+    } else if (check_tokens > 0) {
+        printf("check: no float64 check with --tp 2 or --remove (the operator tests pin those)\n");
+    }
 done:
     free(run.times), free(run.rows);
     cli_dc_world_free(&w);

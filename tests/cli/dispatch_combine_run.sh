@@ -9,6 +9,7 @@ set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 
 SAME="check: every iteration gives the same bits: yes; outputs finite: yes"
+F64="of y, x, rstd within tolerance"
 SMALL=(--tokens 4 --hidden 64 --inter 32 --iterations 2)
 
 # ---- run --op dispatch-combine ----
@@ -22,16 +23,23 @@ stdout_has "3 ranks (EP 3 x TP 1), Bs 4, H 64, K 4, 12 routed experts (4 per ran
 stdout_has "; 48 rows received in all" "run plain" # 3 ranks x 4 tokens x K 4
 for stage in "dispatch " "expert FFN" "combine + RMSNorm" "total (per rank)"; do stdout_has "$stage" "run plain"; done
 stdout_has "$SAME" "run plain"
+stdout_has "check: float64 reference on 12 tokens (+ 0 inactive, zeros expected)" "run plain"
+stdout_has "100.0% $F64" "run plain"
 
 expect 0 "run tp" run --op dispatch-combine --ranks 2 --tp 2 --quant-mode 2 --smooth "${SMALL[@]}"
 stdout_has "4 ranks (EP 2 x TP 2), Bs 4, H 64, K 2, 2 routed experts (1 per rank)" "run tp"
 stdout_has "; 64 rows received in all" "run tp" # 4 sources x 4 tokens x K 2, each to both TP ranks
 stdout_has "$SAME" "run tp"
+stdout_has "check: no float64 check with --tp 2" "run tp"
 
 expect 0 "run shared + special + mask" run --op dispatch-combine --ranks 4 --shared-experts 1 --shared-ranks 1 \
     --zero-experts 1 --copy-experts 1 --const-experts 2 --alpha-2d --mask 2d --shared-x "${SMALL[@]}"
 stdout_has "1 shared" "run shared"
 stdout_has "$SAME" "run shared"
+stdout_has "100.0% $F64" "run shared"
+expect 0 "run quant 2 + 2 shared + 1-D mask" run --op dispatch-combine --ranks 6 --shared-experts 2 --shared-ranks 2 \
+    --quant-mode 2 --smooth --mask 1d --uneven-bs --copy-experts 1 --const-experts 1 "${SMALL[@]}"
+stdout_has "100.0% $F64" "run quant 2"
 
 expect 0 "run elastic" run --op dispatch-combine --ranks 4 --remove 1,2 --uneven-bs --mask 1d "${SMALL[@]}"
 stdout_has "elastic scale-in" "run elastic"
