@@ -69,8 +69,14 @@ typedef struct dnnl_result {
     double dnnl_seconds, ours_seconds; /* medians, N threads */
     char why[160];
 } dnnl_result;
+/* Per (format, hidden, rows): the registry's choice (level auto), for the summary (e). */
+typedef struct auto_result {
+    int measured;
+    double pct_dot, xbw[2], speedup;
+} auto_result;
 typedef struct best_gemm {
     dnnl_result r[FFN_FORMAT_COUNT][MAX_LIST][MAX_LIST];
+    auto_result a[FFN_FORMAT_COUNT][MAX_LIST][MAX_LIST];
 } best_gemm;
 
 static int parse_list(const char *cmd, const char *option, const char *text, int64_t min, int64_t max,
@@ -163,7 +169,8 @@ static double level_peak(const baselines *b, int isa, int is_int, int j) {
 
 /* Times one (expert set, rows, level) with 1 and N threads and prints its row. Returns -1 on failure. */
 static int measure_row(const ffn_config *cfg, const baselines *b, bench_ffn_expert *x, bench_ffn_format f,
-                       int64_t hidden, int64_t inter, int64_t rows, int64_t experts, int level) {
+                       int64_t hidden, int64_t inter, int64_t rows, int64_t experts, int level,
+                       auto_result *keep) {
     bench_ffn_choice choice;
     if (bench_ffn_choose(x, level, &choice) != 0) return 0; /* the CPU lacks this level */
     int t[2] = {1, cfg->threads};
@@ -205,6 +212,8 @@ static int measure_row(const ffn_config *cfg, const baselines *b, bench_ffn_expe
            med[0] * 1e3, med[1] * 1e3, rate / 1e9, dot > 0 ? 100 * rate / dot : NAN,
            peak > 0 ? 100 * rate / peak : NAN, wbytes / 1e6, xbw[0], xbw[1], med[0] / med[1]);
     fflush(stdout);
+    if (keep && level == LEVEL_AUTO)
+        *keep = (auto_result){1, dot > 0 ? 100 * rate / dot : NAN, {xbw[0], xbw[1]}, med[0] / med[1]};
     return 0;
 }
 
@@ -291,7 +300,7 @@ static int measure_format(const ffn_config *cfg, const baselines *b, bench_ffn_f
         /* The portable reference kernels, on a shape small enough for them. */
         bench_ffn_expert *x = bench_ffn_expert_create(f, 256, 128, 1, 4, 7);
         if (!x) goto oom;
-        int rc = measure_row(cfg, b, x, f, 256, 128, 4, 1, MM_ISA_REF);
+        int rc = measure_row(cfg, b, x, f, 256, 128, 4, 1, MM_ISA_REF, NULL);
         bench_ffn_expert_free(x);
         if (rc != 0) return -1;
     }
@@ -311,8 +320,8 @@ static int measure_format(const ffn_config *cfg, const baselines *b, bench_ffn_f
         }
         for (int r = 0; r < cfg->n_rows; r++) {
             for (int l = 0; l < cfg->n_levels; l++)
-                if (measure_row(cfg, b, x, f, hidden, cfg->inter, cfg->rows[r], experts, cfg->levels[l]) !=
-                    0) {
+                if (measure_row(cfg, b, x, f, hidden, cfg->inter, cfg->rows[r], experts, cfg->levels[l],
+                                &best->a[f][h][r]) != 0) {
                     bench_ffn_expert_free(x);
                     return -1;
                 }
@@ -360,6 +369,66 @@ static void print_dnnl(const ffn_config *cfg, const best_gemm *best) {
                        (long long)cfg->hidden[h], (long long)cfg->rows[r], d->dnnl_seconds * 1e3,
                        d->ours_seconds * 1e3, d->dnnl_seconds / d->ours_seconds);
             }
+    }
+}
+
+/* Worst case of one target over the measured (format, hidden, rows) of a row range, level auto. */
+typedef struct target_span {
+    double worst;
+    int n;
+} target_span;
+
+static void span_add(target_span *t, double v, int want_max) {
+    if (isnan(v)) return;
+    if (t->n == 0 || (want_max ? v > t->worst : v < t->worst)) t->worst = v;
+    t->n++;
+}
+
+static void print_target(const char *what, const char *rule, target_span t, double bound, int want_max) {
+    if (t.n == 0) return;
+    int met = want_max ? t.worst <= bound : t.worst >= bound;
+    printf("%-44s %-16s %10.2f   %s\n", what, rule, t.worst, met ? "met" : "NOT met");
+}
+
+/* (e) the targets of the speed work, from the rows above (registry's choice): prefill = 64 rows or more
+ * per expert, decode = 1 to 8 rows. */
+static void print_summary(const ffn_config *cfg, const best_gemm *best, int quick) {
+    printf("\n(e) against the targets (worst case over the measured hidden sizes and rows, level auto)%s\n",
+           quick ? ";\n    --quick shapes are far below the targets' (one small expert per call: fixed costs "
+                   "weigh)"
+                 : "");
+    printf("%-44s %-16s %10s   %s\n", "target", "rule", "worst", "verdict");
+    for (int fi = 0; fi < cfg->n_formats; fi++) {
+        bench_ffn_format f = (bench_ffn_format)cfg->formats[fi];
+        target_span dot = {0}, xbw1 = {0}, scale = {0}, dnnl = {0};
+        for (int h = 0; h < cfg->n_hidden; h++)
+            for (int r = 0; r < cfg->n_rows; r++) {
+                const auto_result *a = &best->a[f][h][r];
+                const dnnl_result *d = &best->r[f][h][r];
+                if (!a->measured) continue;
+                if (cfg->rows[r] >= 64) {
+                    span_add(&dot, a->pct_dot, 0);
+                    span_add(&scale, a->speedup, 0);
+                    if (d->measured > 0) span_add(&dnnl, d->dnnl_seconds / d->ours_seconds, 0);
+                } else if (cfg->rows[r] <= 8) {
+                    span_add(&xbw1, a->xbw[0], 1);
+                    span_add(&xbw1, a->xbw[1], 1);
+                }
+            }
+        char what[64];
+        const char *name = bench_ffn_format_name(f);
+        double want = f == FFN_BF16 ? 85 : f == FFN_INT8 || f == FFN_INT8_INT4 ? 80 : 70;
+        snprintf(what, sizeof what, "%s prefill: %% of the %s peak", name,
+                 bench_ffn_format_is_int(f) ? "vpdpbusd" : "vdpbf16ps");
+        char rule[32];
+        snprintf(rule, sizeof rule, ">= %.0f", want);
+        print_target(what, rule, dot, want, 0);
+        snprintf(what, sizeof what, "%s prefill: oneDNN time / ours", name);
+        print_target(what, ">= 1.00", dnnl, 1.0, 0);
+        snprintf(what, sizeof what, "%s prefill: N threads / 1 thread", name);
+        print_target(what, ">= 1.80", scale, 1.8, 0);
+        snprintf(what, sizeof what, "%s decode: time / streaming bound (1 and N)", name);
+        print_target(what, "<= 1.30", xbw1, 1.3, 1);
     }
 }
 
@@ -478,6 +547,7 @@ int mm_bench_ffn_main(int argc, char **argv) {
     for (int i = 0; i < cfg.n_formats && rc == MM_CLI_EXIT_OK; i++)
         if (measure_format(&cfg, &b, (bench_ffn_format)cfg.formats[i], best) != 0) rc = MM_CLI_EXIT_FAILURE;
     if (rc == MM_CLI_EXIT_OK) print_dnnl(&cfg, best);
+    if (rc == MM_CLI_EXIT_OK) print_summary(&cfg, best, quick);
     free(best);
     return rc;
 }

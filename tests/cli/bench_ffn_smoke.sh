@@ -8,13 +8,21 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 timeout 240 "$MEGAMOE" bench ffn --quick >"$WORK/out" 2>"$WORK/err"
 status=$?
 if [ "$status" -eq 0 ]; then ok; else bad "bench ffn --quick exited $status: $(head -c 400 "$WORK/err")"; fi
-for section in "(a) peak loops" "vdpbf16ps" "(b) streaming read" "(c) expert FFN" "(d) oneDNN"; do
+for section in "(a) peak loops" "vdpbf16ps" "(b) streaming read" "(c) expert FFN" "(d) oneDNN" "(e) against the targets"; do
     if grep -qF -- "$section" "$WORK/out"; then ok; else bad "output lacks '$section'"; fi
 done
 # One table row per format at the quick shape (H = 2048), each ending in a number (the speed-up).
 for format in bf16 int8 int8xint4 mxfp8 mxfp8xmxfp4 mxfp4; do
     if grep -qE "^$format +2048 +(1|8|64) +[a-z0-9]+ +[a-z0-9_]+ .*[0-9]$" "$WORK/out"; then ok; else
         bad "no table row for $format"
+    fi
+done
+
+# The summary has one verdict line per target and format (prefill %, scaling, decode; oneDNN for bf16/int8
+# when built with it).
+for format in bf16 int8 int8xint4 mxfp8 mxfp8xmxfp4 mxfp4; do
+    if grep -qE "^$format decode: time / streaming bound .* (met|NOT met)$" "$WORK/out"; then ok; else
+        bad "no decode verdict for $format"
     fi
 done
 
