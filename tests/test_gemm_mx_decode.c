@@ -2,12 +2,15 @@
  * every FP8/FP4 code and over scale bytes inside and outside the range where scaling is an exponent
  * addition (0, 1, 9, 10, 16, 17, 100, 127, 200, 239, 240, 246, 247, 252, 253, 254, 255), so both the
  * fast and the slow path are pinned (also with the NaN/Inf codes replaced, since they send an FP8 block of
- * the AMX decoder to its slow path), for the AVX-512 and the AMX decoders. Expected values are computed here
+ * the AMX decoder to its slow path), for the AVX-512 and the AMX decoders, and the AMX kernels' activation
+ * rows against the scalar row conversion. Expected values are computed here
  * in float64 from the scalar decoders of megamoe/formats.h: v = decode(q) * 2^(b-127), as BF16 (values below
  * 2^-126 flushed to zero, as vcvtne2ps2bf16 does; beyond the F32 range Inf; NaN stays NaN). */
 #include <math.h>
 
+#include "core/cpu.h"
 #include "gemm/kernel_registry.h"
+#include "gemm/kernels/kernels.h"
 #include "gemm/packed.h"
 #include "test_gemm_common.h"
 
@@ -94,7 +97,41 @@ static void check_format(mm_isa isa, mm_dtype a_dtype, mm_dtype w_dtype, int fin
     free(mx);
 }
 
+/* The AMX kernels' activation rows (mm_gemm_mx_row_to_bf16_amx) against the scalar conversion
+ * (mm_gemm_mx_row_to_bf16): every code under every scale byte, an odd K with a tail shorter than the
+ * vector step, bit for bit except that a zero of either sign may come out as +0. */
+static void check_rows(mm_dtype a_dtype, int finite) {
+    __builtin_cpu_init();
+    if (!mm_cpu_supports(MM_ISA_AMX) || !__builtin_cpu_supports("avx512vbmi")) return;
+    int64_t k = 64 * 2 * N_SCALES + 37, blocks = (k + 31) / 32;
+    int64_t row_bytes = mm_dtype_row_bytes(a_dtype, k);
+    uint8_t *row = calloc((size_t)row_bytes, 1), *scales = calloc((size_t)blocks, 1);
+    uint16_t *want = calloc((size_t)k + 1, 2), *got = calloc((size_t)k + 1, 2);
+    for (int64_t i = 0; i < k; i++)
+        gemm_put(a_dtype, row, i, code_of(a_dtype, i / 32, (int)(i % 32), finite));
+    /* Both blocks of a 64-value step get every scale byte (pairs (b, b) and (b, next b)). */
+    for (int64_t g = 0; g < blocks; g++)
+        scales[g] = scale_bytes[(g / 2 + (g % 2) * (g / (2 * N_SCALES))) % N_SCALES];
+    mm_gemm_mx_row_to_bf16(a_dtype, row, scales, k, want);
+    mm_gemm_mx_row_to_bf16_amx(a_dtype, row, scales, k, got);
+    int bad = 0;
+    for (int64_t i = 0; i < k + (k & 1); i++) {
+        int ok = got[i] == want[i] || ((got[i] & 0x7FFF) == 0 && (want[i] & 0x7FFF) == 0);
+        if (!ok && bad++ < 5)
+            mm_test_report_fail(__FILE__, __LINE__,
+                                "%s row: value %lld scale %u: bf16 0x%04x, expected 0x%04x",
+                                mm_dtype_name(a_dtype), (long long)i, scales[i / 32], got[i], want[i]);
+    }
+    CHECK_EQ_INT(bad, 0);
+    free(row), free(scales), free(want), free(got);
+}
+
 int main(void) {
+    for (int finite = 0; finite < 2; finite++) {
+        check_rows(MM_DTYPE_FP8_E4M3FN, finite);
+        check_rows(MM_DTYPE_FP8_E5M2, finite);
+        check_rows(MM_DTYPE_FP4_E2M1, finite);
+    }
     /* The AVX-512 decoder (mx_avx512.c) and the AMX one (mx_decode_avx512.h), where the CPU has them. */
     for (int isa = MM_ISA_AVX512; isa <= MM_ISA_AMX; isa++) {
         for (int finite = 0; finite < 2; finite++) {

@@ -62,6 +62,9 @@ void mm_prepare_panel_i4_amx(const mm_ukernel_args *args, uint8_t *block);
  * AMX CPU has). */
 void mm_ukernel_mx_amx(const mm_ukernel_args *args);
 void mm_prepare_panel_fp8_amx(const mm_ukernel_args *args, uint8_t *block);
+/* Activation rows of the AMX MX kernels: mm_gemm_mx_row_to_bf16, vectorized (zeros become +0). */
+void mm_gemm_mx_row_to_bf16_amx(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
+                                uint16_t *out);
 void mm_prepare_panel_fp4_amx(const mm_ukernel_args *args, uint8_t *block);
 /* MX pairs with few rows (m <= MM_GEMM_MX_FEW_AMX_MR, mx_amx_avx512.c): each K block of 32 decoded from
  * the raw panel into two B tiles in L1 and multiplied at once, no prepared block. */

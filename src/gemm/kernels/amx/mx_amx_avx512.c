@@ -21,7 +21,9 @@
 
 #include "gemm/kernels/amx/amx_tiles.h"
 #include "gemm/kernels/amx/mx_decode_avx512.h"
+#include "gemm/kernels/avx512/tile_store_avx512.h"
 #include "gemm/kernels/kernels.h"
+#include "megamoe/formats.h"
 
 static inline __attribute__((always_inline)) void prepare_panel(const mm_ukernel_args *p, uint8_t *block) {
     mx_decoder d;
@@ -64,21 +66,25 @@ static inline __attribute__((always_inline)) void few_decode_step(const mx_decod
     }
 }
 
-/* Tiles of the few-rows kernel: C as in amx_tiles.h (tmm0, tmm1), and two sets of A and B tiles that
- * alternate between steps, so the loads of one step need not wait for the products of the previous one
- * to release their tiles. */
-#define FEW_A_0  2
-#define FEW_B0_0 3
-#define FEW_B1_0 4
+/* Tiles of the few-rows kernel. A step's two products take 2 x 16 x 32 BF16 products whatever the row
+ * count, but each also waits for the previous product into the same C tile: with one C pair the steps
+ * ran at the tdpbf16ps latency (~65 cycles per step at 1 row, measured). Even and odd steps therefore
+ * accumulate into separate C pairs, added at the end (a fixed order: K blocks start on multiples of 8
+ * steps, so a step's parity does not depend on the block size), and take separate A tiles. */
+#define FEW_C0_0 0
+#define FEW_C1_0 1
+#define FEW_C0_1 2
+#define FEW_C1_1 3
+#define FEW_A_0  4
 #define FEW_A_1  5
-#define FEW_B0_1 6
-#define FEW_B1_1 7
+#define FEW_B0   6
+#define FEW_B1   7
 
-/* One step: decodes step s + 1 (software pipelining, see below), then multiplies step s on tile set
- * `set` (a literal, for the tile intrinsics). */
+/* One step: decodes step s + 1 (software pipelining, see below), then multiplies step s into the C pair
+ * of its parity `odd` (a literal, for the tile intrinsics). */
 static inline __attribute__((always_inline)) void
 few_step(const mx_decoder *d, const mm_ukernel_args *p, const uint8_t *a, int64_t first_pair,
-         int64_t end_pair, int64_t steps, int64_t s, uint8_t b_tiles[2][16 * 128], uint8_t *a_tail, int set) {
+         int64_t end_pair, int64_t steps, int64_t s, uint8_t b_tiles[2][16 * 128], uint8_t *a_tail, int odd) {
     if (s + 1 < steps) few_decode_step(d, p, first_pair, end_pair, s + 1, b_tiles[(s + 1) & 1]);
     const uint8_t *b = b_tiles[s & 1];
     const uint8_t *a_at = a + 64 * s;
@@ -91,18 +97,16 @@ few_step(const mx_decoder *d, const mm_ukernel_args *p, const uint8_t *a, int64_
         for (int r = 0; r < p->m; r++) memcpy(a_tail + 64 * r, a_at + r * p->a_stride, a_bytes);
         a_at = a_tail, a_stride = 64;
     }
-    if (set == 0) {
+    _tile_loadd(FEW_B0, b, 128);
+    _tile_loadd(FEW_B1, b + 64, 128);
+    if (!odd) {
         _tile_loadd(FEW_A_0, a_at, a_stride);
-        _tile_loadd(FEW_B0_0, b, 128);
-        _tile_loadd(FEW_B1_0, b + 64, 128);
-        _tile_dpbf16ps(AMX_C0, FEW_A_0, FEW_B0_0);
-        _tile_dpbf16ps(AMX_C1, FEW_A_0, FEW_B1_0);
+        _tile_dpbf16ps(FEW_C0_0, FEW_A_0, FEW_B0);
+        _tile_dpbf16ps(FEW_C1_0, FEW_A_0, FEW_B1);
     } else {
         _tile_loadd(FEW_A_1, a_at, a_stride);
-        _tile_loadd(FEW_B0_1, b, 128);
-        _tile_loadd(FEW_B1_1, b + 64, 128);
-        _tile_dpbf16ps(AMX_C0, FEW_A_1, FEW_B0_1);
-        _tile_dpbf16ps(AMX_C1, FEW_A_1, FEW_B1_1);
+        _tile_dpbf16ps(FEW_C0_1, FEW_A_1, FEW_B0);
+        _tile_dpbf16ps(FEW_C1_1, FEW_A_1, FEW_B1);
     }
 }
 
@@ -114,16 +118,22 @@ void mm_ukernel_mx_few_amx(const mm_ukernel_args *p) {
     cfg.palette = 1;
     for (int t = 0; t < 8; t++) {
         cfg.bytes_per_row[t] = 64;
-        cfg.rows[t] = (uint8_t)(t == FEW_B0_0 || t == FEW_B1_0 || t == FEW_B0_1 || t == FEW_B1_1 ? 16 : p->m);
+        cfg.rows[t] = (uint8_t)(t == FEW_B0 || t == FEW_B1 ? 16 : p->m);
     }
     _tile_loadconfig(&cfg);
+    /* partial: rows 0..15 the even steps' sums, rows 16..31 the odd steps' (MM_GEMM_MR_MAX = 32). */
     float *partial = p->partial;
+    const int stride = MM_GEMM_NR * 4;
     if (p->first) {
-        _tile_zero(AMX_C0);
-        _tile_zero(AMX_C1);
+        _tile_zero(FEW_C0_0);
+        _tile_zero(FEW_C1_0);
+        _tile_zero(FEW_C0_1);
+        _tile_zero(FEW_C1_1);
     } else {
-        _tile_loadd(AMX_C0, partial, MM_GEMM_NR * 4);
-        _tile_loadd(AMX_C1, partial + 16, MM_GEMM_NR * 4);
+        _tile_loadd(FEW_C0_0, partial, stride);
+        _tile_loadd(FEW_C1_0, partial + 16, stride);
+        _tile_loadd(FEW_C0_1, partial + 16 * MM_GEMM_NR, stride);
+        _tile_loadd(FEW_C1_1, partial + 16 * MM_GEMM_NR + 16, stride);
     }
     _Alignas(64) uint8_t b_tiles[2][16 * 128];
     _Alignas(64) uint8_t a_tail[16 * 64];
@@ -131,25 +141,95 @@ void mm_ukernel_mx_few_amx(const mm_ukernel_args *p) {
     int64_t steps = (end_pair - first_pair + 15) / 16;
     const uint8_t *a = p->a + 2 * p->k_begin;
     /* Software-pipelined by one step: block s + 1 is decoded before the tiles of block s are loaded, so
-     * the stores of a block have reached L1 when the tile loads read it (tile loads do not take data
-     * from the store buffer; loading right after the stores waits for them to drain). */
+     * the decoder's stores of a block are not the ones the next tile loads wait for. */
     few_decode_step(&d, p, first_pair, end_pair, 0, b_tiles[0]);
     for (int64_t s = 0; s < steps; s += 2) {
         few_step(&d, p, a, first_pair, end_pair, steps, s, b_tiles, a_tail, 0);
         if (s + 1 < steps) few_step(&d, p, a, first_pair, end_pair, steps, s + 1, b_tiles, a_tail, 1);
     }
-    if (!p->last) {
-        _tile_stored(AMX_C0, partial, MM_GEMM_NR * 4);
-        _tile_stored(AMX_C1, partial + 16, MM_GEMM_NR * 4);
-    } else if (p->n == MM_GEMM_NR) {
-        _tile_stored(AMX_C0, p->c, p->ldc * 4);
-        _tile_stored(AMX_C1, p->c + 16, p->ldc * 4);
-    } else {
-        _Alignas(64) float out[16 * MM_GEMM_NR];
-        _tile_stored(AMX_C0, out, MM_GEMM_NR * 4);
-        _tile_stored(AMX_C1, out + 16, MM_GEMM_NR * 4);
-        for (int r = 0; r < p->m; r++)
-            memcpy(p->c + r * p->ldc, out + r * MM_GEMM_NR, (size_t)p->n * sizeof(float));
-    }
+    _Alignas(64) float out[2][16 * MM_GEMM_NR];
+    float *sums = p->last ? out[0] : partial;
+    _tile_stored(FEW_C0_0, sums, stride);
+    _tile_stored(FEW_C1_0, sums + 16, stride);
+    _tile_stored(FEW_C0_1, sums + 16 * MM_GEMM_NR, stride);
+    _tile_stored(FEW_C1_1, sums + 16 * MM_GEMM_NR + 16, stride);
     _tile_release();
+    if (!p->last) return;
+    __mmask16 mask0 = tile_mask_lo(p->n), mask1 = tile_mask_hi(p->n);
+    for (int r = 0; r < p->m; r++) {
+        const float *even = out[0] + r * MM_GEMM_NR, *odd = out[1] + r * MM_GEMM_NR;
+        _mm512_mask_storeu_ps(p->c + r * p->ldc, mask0,
+                              _mm512_add_ps(_mm512_load_ps(even), _mm512_load_ps(odd)));
+        _mm512_mask_storeu_ps(p->c + r * p->ldc + 16, mask1,
+                              _mm512_add_ps(_mm512_load_ps(even + 16), _mm512_load_ps(odd + 16)));
+    }
+}
+
+/* Activation rows for the AMX MX kernels: as mm_gemm_mx_row_to_bf16 (prepare_rows.c), 64 values (two
+ * MX blocks) at a time with the decoder above (each block's scale as one subtraction); chunks with a
+ * scale outside the fast range or a NaN/Inf code, and the tail, take the scalar conversion. Same values,
+ * except that a zero activation of either sign becomes +0 (the sign of a zero product changes no sum). */
+static void row_chunk_scalar(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t begin,
+                             int64_t end, uint16_t *out) {
+    const float *lut = mm_gemm_lut(a_dtype);
+    const float *e8m0 = mm_gemm_lut(MM_DTYPE_E8M0);
+    int nibbles = a_dtype == MM_DTYPE_FP4_E2M1;
+    for (int64_t i = begin; i < end; i++) {
+        uint32_t code = nibbles ? (uint32_t)(row[i >> 1] >> ((i & 1) * 4)) & 0x0Fu : row[i];
+        out[i] = mm_f32_to_bf16(lut[code] * e8m0[mx_scales[i >> 5]]);
+    }
+}
+
+void mm_gemm_mx_row_to_bf16_amx(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
+                                uint16_t *out) {
+    mx_decoder d;
+    mx_decoder_make(&d, a_dtype);
+    __m512i fp4_hi = _mm512_setzero_si512(), fp4_lo = fp4_hi, fp4_idx = fp4_hi;
+    if (d.is_fp4) {
+        fp4_hi = _mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srli_epi16(d.t[0], 8)));
+        fp4_lo = _mm512_castsi256_si512(_mm512_cvtepi16_epi8(d.t[0]));
+        /* Byte 2j and 2j + 1 of the duplicated row = code byte j, taken in the order that makes vpunpck
+         * give values in order (the FP8 decoder's permutation). */
+        _Alignas(64) uint8_t perm[64], idx[64];
+        _mm512_store_si512(perm, mx_decoder_perm());
+        for (int i = 0; i < 64; i++) idx[i] = (uint8_t)(perm[i] / 2);
+        fp4_idx = _mm512_load_si512(idx);
+    }
+    int64_t i = 0;
+    for (; i + 64 <= k; i += 64) {
+        uint8_t s0 = mx_scales[i / 32], s1 = mx_scales[i / 32 + 1];
+        int safe = s0 >= d.s_min && s0 <= d.s_max && s1 >= d.s_min && s1 <= d.s_max;
+        __m512i hi, lo;
+        if (d.is_fp4) {
+            __m512i bytes = _mm512_permutexvar_epi8(
+                fp4_idx,
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(row + i / 2))));
+            /* Even bytes take the low nibble, odd bytes the high one. */
+            __m512i c =
+                _mm512_ternarylogic_epi32(_mm512_set1_epi16(0x000F), bytes, _mm512_srli_epi16(bytes, 4),
+                                          0xCA); /* 0x000F ? bytes : shifted, per bit */
+            c = _mm512_and_si512(c, _mm512_set1_epi16(0x0F0F));
+            hi = _mm512_permutexvar_epi8(c, fp4_hi);
+            lo = _mm512_permutexvar_epi8(c, fp4_lo);
+        } else {
+            __m512i c = _mm512_permutexvar_epi8(d.perm, _mm512_loadu_si512(row + i));
+            __mmask64 negative = _mm512_cmpgt_epu8_mask(c, _mm512_set1_epi8((char)0x80));
+            hi = _mm512_permutex2var_epi8(d.t[0], c, d.t[1]);
+            lo = _mm512_permutex2var_epi8(d.t[2], c, d.t[3]);
+            hi = _mm512_mask_add_epi8(hi, negative, hi, _mm512_set1_epi8((char)0x80));
+            safe = safe && !_mm512_test_epi8_mask(lo, _mm512_set1_epi8(1));
+        }
+        if (!safe) {
+            row_chunk_scalar(a_dtype, row, mx_scales, i, i + 64, out);
+            continue;
+        }
+        __m512i w0 =
+            _mm512_subs_epu16(_mm512_unpacklo_epi8(lo, hi), _mm512_set1_epi16((short)((d.s_max - s0) << 7)));
+        __m512i w1 =
+            _mm512_subs_epu16(_mm512_unpackhi_epi8(lo, hi), _mm512_set1_epi16((short)((d.s_max - s1) << 7)));
+        _mm512_storeu_si512(out + i, w0);
+        _mm512_storeu_si512(out + i + 32, w1);
+    }
+    row_chunk_scalar(a_dtype, row, mx_scales, i, k, out);
+    if (k & 1) out[k] = 0;
 }
