@@ -7,6 +7,7 @@
 #ifndef MEGAMOE_COMM_INTERNAL_H
 #define MEGAMOE_COMM_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +46,7 @@ struct mm_comm {
     int alive_count;
     unsigned char alive[MM_COMM_MAX_RANKS];
     int spin_rounds; /* 0 when this machine runs more of our ranks than it has cores: yield at once */
+    struct mm_doorbell *bell; /* rung by every peer that may end one of my waits; NULL: poll and sleep */
 };
 
 struct mm_symm {
@@ -68,7 +70,23 @@ double mm_comm_default_timeout(void);
 typedef struct mm_waiter {
     uint64_t rounds, sleeps, spin_rounds;
     double start, deadline;
+    struct mm_doorbell *bell; /* the waiting rank's doorbell, or NULL */
+    int armed;                /* registered as a sleeper on bell (mm_waiter_end undoes it) */
+    uint32_t seen;            /* the bell's count when armed */
 } mm_waiter;
+
+/* A rank's doorbell (threads backend): after the yield phase a waiter sleeps in the kernel (futex) and
+ * is woken by the write it waits for, instead of polling in sleeps of up to 200 us: no latency from the
+ * sleep steps, and no periodic wake-ups stealing the cores from the ranks that compute. Every write
+ * that can end a wait of the bell's owner (signal, barrier flag, mailbox, acknowledgement) rings after
+ * the write; a ring costs a fence and a load unless someone sleeps (protocol in comm/wait.c). */
+typedef struct mm_doorbell {
+    _Alignas(64) _Atomic uint32_t count;
+    _Atomic uint32_t sleepers;
+} mm_doorbell;
+
+/* After the write (release) that may end a wait of the bell's owner. */
+void mm_doorbell_ring(mm_doorbell *bell);
 
 void mm_waiter_start(mm_waiter *w, double timeout);
 /* With c's timeout and c's spinning policy. */
@@ -78,6 +96,8 @@ void mm_waiter_start_for(mm_waiter *w, const mm_comm *c);
 int mm_comm_spin_rounds_for(int ranks_here);
 /* Pauses once; returns 0 when the deadline has passed (the caller then reports a timeout). */
 int mm_waiter_pause(mm_waiter *w);
+/* Call when the awaited condition was seen (a pause may have registered the waiter on its doorbell). */
+void mm_waiter_end(mm_waiter *w);
 
 /* Formats "<op>: rank 3 did not arrive within 0.2 s" (or "ranks 1, 3 did not ...") for the ranks with
  * missing[r] != 0, returns MM_ERR_TIMEOUT. */

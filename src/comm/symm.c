@@ -104,6 +104,7 @@ mm_status mm_symm_wait(mm_symm *symm, int peer, uint64_t value, mm_error *err) {
             return mm_comm_leave(c, st, &local, err);
         }
     }
+    mm_waiter_end(&w);
     return MM_OK;
 }
 
@@ -123,7 +124,10 @@ mm_status mm_symm_wait_all(mm_symm *symm, uint64_t value, mm_error *err) {
                 missing[p] = 0;
                 left--;
             }
-        if (!left) return MM_OK;
+        if (!left) {
+            mm_waiter_end(&w);
+            return MM_OK;
+        }
         if (!mm_waiter_pause(&w)) break;
     }
     mm_error local = {MM_OK, ""};

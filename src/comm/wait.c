@@ -1,10 +1,17 @@
-/* comm/wait.c: the one waiting policy of every backend (spin, then yield, then sleep) and the message
- * that names the ranks a timed-out wait was missing. */
+/* comm/wait.c: the one waiting policy of every backend (spin, then yield, then sleep: on the rank's
+ * doorbell when the backend has one, else in growing steps), the doorbell itself, and the message that
+ * names the ranks a timed-out wait was missing. */
+#define _DEFAULT_SOURCE /* syscall() in ISO C mode */
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
 
 #include "comm/comm_internal.h"
 #include "core/clock.h"
@@ -19,8 +26,11 @@
 /* Yield (rather than sleep) for this long: a rank descheduled on a shared core is back within a few
  * time slices, and a sleeping waiter costs ~24 us to wake. */
 #define MM_WAIT_YIELD_SECONDS 2e-3
-/* Sleep steps grow to this cap, which bounds the extra latency of a long wait. */
+/* Sleep steps grow to this cap, which bounds the extra latency of a long wait (without a doorbell). */
 #define MM_WAIT_SLEEP_MAX_NS 200000L
+/* Longest single sleep on a doorbell: the deadline is re-checked at least this often. Every write that
+ * can end a wait rings, so this is not the latency (a safety net only). */
+#define MM_WAIT_BELL_MAX_NS 10000000L
 
 void mm_waiter_start(mm_waiter *w, double timeout) {
     w->rounds = 0;
@@ -28,11 +38,15 @@ void mm_waiter_start(mm_waiter *w, double timeout) {
     w->spin_rounds = MM_WAIT_SPIN_ROUNDS;
     w->start = mm_now_seconds();
     w->deadline = w->start + timeout;
+    w->bell = NULL;
+    w->armed = 0;
+    w->seen = 0;
 }
 
 void mm_waiter_start_for(mm_waiter *w, const mm_comm *c) {
     mm_waiter_start(w, c->timeout);
     w->spin_rounds = (uint64_t)c->spin_rounds;
+    w->bell = c->bell;
 }
 
 int mm_comm_spin_rounds_for(int ranks_here) {
@@ -46,6 +60,59 @@ static void cpu_relax(void) {
 #endif
 }
 
+#ifdef __linux__
+static void futex_wait(_Atomic uint32_t *addr, uint32_t expected, long ns) {
+    struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, expected, &ts, NULL, 0);
+}
+static void futex_wake_all(_Atomic uint32_t *addr) {
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+#else
+/* No futex: a short sleep, then the caller re-checks. */
+static void futex_wait(_Atomic uint32_t *addr, uint32_t expected, long ns) {
+    (void)addr;
+    (void)expected;
+    struct timespec ts = {0, ns < 50000L ? ns : 50000L};
+    nanosleep(&ts, NULL);
+}
+static void futex_wake_all(_Atomic uint32_t *addr) {
+    (void)addr;
+}
+#endif
+
+/* Dekker-style with the waiter (mm_waiter_pause): the writer's data store, a full fence, then a load of
+ * `sleepers`; the waiter's increment of `sleepers`, then its check of the data. Either this load sees
+ * the sleeper (and the count moves, so its futex wait returns or is woken), or the sleeper's check sees
+ * the data. When nobody sleeps (the common case) a ring is one fence and one load of a line that stays
+ * shared. */
+void mm_doorbell_ring(mm_doorbell *bell) {
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&bell->sleepers, memory_order_relaxed) == 0) return;
+    atomic_fetch_add(&bell->count, 1);
+    futex_wake_all(&bell->count);
+}
+
+/* The doorbell phase: one pause arms (registers as a sleeper and notes the count, then the caller
+ * checks its condition once more), the next sleeps until the count moves, then disarms. */
+static void bell_pause(mm_waiter *w, double left) {
+    if (!w->armed) {
+        atomic_fetch_add(&w->bell->sleepers, 1); /* sequentially consistent: see mm_doorbell_ring */
+        w->seen = atomic_load(&w->bell->count);
+        w->armed = 1;
+        return;
+    }
+    long ns = (double)MM_WAIT_BELL_MAX_NS * 1e-9 < left ? MM_WAIT_BELL_MAX_NS : (long)(left * 1e9) + 1;
+    futex_wait(&w->bell->count, w->seen, ns);
+    atomic_fetch_sub(&w->bell->sleepers, 1);
+    w->armed = 0;
+}
+
+void mm_waiter_end(mm_waiter *w) {
+    if (w->armed) atomic_fetch_sub(&w->bell->sleepers, 1);
+    w->armed = 0;
+}
+
 int mm_waiter_pause(mm_waiter *w) {
     w->rounds++;
     if (w->rounds < w->spin_rounds) {
@@ -53,10 +120,17 @@ int mm_waiter_pause(mm_waiter *w) {
         return 1;
     }
     double now = mm_now_seconds();
-    if (now >= w->deadline) return 0;
+    if (now >= w->deadline) {
+        mm_waiter_end(w);
+        return 0;
+    }
     double waited = now - w->start;
     if (waited < MM_WAIT_YIELD_SECONDS) {
         sched_yield();
+        return 1;
+    }
+    if (w->bell) {
+        bell_pause(w, w->deadline - now);
         return 1;
     }
     /* Sleep: 10 us doubling per round beyond the yield phase, capped, and never past the deadline. */

@@ -50,6 +50,7 @@ mm_status mm_thr_alltoallv(mm_comm *c, const void *send, const size_t *send_coun
             memcpy((unsigned char *)box + 64, (const char *)send + send_displs[p], count);
         }
         atomic_store_explicit(&box->epoch, epoch, memory_order_release);
+        mm_doorbell_ring(&g->bells[p]);
         left += missing[p] = 1;
     }
 
@@ -83,9 +84,11 @@ mm_status mm_thr_alltoallv(mm_comm *c, const void *send, const size_t *send_coun
                                              : (const char *)box + 64;
                 memcpy((char *)recv + recv_displs[p], from, sent);
             }
-            if (box->pull)
+            if (box->pull) {
                 atomic_store_explicit(&g->acks[(size_t)p * (size_t)n + (size_t)me].v,
                                       2 * epoch + (uint64_t)mismatch, memory_order_release);
+                mm_doorbell_ring(&g->bells[p]);
+            }
             missing[p] = 0;
             left--;
             progressed = 1;
@@ -93,6 +96,7 @@ mm_status mm_thr_alltoallv(mm_comm *c, const void *send, const size_t *send_coun
         if (left && !progressed && !mm_waiter_pause(&w))
             return mm_comm_fail_missing(c, err, "alltoallv", missing);
     }
+    mm_waiter_end(&w);
 
     /* Wait until every peer that pulls from my send buffer is done with it. */
     int peer_failed = -1;
@@ -111,6 +115,7 @@ mm_status mm_thr_alltoallv(mm_comm *c, const void *send, const size_t *send_coun
         if (left && !mm_waiter_pause(&w))
             return mm_comm_fail_missing(c, err, "alltoallv (waiting for peers to read my data)", missing);
     }
+    mm_waiter_end(&w);
     if (bad_peer >= 0)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "alltoallv: rank %d sends %zu bytes to rank %d but recv_counts[%d] = %zu", bad_peer,

@@ -12,6 +12,7 @@ mm_status mm_thr_barrier(mm_comm *c, mm_error *err) {
     thr_group *g = thr_group_of(c);
     uint64_t epoch = ++c->epoch;
     atomic_store_explicit(&g->slots[c->rank].posted, epoch, memory_order_release);
+    thr_ring_peers(c);
     unsigned char missing[MM_COMM_MAX_RANKS] = {0};
     int left = 0;
     for (int p = 0; p < c->size; p++)
@@ -24,7 +25,10 @@ mm_status mm_thr_barrier(mm_comm *c, mm_error *err) {
                 missing[p] = 0;
                 left--;
             }
-        if (!left) return MM_OK;
+        if (!left) {
+            mm_waiter_end(&w);
+            return MM_OK;
+        }
         if (!mm_waiter_pause(&w)) return mm_comm_fail_missing(c, err, "barrier", missing);
     }
 }

@@ -45,6 +45,7 @@ thr_group *mm_thr_group_new(int size, double timeout) {
     g->slots = aligned_zalloc((size_t)size * sizeof *g->slots);
     g->acks = aligned_zalloc((size_t)size * (size_t)size * sizeof *g->acks);
     g->comms = aligned_zalloc((size_t)size * sizeof *g->comms);
+    g->bells = aligned_zalloc((size_t)size * sizeof *g->bells);
     /* Mailboxes: MM_THR_INLINE_MAX bytes each, but 2 MiB per group at most, so the inline capacity
      * shrinks for many ranks (4 KiB up to 16 ranks, 1 KiB for 32, 256 B for 64). */
     size_t boxes = (size_t)size * (size_t)size * 2;
@@ -56,11 +57,14 @@ thr_group *mm_thr_group_new(int size, double timeout) {
     g->inline_max &= ~(size_t)63;
     g->mailbox_stride = 64 + g->inline_max;
     g->mailboxes = aligned_zalloc(boxes * g->mailbox_stride);
-    if (!g->slots || !g->acks || !g->comms || !g->mailboxes) {
+    if (!g->slots || !g->acks || !g->comms || !g->bells || !g->mailboxes) {
         mm_thr_group_delete(g);
         return NULL;
     }
-    for (int r = 0; r < size; r++) mm_comm_init_common(&g->comms[r], &mm_thr_vtable, g, r, size, timeout);
+    for (int r = 0; r < size; r++) {
+        mm_comm_init_common(&g->comms[r], &mm_thr_vtable, g, r, size, timeout);
+        g->comms[r].bell = &g->bells[r];
+    }
     return g;
 }
 
@@ -69,6 +73,7 @@ void mm_thr_group_delete(thr_group *g) {
     free(g->slots);
     free(g->acks);
     free(g->comms);
+    free(g->bells);
     free(g->mailboxes);
     free(g);
 }
@@ -115,8 +120,11 @@ static mm_status thr_destroy(mm_comm *c, mm_error *err) {
         atomic_fetch_add_explicit(&g->departed.v, 1, memory_order_acq_rel);
         return MM_OK;
     }
+    /* No doorbell here: a departing member must not touch the group after its increment (the leader
+     * may free it at once), so it cannot ring; the leader polls. */
     mm_waiter w;
     mm_waiter_start_for(&w, c);
+    w.bell = NULL;
     while (atomic_load_explicit(&g->departed.v, memory_order_acquire) < (uint64_t)(c->alive_count - 1))
         if (!mm_waiter_pause(&w))
             return mm_fail(err, MM_ERR_TIMEOUT,

@@ -34,6 +34,7 @@ typedef struct thr_group {
     thr_flag departed;     /* members done with the group during mm_comm_free */
     thr_slot *slots;       /* size */
     thr_flag *acks;        /* size * size, [sender * size + reader] */
+    mm_doorbell *bells;    /* size: rung after every write that may end a wait of that rank */
     mm_comm *comms;        /* size: each rank's own handle */
     unsigned char *mailboxes;
     size_t mailbox_stride; /* header line + inline capacity */
@@ -63,6 +64,13 @@ void mm_thr_group_delete(thr_group *g);
 
 static inline thr_group *thr_group_of(const mm_comm *c) {
     return (thr_group *)c->impl;
+}
+
+/* Rings every alive rank of c but the caller (a flag they all wait on has moved). */
+static inline void thr_ring_peers(const mm_comm *c) {
+    thr_group *g = thr_group_of(c);
+    for (int p = 0; p < c->size; p++)
+        if (p != c->rank && c->alive[p]) mm_doorbell_ring(&g->bells[p]);
 }
 
 mm_status mm_thr_barrier(mm_comm *c, mm_error *err);

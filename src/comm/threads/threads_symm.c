@@ -101,6 +101,7 @@ mm_status mm_thr_signal(mm_symm *s, int peer, uint64_t add, mm_error *err) {
     (void)err;
     thr_symm *t = s->impl;
     atomic_fetch_add_explicit(signal_line(t, peer, s->comm->rank), add, memory_order_release);
+    mm_doorbell_ring(&thr_group_of(s->comm)->bells[peer]);
     return MM_OK;
 }
 
