@@ -146,9 +146,9 @@ mm_status mm_moe_compute_only_run(mm_moe_compute_only *co, mm_error *err) {
         if (co->groups[j].rows > 0) active[n++] = co->groups[j];
     mm_status st = MM_OK;
     if (n > 0) {
-        mm_moe_ffn_job job = {&co->routed,      &co->act, co->hidden, co->inter,
-                              co->w->routed.k2, n,        active,     NULL,
-                              &co->scratch,     co->out,  NULL,       NULL};
+        mm_moe_ffn_job job = {&co->routed, &co->act, co->hidden, co->inter,    co->w->routed.k2,
+                              n,           active,   NULL,       &co->scratch, co->out,
+                              NULL,        NULL,     0};
         st = mm_moe_ffn_run(&job, err);
     }
     if (st == MM_OK && co->n_shared) {
@@ -163,7 +163,8 @@ mm_status mm_moe_compute_only_run(mm_moe_compute_only *co, mm_error *err) {
                               &co->shared_scratch,
                               co->shared_out,
                               NULL,
-                              NULL};
+                              NULL,
+                              0};
         st = mm_moe_ffn_run(&job, err);
     }
     free(active);

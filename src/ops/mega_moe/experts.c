@@ -219,7 +219,8 @@ static mm_status run_ready(run_state *s, const int64_t *ready, int64_t n_ready, 
                           &s->routed_scratch,
                           s->routed_out,
                           s->row_dst,
-                          s->b};
+                          s->b,
+                          1};
     if ((st = mm_moe_ffn_run(&job, err)) != MM_OK) goto done;
     if (s->attrs->combine_comm_mode == 1) goto done; /* reduced per source by the caller */
     double t0 = mm_now_seconds();
@@ -291,6 +292,21 @@ static mm_status reduce_finished_sources(run_state *s, sched *q, mm_error *err) 
     return st;
 }
 
+/* Marks the experts that became complete as done and appends those with rows to ready; returns how
+ * many it appended. */
+static int64_t collect_ready(const run_state *s, sched *q, int64_t *ready, int64_t *left) {
+    int64_t n = 0;
+    for (int64_t j = 0; j < s->El; j++) {
+        if (q->expert_done[j] || !expert_complete(s, q, j)) continue;
+        q->expert_done[j] = 1;
+        (*left)--;
+        int64_t rows = 0;
+        for (int64_t src = 0; src < s->R; src++) rows += block_rows(s, src, j);
+        if (rows > 0) ready[n++] = j; /* an expert without rows costs nothing */
+    }
+    return n;
+}
+
 mm_status mm_moe_experts(run_state *s, mm_error *err) {
     mm_status st = MM_OK;
     sched q;
@@ -304,17 +320,16 @@ mm_status mm_moe_experts(run_state *s, mm_error *err) {
     int64_t left = s->El;
     while (st == MM_OK && (left > 0 || q.n_arrived < s->R)) {
         poll_sources(s, &q);
-        int64_t n_ready = 0;
-        for (int64_t j = 0; j < s->El; j++) {
-            if (q.expert_done[j] || !expert_complete(s, &q, j)) continue;
-            q.expert_done[j] = 1;
-            left--;
-            int64_t rows = 0;
-            for (int64_t src = 0; src < s->R; src++) rows += block_rows(s, src, j);
-            if (rows > 0) q.ready[n_ready++] = j; /* an expert without rows costs nothing */
-        }
+        int64_t n_ready = collect_ready(s, &q, q.ready, &left);
         if (n_ready > 0) {
+            /* Late binding: the batch takes every expert complete once this rank holds the compute
+             * gate. Waiting for the gate lets more sources arrive, so a call runs fewer, larger
+             * batches: fewer gate handoffs (each a thread wake-up, 40-90 us here) and fewer passes. */
+            mm_moe_gate_enter();
+            poll_sources(s, &q);
+            n_ready += collect_ready(s, &q, q.ready + n_ready, &left);
             st = run_ready(s, q.ready, n_ready, err);
+            mm_moe_gate_leave();
             if (st == MM_OK && s->attrs->combine_comm_mode == 1) st = reduce_finished_sources(s, &q, err);
             continue;
         }

@@ -169,7 +169,7 @@ mm_status mm_moe_ffn_run(const mm_moe_ffn_job *job, mm_error *err) {
     /* Fused when every group's GEMM1 weights are interleaved (a weights handle packs all alike). */
     int fused = n > 0;
     for (int64_t i = 0; i < n; i++) fused = fused && job->groups[i].w1->interleave_gate_up;
-    mm_moe_gate_enter();
+    if (!job->gate_held) mm_moe_gate_enter();
     double t0 = mm_now_seconds();
     for (int64_t i = 0; i < n; i++) {
         const mm_moe_ffn_group *src = &job->groups[i];
@@ -219,7 +219,7 @@ mm_status mm_moe_ffn_run(const mm_moe_ffn_job *job, mm_error *err) {
         mm_moe_stats_event(job->timing, MM_MEGA_MOE_STAGE_GEMM2, t2, t3);
     }
 leave:
-    mm_moe_gate_leave();
+    if (!job->gate_held) mm_moe_gate_leave();
 done:
     free(g);
     free(tasks);

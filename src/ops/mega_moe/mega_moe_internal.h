@@ -255,6 +255,7 @@ typedef struct mm_moe_ffn_job {
     uint16_t *const *row_dst;   /* NULL, or per global row: where its BF16 output goes instead of out
                                    (a home rank's combine slot), NULL entries use out */
     mm_mega_moe_buffer *timing; /* stage events go here (NULL = none) */
+    int gate_held;              /* the caller already holds the compute gate (gate.c) */
 } mm_moe_ffn_job;
 
 mm_status mm_moe_ffn_run(const mm_moe_ffn_job *job, mm_error *err);

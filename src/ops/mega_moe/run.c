@@ -218,7 +218,8 @@ mm_status mm_moe_run_shared(run_state *s, mm_error *err) {
                           &s->shared_scratch,
                           s->shared_out,
                           NULL,
-                          NULL};
+                          NULL,
+                          0};
     s->shared_done = 1;
     mm_status st = mm_moe_ffn_run(&job, err);
     mm_moe_stats_event(s->b, MM_MEGA_MOE_STAGE_SHARED, t0, mm_now_seconds());
