@@ -40,9 +40,10 @@ typedef struct registration {
 
 /* INT8 x INT4 few-rows kernel (below): the raw panel straight into vpdpbusd (i4_small_avx512.c), 8-row
  * tiles. Up to I4_SMALL_MAX_ROWS rows it beats the general AVX-512 kernel (by 25-45 % with cold weights,
- * 1..8 rows) and the AMX kernel, whose per-block INT8 decode and tile set-up cost more than a dozen rows
- * of dot products (measured, K 7168, N 4096: equal at ~12-14 rows). */
-#define I4_SMALL_MAX_ROWS 12
+ * 1..8 rows) and the AMX kernel, whose panel decode to INT8 and tile set-up cost more than ten rows of
+ * dot products (measured, GEMM1 7168 -> 4096 + GEMM2 2048 -> 7168, cold, AMX / small time: 8 rows
+ * 1.2-1.3, 10 rows 1.02, 12 rows 0.94, 16 rows 0.76; with K blocks of 2048 the crossover was ~12-14). */
+#define I4_SMALL_MAX_ROWS 10
 
 /* Every supported pair, reference first. The FP8 pairs cover the mixed E4M3/E5M2 cases that an
  * activation_out_dtype override produces (spec/mega_moe.md). */
@@ -68,11 +69,14 @@ static const registration registrations[] = {
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, AVX512_MX(mm_prepare_panel_fp4_avx512, "e5m2xfp4")},
     {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, AVX512_MX(mm_prepare_panel_fp4_avx512, "fp4xfp4")},
     {MM_DTYPE_BF16, MM_DTYPE_BF16, AMX(mm_ukernel_bf16_bf16_amx, "bf16xbf16", 4)},
-    {MM_DTYPE_I8, MM_DTYPE_I8, AMX(mm_ukernel_i8_i8_amx, "i8xi8", 3)},
+    {MM_DTYPE_I8,
+     MM_DTYPE_I8,
+     {"i8xi8_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, mm_ukernel_i8_i8_amx, NULL, NULL, 3,
+      MM_GEMM_AMX_INT_KC}},
     {MM_DTYPE_I8,
      MM_DTYPE_INT4,
      {"i8xi4_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, mm_ukernel_i8_i4_amx, NULL, mm_prepare_panel_i4_amx,
-      I4_SMALL_MAX_ROWS + 1, MM_GEMM_AMX_KC}},
+      I4_SMALL_MAX_ROWS + 1, MM_GEMM_AMX_INT_KC}},
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, AMX_MX(mm_prepare_panel_fp8_amx, "e4m3xe4m3")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, AMX_MX(mm_prepare_panel_fp8_amx, "e5m2xe5m2")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, AMX_MX(mm_prepare_panel_fp8_amx, "e5m2xe4m3")},
