@@ -109,7 +109,7 @@ typedef struct few_rows_registration {
 #define AMX_MX_FEW(label)                                                                                    \
     {                                                                                                        \
         label "_amx_few_16x32", MM_ISA_AMX, MM_GEMM_MX_FEW_AMX_MR, mm_ukernel_mx_few_amx,                    \
-            mm_gemm_mx_row_to_bf16_amx, NULL, 0, MM_GEMM_AMX_KC                                              \
+            mm_gemm_mx_row_to_bf16_amx, NULL, 0, MM_GEMM_MX_FEW_AMX_KC                                       \
     }
 static const few_rows_registration few_rows_registrations[] = {
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, 3, AVX512_MX_SMALL("e4m3xe4m3"), 1},

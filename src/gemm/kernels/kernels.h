@@ -69,6 +69,10 @@ void mm_prepare_panel_fp4_amx(const mm_ukernel_args *args, uint8_t *block);
 /* MX pairs with few rows (m <= MM_GEMM_MX_FEW_AMX_MR, mx_amx_avx512.c): each K block of 32 decoded from
  * the raw panel into two B tiles in L1 and multiplied at once, no prepared block. */
 #define MM_GEMM_MX_FEW_AMX_MR 16
+/* Its K per call: it needs no prepared block, and every call costs a tile configuration, a release and
+ * (between calls) a C round trip through `partial` (~1500 cycles together), so one call per panel for
+ * any usual K. */
+#define MM_GEMM_MX_FEW_AMX_KC 16384
 void mm_ukernel_mx_few_amx(const mm_ukernel_args *args);
 
 #endif
