@@ -8,7 +8,8 @@
  * 2 K 2^-24 sum |a w| of the float64 sum. The result must not depend on the thread count, nor on the
  * block size: the same kernel with kc = MM_GEMM_KC (the framework's fallback when a thread's scratch
  * cannot grow) must give the same bits. Skipped (and says so) when AMX is not allowed (hardware, or
- * MEGAMOE_ISA). */
+ * MEGAMOE_ISA). The AVX-512 INT kernels (general and few-rows INT4) also take K blocks beyond MM_GEMM_KC
+ * (MM_GEMM_AVX512_INT_KC) and are checked the same way whenever AVX-512 is allowed. */
 #include <math.h>
 #include <stdio.h>
 
@@ -71,12 +72,38 @@ done:
     gemm_case_free(&c);
 }
 
+/* The AVX-512 INT kernels around their kc: 3, 9 and 17 rows (one partial 8-row tile, one or two full
+ * tiles plus one row), the few-rows INT4 kernel with 1, 3 and 8 rows. */
+static void check_avx512_int(uint64_t *seed) {
+    static const mm_dtype w_dtypes[] = {MM_DTYPE_I8, MM_DTYPE_INT4};
+    for (size_t wi = 0; wi < sizeof w_dtypes / sizeof w_dtypes[0]; wi++) {
+        const mm_gemm_kernel *kernels[2] = {
+            mm_gemm_kernel_lookup(MM_ISA_AVX512, MM_DTYPE_I8, w_dtypes[wi]),
+            mm_gemm_kernel_lookup_few_rows(MM_ISA_AVX512, MM_DTYPE_I8, w_dtypes[wi], NULL)};
+        CHECK(kernels[0] != NULL);
+        CHECK(w_dtypes[wi] == MM_DTYPE_I8 || kernels[1] != NULL);
+        for (int ki = 0; ki < 2; ki++) {
+            const mm_gemm_kernel *k = kernels[ki];
+            if (!k) continue;
+            int64_t kc = k->kc > 0 ? k->kc : MM_GEMM_KC;
+            const int64_t ks[] = {kc - 1, kc, kc + 1, 2 * kc + 65};
+            const int64_t rows_general[] = {3, 9, 17}, rows_few[] = {1, 3, 8};
+            const int64_t *rows = ki == 0 ? rows_general : rows_few;
+            for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+                for (int ri = 0; ri < 3; ri++)
+                    check(MM_DTYPE_I8, w_dtypes[wi], k, rows[ri], ks[i], 33, (*seed)++);
+        }
+    }
+}
+
 int main(void) {
+    uint64_t seed = 5;
+    if (mm_cpu_isa() >= MM_ISA_AVX512) check_avx512_int(&seed);
     if (mm_cpu_isa() < MM_ISA_AMX) {
         /* No AMX (or MEGAMOE_ISA caps it): the registry must not choose an AMX kernel. */
         const mm_gemm_kernel *k = mm_gemm_kernel_select_rows(MM_DTYPE_I8, MM_DTYPE_I8, 1000);
         CHECK(k != NULL && k->isa < MM_ISA_AMX);
-        printf("AMX not allowed: skipped (the registry does not choose an AMX kernel, checked)\n");
+        printf("AMX not allowed: AMX pairs skipped (the registry does not choose an AMX kernel, checked)\n");
         return mm_test_finish("test_gemm_amx_kblocks");
     }
     static const mm_dtype pairs[][2] = {
@@ -88,7 +115,6 @@ int main(void) {
         {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1},
     };
     static const int64_t rows_list[] = {16, 21, 33};
-    uint64_t seed = 5;
     for (size_t pi = 0; pi < sizeof pairs / sizeof pairs[0]; pi++) {
         const mm_gemm_kernel *amx = mm_gemm_kernel_lookup(MM_ISA_AMX, pairs[pi][0], pairs[pi][1]);
         CHECK(amx != NULL);

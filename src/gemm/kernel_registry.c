@@ -20,6 +20,9 @@ typedef struct registration {
     { label "_ref_4x32", MM_ISA_REF, MM_GEMM_REF_MR, fn, NULL, NULL, 0, 0 }
 #define AVX512(fn, label)                                                                                    \
     { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, fn, NULL, NULL, 0, 0 }
+/* INT on vpdpbusd: the whole K (up to MM_GEMM_AVX512_INT_KC) per call. */
+#define AVX512_INT(fn, label)                                                                                \
+    { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, fn, NULL, NULL, 0, MM_GEMM_AVX512_INT_KC }
 /* MX on BF16 dot products: rows decoded once per call, panels once per K block. */
 #define AVX512_MX(prepare_panel, label)                                                                      \
     {                                                                                                        \
@@ -59,8 +62,8 @@ static const registration registrations[] = {
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, REF(mm_ukernel_fp8_fp4_ref, "e5m2xfp4")},
     {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, REF(mm_ukernel_fp4_fp4_ref, "fp4xfp4")},
     {MM_DTYPE_BF16, MM_DTYPE_BF16, AVX512(mm_ukernel_bf16_bf16_avx512, "bf16xbf16")},
-    {MM_DTYPE_I8, MM_DTYPE_I8, AVX512(mm_ukernel_i8_i8_avx512, "i8xi8")},
-    {MM_DTYPE_I8, MM_DTYPE_INT4, AVX512(mm_ukernel_i8_i4_avx512, "i8xi4")},
+    {MM_DTYPE_I8, MM_DTYPE_I8, AVX512_INT(mm_ukernel_i8_i8_avx512, "i8xi8")},
+    {MM_DTYPE_I8, MM_DTYPE_INT4, AVX512_INT(mm_ukernel_i8_i4_avx512, "i8xi4")},
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, AVX512_MX(mm_prepare_panel_fp8_avx512, "e4m3xe4m3")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, AVX512_MX(mm_prepare_panel_fp8_avx512, "e5m2xe5m2")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, AVX512_MX(mm_prepare_panel_fp8_avx512, "e5m2xe4m3")},
@@ -130,7 +133,7 @@ static const few_rows_registration few_rows_registrations[] = {
      MM_DTYPE_INT4,
      I4_SMALL_MAX_ROWS,
      {"i8xi4_avx512_small_8x32", MM_ISA_AVX512, MM_GEMM_I4_SMALL_MR, mm_ukernel_i8_i4_small_avx512, NULL,
-      NULL, 0, 0},
+      NULL, 0, MM_GEMM_AVX512_INT_KC},
      0},
 };
 #define N_FEW_ROWS (sizeof few_rows_registrations / sizeof few_rows_registrations[0])

@@ -21,6 +21,12 @@ void mm_gemm_mx_row_to_bf16(mm_dtype a_dtype, const uint8_t *row, const uint8_t 
 /* AVX-512 set (files kernels/avx512/NAME_avx512.c): call only when mm_cpu_isa() >= MM_ISA_AVX512. */
 #define MM_GEMM_AVX512_MR 8
 void mm_ukernel_bf16_bf16_avx512(const mm_ukernel_args *args);
+/* K per call of the AVX-512 INT kernels (INT8, INT4, few-rows INT4): any K up to 8192 in one call. A call
+ * moves its INT32 sums through `partial` and pays its dispatch, while the vpdpbusd kernels gain nothing
+ * from a 256-K slice in L1 (at 64 rows the slice is read from L2 at well below its bandwidth). Measured,
+ * GEMM1 7168 -> 4096 + GEMM2 2048 -> 7168, cold weights, paired time 8192 / 256: INT8 1 row 1.00, 2 rows
+ * 0.92 (2 threads), 64 rows 0.95; INT4 2 rows 0.96-0.98, 8 rows 0.91, 16 rows 0.94, 64 rows 0.91. */
+#define MM_GEMM_AVX512_INT_KC 8192
 void mm_ukernel_i8_i8_avx512(const mm_ukernel_args *args);
 void mm_ukernel_i8_i4_avx512(const mm_ukernel_args *args);
 /* MX pairs: BF16 dot products over prepared rows (mm_gemm_mx_row_to_bf16) and prepared panel blocks. */
