@@ -6,7 +6,9 @@
  * epilogue receives tiles holding 16 gate and the 16 matching up columns and applies the activation
  * right there, while the tile is in cache; the F32 GEMM1 output never goes to memory. With a BF16
  * GEMM2 input the epilogue also writes the rounded GEMM2 input; INT8 / MX inputs need a whole row
- * (row amax, 32-blocks across tiles), so a light pass quantizes the F32 activation rows afterwards.
+ * (row amax, 32-blocks across tiles), so the epilogue keeps the F32 activation row in h; in small
+ * batches (decode) the tile that completes a row quantizes it (a per-row count of the outputs written
+ * decides which), in large ones a light pass over the rows follows GEMM1.
  * Unfused path (gelu, or plain packing): GEMM1 writes F32 rows, then one pass does the rest. Both
  * evaluate the same F32 operations on the same values per element, so they give the same bits.
  *
@@ -24,6 +26,10 @@
 #include "ops/mega_moe/mega_moe_internal.h"
 
 #define ACT_ROWS_PER_TASK 8
+/* GEMM1's epilogue quantizes an INT8 / MX GEMM2 input when a batch has at most this many rows per
+ * expert on average (bench layer, Qwen3 shape: decode 1 token/rank -20 % expert compute, prefill 256
+ * tokens/rank +7-9 % with the fused quantization, so prefill keeps the separate pass). */
+#define FUSED_QUANT_MAX_ROWS_PER_GROUP 16
 
 static size_t round_up(size_t v, size_t a) {
     return (v + a - 1) / a * a;
@@ -43,6 +49,7 @@ size_t mm_moe_ffn_scratch_bytes(int64_t rows, int64_t hidden, int64_t inter, int
     n += (size_t)(rows * a2_stride_of(k2));
     n += round_up((size_t)rows * sizeof(float), 64);
     n += round_up((size_t)(rows * a2_mx_stride_of(k2)), 64);
+    n += round_up((size_t)rows * sizeof(int32_t), 64);
     return n + 64;
 }
 
@@ -59,6 +66,8 @@ void mm_moe_ffn_scratch_init(mm_moe_ffn_scratch *s, void *mem, int64_t rows, int
     p += round_up((size_t)rows * sizeof(float), 64);
     s->a2_mx = p;
     s->a2_mx_stride = a2_mx_stride_of(k2);
+    p += round_up((size_t)(rows * s->a2_mx_stride), 64);
+    s->row_done = (_Atomic int32_t *)p;
     s->o = NULL;
 }
 
@@ -71,6 +80,12 @@ typedef struct ffn_ctx {
     const act_task *tasks;
     int fused; /* the activation ran in GEMM1's epilogue */
 } ffn_ctx;
+
+/* What GEMM1's fused epilogue needs: the job, and whether it also quantizes the GEMM2 input. */
+typedef struct epilogue_ctx {
+    const mm_moe_ffn_job *job;
+    int quantize; /* INT8 / MX GEMM2 input: the tile completing a row quantizes it */
+} epilogue_ctx;
 
 /* The GEMM2 input of row r from its K2 F32 activation values h (spec step 5). */
 static void quantize_gemm2_input(const mm_moe_ffn_job *job, const mm_moe_rowops *ops, int64_t r, float *h) {
@@ -88,8 +103,8 @@ static void quantize_gemm2_input(const mm_moe_ffn_job *job, const mm_moe_rowops 
     }
 }
 
-/* Unfused: activation and GEMM2-input quantization of rows whose F32 GEMM1 output is in h. Fused: only
- * the quantization (the epilogue left the activation rows in h). */
+/* Unfused: activation and GEMM2-input rounding of rows whose F32 GEMM1 output is in h. Fused (large
+ * batches, INT8 / MX GEMM2 input): only the quantization of the activation rows the epilogue left in h. */
 static void act_rows(void *ctx_, int64_t t) {
     const ffn_ctx *ctx = ctx_;
     const mm_moe_ffn_job *job = ctx->job;
@@ -111,11 +126,15 @@ static void act_rows(void *ctx_, int64_t t) {
 }
 
 /* Fused GEMM1 epilogue: the tile's columns are gate 16p..16p+15 then the matching up columns (packed
- * order, col0 = 32p); activation output j = 16p + c goes to the BF16 GEMM2 input, or to h for a
- * quantization pass. The same per-element operations as act_rows. */
+ * order, col0 = 32p); activation output j = 16p + c goes to the BF16 GEMM2 input, or to h. An INT8 / MX
+ * GEMM2 input needs the whole row (its amax, 32-blocks spanning two tiles): each tile adds its outputs
+ * to the row's count, and the tile that completes the row (acquiring the other tiles' writes of h)
+ * quantizes it while it is still in cache, with no separate pass and no wait for it. The same
+ * per-element operations as act_rows, so the same bits. */
 static void gemm1_act_epilogue(void *ctx_, int64_t group, int64_t row0, int64_t col0, int rows, int cols,
                                float *tile, int64_t ld) {
-    const mm_moe_ffn_job *job = ctx_;
+    const epilogue_ctx *ectx = ctx_;
+    const mm_moe_ffn_job *job = ectx->job;
     const mm_moe_ffn_scratch *s = job->scratch;
     int64_t I = job->inter, j0 = col0 / 2;
     int n = (int)(I - j0 < 16 ? I - j0 : 16);
@@ -133,10 +152,13 @@ static void gemm1_act_epilogue(void *ctx_, int64_t group, int64_t row0, int64_t 
             float w = job->row_weights[row];
             for (int c = 0; c < n; c++) act[c] = act[c] * w;
         }
-        if (bf16_out)
+        if (bf16_out) {
             ops->to_bf16((uint16_t *)(s->a2 + row * s->a2_stride) + j0, act, n);
-        else
-            memcpy(s->h + row * 2 * I + j0, act, (size_t)n * sizeof(float));
+            continue;
+        }
+        memcpy(s->h + row * 2 * I + j0, act, (size_t)n * sizeof(float));
+        if (ectx->quantize && atomic_fetch_add_explicit(&s->row_done[row], n, memory_order_acq_rel) + n == I)
+            quantize_gemm2_input(job, ops, row, s->h + row * 2 * I);
     }
 }
 
@@ -183,7 +205,18 @@ mm_status mm_moe_ffn_run(const mm_moe_ffn_job *job, mm_error *err) {
                                fused ? NULL : s->h + src->row0 * 2 * job->inter,
                                fused ? 0 : 2 * job->inter};
     }
-    mm_gemm_options opts1 = {NULL, fused ? gemm1_act_epilogue : NULL, (void *)job};
+    /* INT8 / MX GEMM2 input with the fused activation: quantized by GEMM1's epilogue when the groups are
+     * small (decode), where the separate pass cost a pool round trip per batch; with many rows per group
+     * the separate pass, split evenly over the cores, measured faster (row counts start from 0). */
+    int64_t total_rows = 0;
+    for (int64_t i = 0; i < n; i++) total_rows += job->groups[i].rows;
+    epilogue_ctx ectx = {job, fused && job->path->gemm2_dtype != MM_DTYPE_BF16 &&
+                                  total_rows <= FUSED_QUANT_MAX_ROWS_PER_GROUP * n};
+    if (ectx.quantize)
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t r = 0; r < job->groups[i].rows; r++)
+                atomic_store_explicit(&s->row_done[job->groups[i].row0 + r], 0, memory_order_relaxed);
+    mm_gemm_options opts1 = {NULL, fused ? gemm1_act_epilogue : NULL, &ectx};
     st = mm_gemm_grouped(job->path->input_dtype, n, g, &opts1, err);
     if (st != MM_OK) goto leave;
     double t1 = mm_now_seconds();
@@ -195,7 +228,8 @@ mm_status mm_moe_ffn_run(const mm_moe_ffn_job *job, mm_error *err) {
                 (act_task){job->groups[i].row0 + r, left < ACT_ROWS_PER_TASK ? left : ACT_ROWS_PER_TASK};
         }
     ffn_ctx ctx = {job, tasks, fused};
-    if (!fused || job->path->gemm2_dtype != MM_DTYPE_BF16) mm_parallel_for(n_tasks, act_rows, &ctx);
+    if (!fused || (job->path->gemm2_dtype != MM_DTYPE_BF16 && !ectx.quantize))
+        mm_parallel_for(n_tasks, act_rows, &ctx);
     double t2 = mm_now_seconds();
     for (int64_t i = 0; i < n; i++) {
         const mm_moe_ffn_group *src = &job->groups[i];

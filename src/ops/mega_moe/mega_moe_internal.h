@@ -25,6 +25,7 @@
 #ifndef MEGAMOE_OPS_MEGA_MOE_INTERNAL_H
 #define MEGAMOE_OPS_MEGA_MOE_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -235,7 +236,8 @@ typedef struct mm_moe_ffn_scratch {
     float *a2_scales;
     uint8_t *a2_mx;
     int64_t a2_mx_stride;
-    float *o; /* rows x H */
+    float *o;                  /* rows x H */
+    _Atomic int32_t *row_done; /* fused quantization: activation outputs of each row written so far */
 } mm_moe_ffn_scratch;
 
 size_t mm_moe_ffn_scratch_bytes(int64_t rows, int64_t hidden, int64_t inter, int64_t k2);
