@@ -3,7 +3,7 @@
  *   - row loops (rowops): the AVX-512 table gives the same bits as the portable one on random rows with
  *     NaN, infinities, rounding ties and every tail length; the portable one matches hand-computed
  *     BF16 patterns; the operator's exp is within 2 ulps and its vector activations equal the scalar
- *     ones bit for bit.
+ *     ones bit for bit; the INT8 row quantizers of both tables equal formats.h's (q and scale).
  *   - fused activation (GEMM1 epilogue over gate/up interleaved panels) vs the unfused pass: the same
  *     y bits for every scenario and gated activation, odd I (a padded last panel), topk_weights_type 1,
  *     shared experts, combine quantization; and both within tolerance of the float64 reference.
@@ -102,6 +102,60 @@ static void test_rowops_avx512_same_bits(void) {
             if (isnan(a1[i]) && isnan(a2[i])) continue;
             CHECK_EQ_HEX(bits_of(a1[i]), bits_of(a2[i]));
         }
+    }
+}
+
+/* The INT8 quantizers of the tables against formats.h (the portable table calls it): q and scale bit
+ * for bit, both rounding rules, on random rows of several magnitudes, rows of exact ties (amax 127 so
+ * that t = x), rows with NaN / Inf / only zeros, tiny rows whose scale underflows, every length 0..80. */
+static void test_int8_quantize_same_bits(void) {
+    const mm_moe_rowops *tables[2] = {mm_moe_rowops_portable(), &mm_moe_rowops_avx512_table};
+    int n_tables = mm_cpu_isa() >= MM_ISA_AVX512 ? 2 : 1;
+    uint64_t st = 7;
+    enum { N = 80 };
+    for (int kind = 0; kind < 7; kind++)
+        for (int n = 0; n <= N; n++) {
+            float x[N + 1];
+            for (int i = 0; i < n; i++) {
+                uint64_t r = mm_test_rand_u64(&st);
+                float u = (float)((double)(r >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
+                switch (kind) {
+                case 0: x[i] = u; break;
+                case 1: x[i] = u * 3e4f; break;
+                case 2: x[i] = (float)((int)(r % 255) - 127) + ((r >> 20) & 1 ? 0.5f : 0.0f); break;
+                case 3: x[i] = u * 1e-40f; break; /* denormal amax: s underflows */
+                case 4: x[i] = i == n / 2 ? NAN : u; break;
+                case 5: x[i] = i == n / 3 ? -INFINITY : u; break;
+                default: x[i] = (r & 3) ? 0.0f : -0.0f; break;
+                }
+            }
+            if (kind == 2 && n > 0) x[0] = 127.0f; /* amax 127: t = x exactly, ties at .5 */
+            for (int even = 0; even < 2; even++) {
+                int8_t want[N + 1], got[N + 1];
+                float s_want = 0, s_got = 0;
+                want[n] = got[n] = 0x5A;
+                if (even)
+                    mm_int8_quantize_row_mul_even(x, n, MM_INT8_SCALE_AMAX_DIV_127, want, &s_want);
+                else
+                    mm_int8_quantize_row_div_away(x, n, want, &s_want);
+                for (int t = 0; t < n_tables; t++) {
+                    memset(got, 0x5A, sizeof got);
+                    s_got = 0;
+                    tables[t]->int8_quantize(x, n, even, got, &s_got);
+                    CHECK_EQ_HEX(bits_of(s_want), bits_of(s_got));
+                    for (int i = 0; i <= n; i++) CHECK_EQ_HEX((uint8_t)want[i], (uint8_t)got[i]);
+                }
+            }
+        }
+    /* from_bf16 is the exact widening. */
+    for (int t = 0; t < n_tables; t++) {
+        uint16_t b[37];
+        float f[38];
+        for (int i = 0; i < 37; i++) b[i] = (uint16_t)(mm_test_rand_u64(&st) >> 48);
+        f[37] = 3.0f;
+        tables[t]->from_bf16(f, b, 37);
+        for (int i = 0; i < 37; i++) CHECK_EQ_HEX(bits_of(f[i]), (uint32_t)b[i] << 16);
+        CHECK(f[37] == 3.0f);
     }
 }
 
@@ -367,6 +421,7 @@ static void test_gate(void) {
 int main(void) {
     test_rowops_hand_values();
     test_rowops_avx512_same_bits();
+    test_int8_quantize_same_bits();
     test_exp_accuracy();
     test_act_avx512_same_bits();
     test_gate();

@@ -94,9 +94,7 @@ static void quantize_gemm2_input(const mm_moe_ffn_job *job, const mm_moe_rowops 
     uint8_t *q = s->a2 + r * s->a2_stride;
     switch (job->path->gemm2_dtype) {
     case MM_DTYPE_BF16: ops->to_bf16((uint16_t *)q, h, K2); break;
-    case MM_DTYPE_I8:
-        mm_int8_quantize_row_mul_even(h, K2, MM_INT8_SCALE_AMAX_DIV_127, (int8_t *)q, &s->a2_scales[r]);
-        break;
+    case MM_DTYPE_I8: ops->int8_quantize(h, K2, 1, (int8_t *)q, &s->a2_scales[r]); break;
     default:
         mm_mx_quantize_row_f32(h, K2, job->path->gemm2_dtype, q, s->a2_mx + r * s->a2_mx_stride, NULL);
         break;

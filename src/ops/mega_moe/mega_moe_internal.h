@@ -292,6 +292,10 @@ typedef struct mm_moe_rowops {
     void (*round_bf16)(float *v, int64_t n);                              /* v = F32(BF16(v)), in place */
     /* out[j] = mm_moe_act_gated(act, g[j], u[j]) (out may be g) */
     void (*act_gated)(const mm_moe_act *act, const float *g, const float *u, float *out, int64_t n);
+    void (*from_bf16)(float *dst, const uint16_t *src, int64_t n); /* exact */
+    /* INT8 per-row quantization of formats.h: half_even 0 is mm_int8_quantize_row_div_away, 1 is
+     * mm_int8_quantize_row_mul_even with MM_INT8_SCALE_AMAX_DIV_127 (same bits, also for NaN / Inf) */
+    void (*int8_quantize)(const float *x, int64_t n, int half_even, int8_t *q, float *scale);
 } mm_moe_rowops;
 
 /* The fastest table the CPU allows (MEGAMOE_ISA=ref: the portable one). */

@@ -27,7 +27,19 @@ static void act_gated(const mm_moe_act *act, const float *g, const float *u, flo
     for (int64_t x = 0; x < n; x++) out[x] = mm_moe_act_gated(act, g[x], u[x]);
 }
 
-static const mm_moe_rowops portable = {axpy_bf16, add_bf16, to_bf16, round_bf16, act_gated};
+static void from_bf16(float *dst, const uint16_t *src, int64_t n) {
+    for (int64_t x = 0; x < n; x++) dst[x] = mm_bf16_to_f32_inline(src[x]);
+}
+
+static void int8_quantize(const float *x, int64_t n, int half_even, int8_t *q, float *scale) {
+    if (half_even)
+        mm_int8_quantize_row_mul_even(x, n, MM_INT8_SCALE_AMAX_DIV_127, q, scale);
+    else
+        mm_int8_quantize_row_div_away(x, n, q, scale);
+}
+
+static const mm_moe_rowops portable = {axpy_bf16, add_bf16,  to_bf16,      round_bf16,
+                                       act_gated, from_bf16, int8_quantize};
 
 const mm_moe_rowops *mm_moe_rowops_portable(void) {
     return &portable;

@@ -2,6 +2,7 @@
  * BF16 -> F32 is a shift; F32 -> BF16 is the RNE add-and-shift, and a vector holding a NaN is handed
  * to the scalar conversion (which keeps the library's NaN payload rule). Tails use masked loads. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "ops/mega_moe/mega_moe_internal.h"
 
@@ -149,4 +150,60 @@ static void act_gated(const mm_moe_act *act, const float *g, const float *u, flo
     }
 }
 
-const mm_moe_rowops mm_moe_rowops_avx512_table = {axpy_bf16, add_bf16, to_bf16, round_bf16, act_gated};
+static void from_bf16(float *dst, const uint16_t *src, int64_t n) {
+    for (int64_t x = 0; x < n; x += 16) {
+        __mmask16 m = n - x >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - x)) - 1);
+        _mm512_mask_storeu_ps(dst + x, m, load_bf16(src + x, m));
+    }
+}
+
+/* INT8 per-row quantization with the bits of format/int_quant.c: the amax on the absolute bit
+ * patterns (ordered like the values), t = x / s or x * m as one rounded F32 operation, t clamped to
+ * [-128, 128], rounded (half away: truncate, then one step away when the exact fraction is >= 0.5;
+ * half even: the hardware's round-to-nearest-even), clamped to [-127, 127], NaN t to 0. Rows with NaN
+ * or Inf, all-zero and empty rows go to the scalar code (their scale rules live there). */
+static void int8_quantize(const float *x, int64_t n, int half_even, int8_t *q, float *scale) {
+    __m512i vmax = _mm512_setzero_si512();
+    __mmask16 bad = 0;
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512i u = _mm512_and_si512(_mm512_maskz_loadu_epi32(m, x + i), _mm512_set1_epi32(0x7FFFFFFF));
+        bad |= _mm512_mask_cmpge_epu32_mask(m, u, _mm512_set1_epi32(0x7F800000));
+        vmax = _mm512_max_epu32(vmax, u);
+    }
+    uint32_t amax_bits = (uint32_t)_mm512_reduce_max_epu32(vmax);
+    if (bad || amax_bits == 0) {
+        mm_moe_rowops_portable()->int8_quantize(x, n, half_even, q, scale);
+        return;
+    }
+    float amax;
+    memcpy(&amax, &amax_bits, sizeof amax);
+    float s = amax / 127.0f, mul = 127.0f / amax;
+    __m512 vs = _mm512_set1_ps(s), vm = _mm512_set1_ps(mul), lim = _mm512_set1_ps(128.0f);
+    __m512 qlim = _mm512_set1_ps(127.0f), half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        __m512 t = half_even ? _mm512_mul_ps(v, vm) : _mm512_div_ps(v, vs);
+        __mmask16 num = _mm512_cmp_ps_mask(t, t, _CMP_ORD_Q);
+        t = _mm512_min_ps(_mm512_max_ps(t, _mm512_sub_ps(_mm512_setzero_ps(), lim)), lim);
+        __m512 r;
+        if (half_even) {
+            r = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        } else {
+            __m512 whole = _mm512_roundscale_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            __m512 mag = _mm512_abs_ps(_mm512_sub_ps(t, whole));
+            __mmask16 up = _mm512_cmp_ps_mask(mag, half, _CMP_GE_OQ);
+            __mmask16 neg = _mm512_cmp_ps_mask(t, _mm512_setzero_ps(), _CMP_LT_OQ);
+            r = _mm512_mask_add_ps(whole, up & (__mmask16)~neg, whole, one);
+            r = _mm512_mask_sub_ps(r, up & neg, r, one);
+        }
+        r = _mm512_min_ps(_mm512_max_ps(r, _mm512_sub_ps(_mm512_setzero_ps(), qlim)), qlim);
+        __m512i iv = _mm512_maskz_cvttps_epi32(num, r);
+        _mm_mask_storeu_epi8(q + i, m, _mm512_cvtepi32_epi8(iv));
+    }
+    *scale = half_even ? amax / 127.0f : s;
+}
+
+const mm_moe_rowops mm_moe_rowops_avx512_table = {axpy_bf16, add_bf16,  to_bf16,      round_bf16,
+                                                  act_gated, from_bf16, int8_quantize};

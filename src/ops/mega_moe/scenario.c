@@ -225,8 +225,9 @@ void mm_moe_quantize_input(mm_dtype dtype, const uint16_t *x, int64_t hidden, ui
                            float *int8_scale, float *f32_row) {
     if (dtype == MM_DTYPE_I8) {
         /* Per token, on the F32 value of each BF16 element: s = amax / 127, q = round_half_away(x / s). */
-        for (int64_t k = 0; k < hidden; k++) f32_row[k] = mm_bf16_to_f32(x[k]);
-        mm_int8_quantize_row_div_away(f32_row, hidden, (int8_t *)data, int8_scale);
+        const mm_moe_rowops *ops = mm_moe_rowops_get();
+        ops->from_bf16(f32_row, x, hidden);
+        ops->int8_quantize(f32_row, hidden, 0, (int8_t *)data, int8_scale);
         return;
     }
     if (mm_moe_is_mx(dtype)) {
