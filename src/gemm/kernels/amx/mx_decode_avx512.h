@@ -122,9 +122,11 @@ static inline void mx_decode_pair_fp8(const mx_decoder *d, const uint8_t *codes_
 static inline void mx_decode_pair_fp4(const mx_decoder *d, const uint8_t *codes_at, const __m512i sh[2],
                                       __m512i *dst) {
     __m512i bytes = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)codes_at));
-    __m512i c0 = _mm512_and_si512(bytes, _mm512_set1_epi16(0x0F)), c1 = _mm512_srli_epi16(bytes, 4);
-    _mm512_store_si512(dst, _mm512_subs_epu16(_mm512_permutexvar_epi16(c0, d->t[0]), sh[0]));
-    _mm512_store_si512(dst + 1, _mm512_subs_epu16(_mm512_permutexvar_epi16(c1, d->t[0]), sh[1]));
+    /* vpermw reads bits 0..4 of an index, and the table holds the 16 codes twice: the low nibble needs no
+     * masking. */
+    _mm512_store_si512(dst, _mm512_subs_epu16(_mm512_permutexvar_epi16(bytes, d->t[0]), sh[0]));
+    _mm512_store_si512(
+        dst + 1, _mm512_subs_epu16(_mm512_permutexvar_epi16(_mm512_srli_epi16(bytes, 4), d->t[0]), sh[1]));
 }
 
 /* Slow path: 32 codes (16-bit lanes, pair order) times the F32 scales of their columns -> BF16 (RNE). */
