@@ -1,9 +1,10 @@
 /* tools/bench_ffn_expert.c: the expert FFN that `megamoe bench ffn` times, on the private grouped GEMM
  * layer (src/gemm/gemm.h): GEMM1 (rows x H . H x 2I, gate/up interleaved so each tile holds both
- * halves), SwiGLU and the quantization of its output to the format's activation dtype (one task per row
- * on the library's pool), GEMM2 (rows x I . I x H). Weights are random codes of the format (no NaN
- * codes; MX scales near 1) packed once; the content does not change the speed. Several experts rotate so
- * that each run reads weights that are not in cache, as in a MoE layer with many experts. */
+ * halves), SwiGLU and the quantization of its output to the format's activation dtype with the MegaMoE
+ * operator's row operations (one task per row on the library's pool), GEMM2 (rows x I . I x H). Weights are
+ * random codes of the format (no NaN codes; MX scales near 1) packed once; the content does not change the
+ * speed. Several experts rotate so that each run reads weights that are not in cache, as in a MoE layer with
+ * many experts. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "gemm/kernel_registry.h"
 #include "gemm/packed.h"
 #include "megamoe/formats.h"
+#include "ops/mega_moe/mega_moe_internal.h"
 #include "timing.h"
 
 typedef struct format_info {
@@ -192,30 +194,33 @@ const char *bench_ffn_kernel_name(const bench_ffn_expert *x, const bench_ffn_cho
 
 typedef struct act_job {
     bench_ffn_expert *x;
+    const mm_moe_rowops *ops;
+    mm_moe_act act;
 } act_job;
 
-/* SwiGLU of one row of GEMM1's output (packed order: 16 gate then 16 up columns per panel), then the
- * quantization of the row to the activation dtype. */
+/* SwiGLU of one row of GEMM1's output and the quantization of the result to the activation dtype, with
+ * the operator's row operations (ops/mega_moe: the vectorized activation and INT8 quantizer, its GEMM2
+ * input rule mul-even; the MX quantizer of formats.h), as its unfused path runs them. The packed order
+ * of GEMM1's output gives 16 gate then the 16 matching up columns per 32-column panel. */
 static void act_row(void *ctx, int64_t r) {
-    bench_ffn_expert *x = ((act_job *)ctx)->x;
+    const act_job *job = ctx;
+    bench_ffn_expert *x = job->x;
     const format_info *f = &formats[x->format];
     const float *h = x->h + r * x->ld_h;
     float buf[8192];
     float *v = x->inter <= 8192 ? buf : malloc((size_t)x->inter * sizeof *v);
     if (!v) return;
-    for (int64_t j = 0; j < x->inter; j++) {
-        float g = h[32 * (j / 16) + j % 16], u = h[32 * (j / 16) + 16 + j % 16];
-        v[j] = g / (1.0f + expf(-g)) * u;
+    for (int64_t j = 0; j < x->inter; j += 16) {
+        int64_t n = x->inter - j < 16 ? x->inter - j : 16;
+        job->ops->act_gated(&job->act, h + 2 * j, h + 2 * j + 16, v + j, n);
     }
     uint8_t *q = x->act + r * x->act_stride;
-    if (f->a == MM_DTYPE_BF16) {
-        uint16_t *o = (uint16_t *)(void *)q;
-        for (int64_t j = 0; j < x->inter; j++) o[j] = mm_f32_to_bf16(v[j]);
-    } else if (f->a == MM_DTYPE_I8) {
-        mm_int8_quantize_row_div_away(v, x->inter, (int8_t *)q, &x->act_scales[r]);
-    } else {
+    if (f->a == MM_DTYPE_BF16)
+        job->ops->to_bf16((uint16_t *)(void *)q, v, x->inter);
+    else if (f->a == MM_DTYPE_I8)
+        job->ops->int8_quantize(v, x->inter, 1, (int8_t *)q, &x->act_scales[r]);
+    else
         mm_mx_quantize_row_f32(v, x->inter, f->a, q, x->act_mx + r * ((x->inter + 31) / 32), NULL);
-    }
     if (v != buf) free(v);
 }
 
@@ -244,7 +249,12 @@ int bench_ffn_expert_run(bench_ffn_expert *x, int64_t e, int64_t rows, const ben
                         x->out,
                         x->hidden};
     mm_gemm_options o1 = {c->k1, NULL, NULL}, o2 = {c->k2, NULL, NULL};
-    act_job job = {x};
+    act_job job = {x, mm_moe_rowops_get(), {0}};
+    mm_mega_moe_attrs swiglu = mm_mega_moe_default_attrs(); /* SwiGLU without clamp */
+    if (mm_moe_act_resolve(&swiglu, &job.act, &err) != MM_OK) {
+        snprintf(why, why_size, "%s", err.message);
+        return -1;
+    }
     double t0 = cli_now_seconds();
     mm_status st = mm_gemm_grouped(f->a, 1, &g1, &o1, &err);
     double t1 = cli_now_seconds();
