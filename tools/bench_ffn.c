@@ -346,11 +346,10 @@ static void print_dnnl(const ffn_config *cfg, const best_gemm *best) {
         printf("  not measured: %s\n", why);
         return;
     }
-    printf(
-        "    megamoe ms = the GEMMs of its FFN with the registry's kernels (level auto), N threads;\n"
-        "    median of %d alternating rounds (each side: a pause, a wake-up run, a timed run) on the same\n"
-        "    rotation of cold experts\n",
-        cfg->repeat);
+    printf("    megamoe ms = the GEMMs of its FFN with the registry's kernels (level auto), N threads;\n"
+           "    medians over %d alternating blocks per side (a pause, a wake-up run, %d timed runs back to\n"
+           "    back) on the same rotation of cold experts\n",
+           DNNL_BLOCKS, cfg->repeat);
     printf("%-11s %5s %4s %12s %12s %14s\n", "format", "H", "rows", "oneDNN ms", "megamoe ms",
            "oneDNN/megamoe");
     for (int fi = 0; fi < cfg->n_formats; fi++) {
