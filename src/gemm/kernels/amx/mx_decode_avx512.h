@@ -145,12 +145,12 @@ static inline __m512i mx_decode_scaled(const mx_decoder *d, __m512i codes, __m51
 }
 
 /* Decodes n pairs (n <= 16) of one K block, the first at pair kp0 of the panel, into dst (128 bytes per
- * pair), with the block's E8M0 (e8m0) and F32 (scales) column scales. prefetch: bytes ahead of the codes
- * to fetch (0: none). */
+ * pair), with the block's E8M0 (e8m0) and F32 (scales) column scales. prefetch / prefetch_l2: bytes ahead
+ * of the codes to fetch into L1 / L2 (0: none). */
 static inline __attribute__((always_inline)) void mx_decode_block(const mx_decoder *d, const uint8_t *panel,
                                                                   int64_t kp0, int n, const uint8_t *e8m0,
                                                                   const float *scales, uint8_t *dst,
-                                                                  int prefetch) {
+                                                                  int prefetch, int prefetch_l2) {
     __m512i sh[2];
     int safe = mx_block_shifts(d, e8m0, sh);
     __m512i *out = (__m512i *)(void *)dst;
@@ -159,6 +159,8 @@ static inline __attribute__((always_inline)) void mx_decode_block(const mx_decod
             const uint8_t *at = panel + kp0 * 32;
             for (int i = 0; i < n; i++) {
                 if (prefetch && !(i & 1)) _mm_prefetch((const char *)(at + 32 * i + prefetch), _MM_HINT_T0);
+                if (prefetch_l2 && !(i & 1))
+                    _mm_prefetch((const char *)(at + 32 * i + prefetch_l2), _MM_HINT_T1);
                 mx_decode_pair_fp4(d, at + 32 * i, sh, out + 2 * i);
             }
             return;
@@ -167,6 +169,7 @@ static inline __attribute__((always_inline)) void mx_decode_block(const mx_decod
         __m512i flags = _mm512_setzero_si512();
         for (int i = 0; i < n; i++) {
             if (prefetch) _mm_prefetch((const char *)(at + 64 * i + prefetch), _MM_HINT_T0);
+            if (prefetch_l2) _mm_prefetch((const char *)(at + 64 * i + prefetch_l2), _MM_HINT_T1);
             mx_decode_pair_fp8(d, at + 64 * i, sh, &flags, out + 2 * i);
         }
         if (!_mm512_test_epi8_mask(flags, _mm512_set1_epi8(1))) return;
