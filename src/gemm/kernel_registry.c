@@ -143,14 +143,29 @@ static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 static const mm_gemm_kernel *by_isa[MM_ISA_COUNT][MM_DTYPE_COUNT][MM_DTYPE_COUNT];
 static const few_rows_registration *few_by_isa[MM_ISA_COUNT][MM_DTYPE_COUNT][MM_DTYPE_COUNT];
 
+static int is_mx_weight(mm_dtype w) {
+    return w == MM_DTYPE_FP8_E4M3FN || w == MM_DTYPE_FP8_E5M2 || w == MM_DTYPE_FP4_E2M1;
+}
+
+/* The AMX MX kernels' decoders (mx_decode_avx512.h) use vpermb / vpermt2b: AVX512_VBMI, which every
+ * AMX CPU so far has, but the ISA level does not imply it; without it MX stays on AVX-512. */
+static int cpu_has_vbmi(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vbmi");
+}
+
+static int registration_usable(const registration *r, mm_isa allowed, int vbmi) {
+    if (r->kernel.isa > allowed) return 0;
+    return vbmi || !(r->kernel.isa == MM_ISA_AMX && is_mx_weight(r->w_dtype));
+}
+
 static void build_table(void) {
     mm_isa allowed = mm_cpu_isa();
+    int vbmi = cpu_has_vbmi();
     for (size_t i = 0; i < N_REGISTRATIONS; i++) {
         const registration *r = &registrations[i];
-        if (r->kernel.isa <= allowed) by_isa[r->kernel.isa][r->a_dtype][r->w_dtype] = &r->kernel;
+        if (registration_usable(r, allowed, vbmi)) by_isa[r->kernel.isa][r->a_dtype][r->w_dtype] = &r->kernel;
     }
-    __builtin_cpu_init();
-    int vbmi = __builtin_cpu_supports("avx512vbmi");
     for (size_t i = 0; i < N_FEW_ROWS; i++) {
         const few_rows_registration *r = &few_rows_registrations[i];
         if (r->kernel.isa <= allowed && (vbmi || !r->needs_vbmi))
@@ -183,7 +198,8 @@ const mm_gemm_kernel *mm_gemm_kernel_lookup(mm_isa isa, mm_dtype a_dtype, mm_dty
     if (!mm_cpu_supports(isa)) return NULL;
     for (size_t i = 0; i < N_REGISTRATIONS; i++) {
         const registration *r = &registrations[i];
-        if (r->kernel.isa == isa && r->a_dtype == a_dtype && r->w_dtype == w_dtype) return &r->kernel;
+        if (r->kernel.isa == isa && r->a_dtype == a_dtype && r->w_dtype == w_dtype)
+            return registration_usable(r, isa, cpu_has_vbmi()) ? &r->kernel : NULL;
     }
     return NULL;
 }
