@@ -20,6 +20,10 @@ static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
     mm_status st = mm_dc_workspace_create(comm, &ws, err);
     if (st) return st;
     if ((st = dct_run_rank(comm, run->full, ws, err))) goto fail;
+    /* The failure happens between calls: a removed rank has finished its last call before the
+     * survivors go on. (With ranks as threads, a "removed" thread still inside the previous call would
+     * read buffers the survivors later free; a failed process or a dead thread reads nothing.) */
+    if ((st = mm_comm_barrier(comm, err))) goto fail;
     const dct_world *w = run->elastic;
     if (w->cfg.removed[g]) { /* this rank fails: it simply stops calling */
         mm_dc_workspace_abandon(ws);
