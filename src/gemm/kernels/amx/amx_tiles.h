@@ -25,6 +25,19 @@ typedef struct amx_tile_config {
 
 _Static_assert(sizeof(amx_tile_config) == 64, "the AMX tile configuration is 64 bytes");
 
+/* The short last K step of an AMX kernel, through zero-padded copies of both operands (NaN garbage times
+ * a zero weight would not vanish): the m activation rows' a_bytes from a (a_stride apart) into a_tail
+ * (64 bytes per row, a_tail_bytes in all), and the panel's b_bytes from b into b_tail (one 16 x 128-byte
+ * step of the panel). */
+static inline void amx_pad_last_step(const uint8_t *a, int64_t a_stride, int m, size_t a_bytes,
+                                     uint8_t *a_tail, size_t a_tail_bytes, const uint8_t *b, size_t b_bytes,
+                                     uint8_t b_tail[16 * 128]) {
+    memset(a_tail, 0, a_tail_bytes);
+    memset(b_tail, 0, 16 * 128);
+    for (int r = 0; r < m; r++) memcpy(a_tail + 64 * r, a + r * a_stride, a_bytes);
+    memcpy(b_tail, b, b_bytes);
+}
+
 /* Tile numbers: macros, not an enum, because the tile intrinsics paste the number into the asm text. */
 #define AMX_C0 0
 #define AMX_C1 1

@@ -41,16 +41,12 @@ static void bf16_amx_tile(const mm_ukernel_args *p, int64_t a_offset, const uint
     }
     int64_t k_done = p->k_begin + 32 * full_steps;
     if (k_done < p->k_end) {
-        /* Short last step: the K values present, then zeros (NaN garbage times a zero weight would not
-         * vanish, so both operands are padded). */
+        /* Short last step: the K values present, then zeros (amx_pad_last_step). */
         _Alignas(64) uint8_t a_tail[16 * 64];
         _Alignas(64) uint8_t b_tail[16 * 128];
-        memset(a_tail, 0, sizeof a_tail);
-        memset(b_tail, 0, sizeof b_tail);
-        size_t a_bytes = (size_t)(2 * (p->k_end - k_done));
-        for (int r = 0; r < p->m; r++)
-            memcpy(a_tail + 64 * r, p->a + r * p->a_stride + a_offset + 64 * full_steps, a_bytes);
-        memcpy(b_tail, b + full_steps * 16 * 128, (size_t)(n_pairs - 16 * full_steps) * 128);
+        amx_pad_last_step(p->a + a_offset + 64 * full_steps, p->a_stride, p->m,
+                          (size_t)(2 * (p->k_end - k_done)), a_tail, sizeof a_tail, b + full_steps * 16 * 128,
+                          (size_t)(n_pairs - 16 * full_steps) * 128, b_tail);
         _tile_loadd(AMX_A, a_tail, 64);
         _tile_loadd(AMX_B0, b_tail, 128);
         _tile_loadd(AMX_B1, b_tail + 64, 128);
@@ -95,12 +91,9 @@ static void bf16_amx_tile32(const mm_ukernel_args *p, int64_t a_offset, const ui
         /* Short last step through zero-padded copies of both operands, as in the 16-row shape. */
         _Alignas(64) uint8_t a_tail[32 * 64];
         _Alignas(64) uint8_t b_tail[16 * 128];
-        memset(a_tail, 0, sizeof a_tail);
-        memset(b_tail, 0, sizeof b_tail);
-        size_t a_bytes = (size_t)(2 * (p->k_end - k_done));
-        for (int r = 0; r < p->m; r++)
-            memcpy(a_tail + 64 * r, p->a + r * p->a_stride + a_offset + 64 * full_steps, a_bytes);
-        memcpy(b_tail, b + full_steps * 16 * 128, (size_t)(n_pairs - 16 * full_steps) * 128);
+        amx_pad_last_step(p->a + a_offset + 64 * full_steps, p->a_stride, p->m,
+                          (size_t)(2 * (p->k_end - k_done)), a_tail, sizeof a_tail, b + full_steps * 16 * 128,
+                          (size_t)(n_pairs - 16 * full_steps) * 128, b_tail);
         _tile_loadd(T_B0, b_tail, 128);
         _tile_loadd(T_B1, b_tail + 64, 128);
         _tile_loadd(T_A0, a_tail, 64);

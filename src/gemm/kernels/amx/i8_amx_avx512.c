@@ -51,11 +51,9 @@ static void i8_amx_tile(const mm_ukernel_args *p, const uint8_t *b, int weights_
         /* Short last step through zero-padded copies (the panel is padded to whole quads only). */
         _Alignas(64) uint8_t a_tail[16 * 64];
         _Alignas(64) uint8_t b_tail[16 * 128];
-        memset(a_tail, 0, sizeof a_tail);
-        memset(b_tail, 0, sizeof b_tail);
-        for (int r = 0; r < p->m; r++)
-            memcpy(a_tail + 64 * r, p->a + r * p->a_stride + k_done, (size_t)(p->k_end - k_done));
-        memcpy(b_tail, b + full_steps * 16 * 128, (size_t)((p->k_end - k_done + 3) / 4) * 128);
+        amx_pad_last_step(p->a + k_done, p->a_stride, p->m, (size_t)(p->k_end - k_done), a_tail,
+                          sizeof a_tail, b + full_steps * 16 * 128,
+                          (size_t)((p->k_end - k_done + 3) / 4) * 128, b_tail);
         _tile_loadd(AMX_A, a_tail, 64);
         _tile_loadd(AMX_B0, b_tail, 128);
         _tile_loadd(AMX_B1, b_tail + 64, 128);
@@ -96,11 +94,9 @@ static void i8_amx_tile32(const mm_ukernel_args *p, const uint8_t *b, int weight
         /* Short last step through zero-padded copies, as in the 16-row shape. */
         _Alignas(64) uint8_t a_tail[32 * 64];
         _Alignas(64) uint8_t b_tail[16 * 128];
-        memset(a_tail, 0, sizeof a_tail);
-        memset(b_tail, 0, sizeof b_tail);
-        for (int r = 0; r < p->m; r++)
-            memcpy(a_tail + 64 * r, p->a + r * p->a_stride + k_done, (size_t)(p->k_end - k_done));
-        memcpy(b_tail, b + full_steps * 16 * 128, (size_t)((p->k_end - k_done + 3) / 4) * 128);
+        amx_pad_last_step(p->a + k_done, p->a_stride, p->m, (size_t)(p->k_end - k_done), a_tail,
+                          sizeof a_tail, b + full_steps * 16 * 128,
+                          (size_t)((p->k_end - k_done + 3) / 4) * 128, b_tail);
         _tile_loadd(T_B0, b_tail, 128);
         _tile_loadd(T_B1, b_tail + 64, 128);
         _tile_loadd(T_A0, a_tail, 64);
