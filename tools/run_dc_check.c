@@ -204,16 +204,16 @@ mm_status cli_dc_check_rank(const cli_dc_world *w, int64_t g, int64_t inter, int
         }
         double rs = 1.0 / sqrt(ss / (double)H + o->eps), rms_x = sqrt(ss / (double)H), rms_y = 0.0;
         float rs_f = (float)rs;
+        double *y_ref = in; /* the expert input row is free again: y_ref of this token */
         for (int64_t j = 0; j < H; j++) {
-            double yv = mm_bf16_to_f32(mm_f32_to_bf16(mm_bf16_to_f32(mm_f32_to_bf16((float)xv[j] * rs_f)) *
-                                                      mm_bf16_to_f32(w->gamma[j])));
-            rms_y += yv * yv;
+            y_ref[j] = mm_bf16_to_f32(mm_f32_to_bf16(mm_bf16_to_f32(mm_f32_to_bf16((float)xv[j] * rs_f)) *
+                                                     mm_bf16_to_f32(w->gamma[j])));
+            rms_y += y_ref[j] * y_ref[j];
         }
         rms_y = sqrt(rms_y / (double)H);
         stats->values += 1, stats->within += fabs(rstd[i] - rs) <= rs / 256;
         for (int64_t j = 0; j < H; j++) {
-            double yv = mm_bf16_to_f32(mm_f32_to_bf16(mm_bf16_to_f32(mm_f32_to_bf16((float)xv[j] * rs_f)) *
-                                                      mm_bf16_to_f32(w->gamma[j])));
+            double yv = y_ref[j];
             double xr = mm_bf16_to_f32(mm_f32_to_bf16((float)xv[j]));
             double dy = fabs(mm_bf16_to_f32(y[i * H + j]) - yv),
                    dx = fabs(mm_bf16_to_f32(x_out[i * H + j]) - xr);
