@@ -214,6 +214,8 @@ static mm_status run_mpi(dcc_runner *run, mm_error *err) {
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "the case has ranks = %" PRId64 " but %d MPI processes run it", run->ranks,
                        ctx->process_count);
+    /* Survivors gather every output; a removed process holds none, so the lowest survivor writes. */
+    ctx->output_process = run->alive_list[0];
     mm_comm *comm = NULL;
     mm_status st = mm_comm_mpi_world(&comm, err);
     if (st) return st;

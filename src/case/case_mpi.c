@@ -2,7 +2,9 @@
  *
  * Every process opens the file (the reader reads only the header; tensor data is read on demand, so a
  * process reads only what its rank needs) and does the generic checks. A non-collective operator
- * (moe_re_routing) runs on process 0 only, which writes the output; the others wait for its verdict.
+ * (moe_re_routing) runs on process 0 only, which writes the output; the others wait for its verdict. A
+ * collective op writes from ctx.output_process (process 0 unless the op moves it: with elastic scale-in,
+ * the lowest surviving rank, since a removed process holds no outputs).
  * After each step the processes agree on the outcome, so every process returns the same status and
  * message (that of the lowest failing process) and none is left waiting.
  *
@@ -60,7 +62,7 @@ mm_status mm_case_run_mpi(const char *in_path, const char *out_path, const mm_ca
     st = agree(st, &local, rank, size);
     if (st == MM_OK) {
         mm_status mine = MM_OK;
-        if (ctx.op->collective || rank == 0) mine = mm_case_execute(&ctx, out_path, rank == 0, &local);
+        if (ctx.op->collective || rank == 0) mine = mm_case_execute(&ctx, out_path, 1, &local);
         st = agree(mine, &local, rank, size);
     }
     if (opened) mm_case_close(&ctx);

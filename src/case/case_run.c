@@ -173,7 +173,8 @@ mm_status mm_case_execute(mm_case_ctx *ctx, const char *out_path, int write_outp
     if ((st = ctx->op->run(ctx, err)) != MM_OK) goto done;
     /* The writer holds copies of the outputs: free inputs and scratch before writing to lower the peak. */
     mm_case_ctx_release(ctx);
-    if (write_output) st = mm_st_writer_write(ctx->writer, out_path, err);
+    if (write_output && ctx->process_rank == ctx->output_process)
+        st = mm_st_writer_write(ctx->writer, out_path, err);
 done:
     mm_st_writer_destroy(ctx->writer);
     ctx->writer = NULL;

@@ -11,7 +11,8 @@
 mm_status mm_case_open(const char *in_path, const mm_case_options *options, mm_case_ctx *ctx, mm_error *err);
 
 /* Runs the operator's adapter and, when it succeeds, writes out_path (temporary file + rename).
- * write_output = 0 runs without writing (MPI processes other than 0). */
+ * write_output = 0 runs without writing; with 1, only ctx->output_process writes (MPI: the process the op
+ * names, 0 by default). */
 mm_status mm_case_execute(mm_case_ctx *ctx, const char *out_path, int write_output, mm_error *err);
 
 void mm_case_close(mm_case_ctx *ctx);

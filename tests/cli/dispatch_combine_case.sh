@@ -128,6 +128,11 @@ python3 "$WORK/dc.py" combine "$WORK/c.st" "$WORK/c_out.st" && ok || bad "combin
 "$MEGAMOE" case "$WORK/c2.st" -o "$WORK/c2_out.st" && ok || bad "case combine_v2"
 "$MEGAMOE" case-gen combine_v2 -o "$WORK/c3.st" --ranks 5 --remove 1,3 --uneven-bs && ok || bad "case-gen elastic"
 "$MEGAMOE" case "$WORK/c3.st" -o "$WORK/c3_out.st" && ok || bad "case elastic"
+# Rank 0 removed: under MPI, process 0 holds no outputs, so a survivor must write the file.
+for op in dispatch_v3 combine_v2; do
+    "$MEGAMOE" case-gen $op -o "$WORK/r0_$op.st" --ranks 4 --remove 0,2 && ok || bad "case-gen $op --remove 0,2"
+    "$MEGAMOE" case "$WORK/r0_$op.st" -o "$WORK/r0_${op}_out.st" && ok || bad "case $op --remove 0,2"
+done
 python3 "$WORK/dc.py" break "$WORK/c.st" "$WORK/bad.st" && ok || bad "break"
 case_rejected "id out of range" "$WORK/bad.st" "rank 1: expert_ids\[0\]\[0\] = 999"
 python3 "$WORK/dc.py" comm-alg "$WORK/d.st" "$WORK/bad.st" && ok || bad "comm-alg"
@@ -137,7 +142,7 @@ case_rejected "both counts" "$WORK/bad.st" \
     '^megamoe: case: tensor "rank1.ep_send_counts" and tensor "rank1.ep_recv_counts" are both given'
 if cli_has_mpi; then
     cli_mpi_env
-    for f in d c2 c3; do
+    for f in d c2 c3 r0_dispatch_v3 r0_combine_v2; do
         n=$(python3 -c "import sys, safetensors_io; print(safetensors_io.load(sys.argv[1])[0]['ranks'])" "$WORK/$f.st")
         timeout 120 mpirun --oversubscribe -n "$n" "$MEGAMOE" case "$WORK/$f.st" -o "$WORK/${f}_mpi.st" --backend mpi \
             >/dev/null 2>&1 && cmp -s "$WORK/${f}_out.st" "$WORK/${f}_mpi.st" && ok || bad "mpi $f differs"
