@@ -2,11 +2,8 @@
  *
  * Layout: metadata first (keys sorted), then the tensors in insertion order with their data laid out
  * in the same order, the header padded with spaces so the data starts at a multiple of 8 (as the
- * reference writer does). The file is written to a temporary file beside the target and renamed into
- * place, so a reader never sees a half-written file and a failure leaves an existing target as it was.
- * A target that exists and is neither a regular file nor a directory (/dev/null, /dev/stdout, a FIFO) is
- * written in place instead: renaming onto it would replace the device node itself with a file. A
- * symbolic link is followed, so its target is what gets replaced. */
+ * reference writer does). Where the bytes land (atomic replacement, links, special files) is
+ * io/out_file.c's job. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -18,6 +15,7 @@
 #include "core/error.h"
 #include "format/format_table.h"
 #include "io/io_util.h"
+#include "io/out_file.h"
 #include "io/st_internal.h"
 
 typedef struct writer_tensor {
@@ -285,71 +283,20 @@ static int write_full(int fd, const void *data, uint64_t n) {
     return 0;
 }
 
+typedef struct contents {
+    const mm_st_writer *w;
+    const mm_io_buffer *header;
+} contents;
+
 /* Length field, header, tensor data. 0 or the errno of the failed write. */
-static int write_contents(int fd, const mm_st_writer *w, const mm_io_buffer *header) {
+static int write_contents(int fd, void *arg) {
+    const contents *c = arg;
     unsigned char length_field[8];
-    for (int i = 0; i < 8; i++) length_field[i] = (unsigned char)((uint64_t)header->len >> (8 * i));
+    for (int i = 0; i < 8; i++) length_field[i] = (unsigned char)((uint64_t)c->header->len >> (8 * i));
     int e = write_full(fd, length_field, 8);
-    if (e == 0) e = write_full(fd, header->data, header->len);
-    for (size_t i = 0; e == 0 && i < w->tensor_count; i++)
-        e = write_full(fd, w->tensors[i].data, w->tensors[i].nbytes);
-    return e;
-}
-
-/* An existing target that is not a regular file or a directory: written through, not replaced. */
-static int is_special_target(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode);
-}
-
-/* Writes into the existing special file. 0 or an errno; *step says what failed. */
-static int write_through(const char *path, const mm_st_writer *w, const mm_io_buffer *header,
-                         const char **step) {
-    *step = "cannot write";
-    int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
-    if (fd < 0) return errno;
-    int e = write_contents(fd, w, header);
-    if (close(fd) != 0 && e == 0) e = errno;
-    return e;
-}
-
-/* Writes a temporary file beside path, then renames it onto path. 0 or an errno (ENOMEM included);
- * *step says what failed. The temporary file never outlives a failure. */
-static int write_replacing(const char *path, const mm_st_writer *w, const mm_io_buffer *header,
-                           const char **step) {
-    int fd = -1, e = 0;
-    size_t path_len = strlen(path);
-    char *tmp = malloc(path_len + sizeof ".tmp.XXXXXX");
-    *step = "out of memory writing";
-    if (!tmp) return ENOMEM;
-    memcpy(tmp, path, path_len);
-    memcpy(tmp + path_len, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
-    fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0) {
-        e = errno;
-        *step = "cannot create a temporary file beside";
-        free(tmp);
-        return e;
-    }
-    /* mkstemp creates mode 0600; give the file the target's mode, or 0644 for a new file. */
-    struct stat sb;
-    mode_t mode = stat(path, &sb) == 0 ? (sb.st_mode & 07777) : 0644;
-    *step = "cannot set the mode of the temporary file for";
-    if (fchmod(fd, mode) != 0) goto fail;
-    *step = "cannot write";
-    if ((e = write_contents(fd, w, header)) != 0 || fsync(fd) != 0) goto fail;
-    int closed = close(fd);
-    fd = -1;
-    if (closed != 0) goto fail;
-    *step = "cannot rename the temporary file onto";
-    if (rename(tmp, path) != 0) goto fail;
-    free(tmp);
-    return 0;
-fail:
-    if (e == 0) e = errno;
-    if (fd >= 0) close(fd);
-    unlink(tmp);
-    free(tmp);
+    if (e == 0) e = write_full(fd, c->header->data, c->header->len);
+    for (size_t i = 0; e == 0 && i < c->w->tensor_count; i++)
+        e = write_full(fd, c->w->tensors[i].data, c->w->tensors[i].nbytes);
     return e;
 }
 
@@ -361,18 +308,12 @@ mm_status mm_st_writer_write(mm_st_writer *w, const char *path, mm_error *err) {
     mm_io_quote(q, sizeof q, path, strlen(path));
     mm_status st = build_header(w, &header, err);
     if (st != MM_OK) return st;
-    /* A symbolic link is followed: its target gets the new contents (and the temporary file is made
-     * beside the target, on its file system), not the link replaced by a file. */
-    struct stat lsb;
-    char *resolved = lstat(path, &lsb) == 0 && S_ISLNK(lsb.st_mode) ? realpath(path, NULL) : NULL;
-    const char *target = resolved ? resolved : path;
+    contents c = {w, &header};
     const char *step = "";
-    int e = is_special_target(target) ? write_through(target, w, &header, &step)
-                                      : write_replacing(target, w, &header, &step);
+    int e = mm_out_file_write(path, write_contents, &c, &step);
     if (e != 0)
         st = mm_fail(err, e == ENOMEM ? MM_ERR_OUT_OF_MEMORY : MM_ERR_IO, "%s \"%s\": %s", step, q,
                      mm_io_errno_text(e, why, sizeof why));
-    free(resolved);
     mm_io_buffer_free(&header);
     return st;
 }
