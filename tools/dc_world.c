@@ -145,6 +145,12 @@ static int gen_rank(cli_dc_world *w, int64_t g) {
     return 0;
 }
 
+/* A failed allocation is said, not only signalled by the exit status. */
+static int out_of_memory(const char *cmd, const char *what) {
+    cli_error(cmd, "out of memory generating %s", what);
+    return MM_CLI_EXIT_FAILURE;
+}
+
 int cli_dc_world_make(const char *cmd, const cli_dc_opts *opts, cli_dc_world *w) {
     memset(w, 0, sizeof *w);
     w->o = *opts;
@@ -179,7 +185,7 @@ int cli_dc_world_make(const char *cmd, const cli_dc_opts *opts, cli_dc_world *w)
     if (o->n_removed) {
         int64_t n = 0, sh = 0;
         w->elastic = malloc((size_t)(4 + 2 * o->ranks) * 4);
-        if (!w->elastic) return MM_CLI_EXIT_FAILURE;
+        if (!w->elastic) return out_of_memory(cmd, "the elastic_info table");
         for (int64_t r = 0; r < o->ranks; r++) w->elastic[4 + o->ranks + r] = -1;
         for (int64_t r = 0; r < o->ranks; r++) {
             w->elastic[4 + r] = o->removed[r] ? -1 : (int32_t)n;
@@ -210,7 +216,8 @@ int cli_dc_world_make(const char *cmd, const cli_dc_opts *opts, cli_dc_world *w)
     w->gamma = malloc(h * 2);
     w->alpha1 = malloc(nc * h * 4), w->alpha2 = malloc(nc * h * 4);
     w->const_v = malloc(nc * h * 2);
-    if (!w->smooth || !w->gamma || !w->alpha1 || !w->alpha2 || !w->const_v) return MM_CLI_EXIT_FAILURE;
+    if (!w->smooth || !w->gamma || !w->alpha1 || !w->alpha2 || !w->const_v)
+        return out_of_memory(cmd, "the smoothing scales, gamma and const-expert tensors");
     for (size_t j = 0; j < (size_t)(o->shared_experts + o->experts) * h; j++)
         w->smooth[j] = uniform(&s, 0.5f, 1.5f);
     for (size_t j = 0; j < h; j++) w->gamma[j] = mm_f32_to_bf16(uniform(&s, 0.5f, 1.5f));
@@ -221,7 +228,7 @@ int cli_dc_world_make(const char *cmd, const cli_dc_opts *opts, cli_dc_world *w)
     }
     for (int64_t g = 0; g < w->nranks; g++) {
         w->rank[g].alive = !o->removed[g / w->tpw];
-        if (gen_rank(w, g)) return MM_CLI_EXIT_FAILURE;
+        if (gen_rank(w, g)) return out_of_memory(cmd, "a rank's tokens (lower --tokens or --hidden)");
     }
     return 0;
 }

@@ -9,7 +9,7 @@
 
 /* How long a write to a FIFO waits for a process to open it for reading. */
 #define MM_OUT_FIFO_WAIT_SECONDS 10.0
-#define MM_OUT_FIFO_WAIT_TEXT "10"
+#define MM_OUT_FIFO_WAIT_TEXT    "10"
 
 /* Writes the whole contents to the open descriptor: 0 or the errno of the failed write. */
 typedef int (*mm_out_fill_fn)(int fd, void *arg);

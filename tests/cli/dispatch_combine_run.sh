@@ -79,4 +79,13 @@ if cli_has_mpi; then
     stdout_has "MPI_A2Av us" "bench mpi"
     [ "$(rows_of 1)" = 4 ] && [ "$(rows_of 3)" = 12 ] && ok || bad "bench mpi rows: $(cat "$WORK/out")"
 fi
+# Out of memory is said on stderr (it used to exit 1 with nothing). A sanitizer build reserves more
+# address space than the cap allows, so the check runs on ordinary builds only.
+if ! grep -q "^MEGAMOE_SANITIZE:BOOL=ON" "$(dirname "$MEGAMOE")/CMakeCache.txt" 2>/dev/null; then
+    for c in "run --op dispatch-combine" "case-gen dispatch_v3 -o $WORK/oom.st"; do
+        (ulimit -v 400000; $MEGAMOE $c --tokens 60000 --hidden 8192 >/dev/null 2>"$WORK/err"); rc=$?
+        [ "$rc" = 1 ] && grep -q "out of memory generating a rank's tokens" "$WORK/err" && ok ||
+            bad "$c out of memory: exit $rc, stderr: $(cat "$WORK/err")"
+    done
+fi
 cli_finish dispatch_combine_run
