@@ -72,7 +72,8 @@ typedef struct moe_case_run {
     mm_mega_moe_attrs attrs;
     int transpose1, transpose2;
     int64_t ranks;
-    moe_rank_case *rank; /* indexed by rank (threads: all; MPI: only this process's is filled) */
+    double timeout_seconds; /* the case options' --timeout; 0 keeps the communicator's default */
+    moe_rank_case *rank;    /* indexed by rank (threads: all; MPI: only this process's is filled) */
 } moe_case_run;
 
 static const char *const weight_names[12] = {
@@ -272,6 +273,7 @@ static mm_status rank_call(mm_comm *comm, moe_case_run *run, moe_rank_case *rc, 
 
 static mm_status thread_rank(mm_comm *comm, void *arg, mm_error *err) {
     moe_case_run *run = arg;
+    if (run->timeout_seconds > 0) mm_comm_set_timeout(comm, run->timeout_seconds, NULL);
     return rank_call(comm, run, &run->rank[mm_comm_rank(comm)], err);
 }
 
@@ -370,6 +372,7 @@ static mm_status run_mega_moe(mm_case_ctx *ctx, mm_error *err) {
     moe_case_run run;
     memset(&run, 0, sizeof run);
     run.ranks = ctx->ranks;
+    run.timeout_seconds = ctx->options.timeout_seconds;
     mm_status st = read_attrs(ctx, &run, err);
     if (st != MM_OK) return st;
     if (run.sizing.moe_expert_num % run.ranks != 0)

@@ -62,4 +62,11 @@ reference_case ref_plain --ranks 2 --tokens 6 --topk 3 --seed 5
 "$MEGAMOE" case-gen mega_moe -o "$WORK/valid.st" --ranks 2 --shared 1 || bad "case-gen valid"
 if python3 "$check_py" broken "$MEGAMOE" "$WORK/valid.st"; then ok; else bad "broken mega_moe cases"; fi
 
+# --timeout applies to mega_moe cases on the threads backend too (it was set for MPI only): a wait of
+# 1 us cannot be met by 4 ranks on this machine's 2 cores, so the case fails naming the late ranks.
+"$MEGAMOE" case-gen mega_moe -o "$WORK/t4.st" --ranks 4 --tokens 32 --hidden 256 --inter 128 || bad "case-gen t4"
+"$MEGAMOE" case "$WORK/t4.st" -o "$WORK/t4.out.st" --timeout 0.000001 2>"$WORK/err"; rc=$?
+[ "$rc" = 1 ] && grep -q "did not arrive within 1e-06 s" "$WORK/err" && [ ! -e "$WORK/t4.out.st" ] && ok ||
+    bad "mega_moe --timeout on threads: exit $rc, stderr: $(cat "$WORK/err")"
+
 cli_finish case_mega_moe
