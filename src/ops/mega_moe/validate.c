@@ -126,7 +126,9 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
                        a->combine_comm_mode);
     }
     c->group_size = a->combine_comm_mode == 2 ? rps : 1;
-    if ((st = mm_moe_act_resolve(a, &c->act, err)) != MM_OK) return st;
+    if ((st = mm_ffn_act_resolve(a->activation, a->activation_params, a->activation_param_count, &c->act,
+                                 err)) != MM_OK)
+        return st;
     if (a->activation_out_dtype != MM_DTYPE_INVALID && a->activation_out_dtype != MM_DTYPE_FP8_E4M3FN &&
         a->activation_out_dtype != MM_DTYPE_FP8_E5M2)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
@@ -139,7 +141,7 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
         st = mm_moe_path_make(w->shared.dtype, sd, a->activation_out_dtype, "shared", &c->shared, err);
         if (st != MM_OK) return st;
     }
-    int64_t k2 = a->activation == MM_MEGA_MOE_GELU ? 2 * I : I;
+    int64_t k2 = mm_ffn_act_k2(a->activation, I);
     if (w->routed.k2 != k2 || (c->has_shared && w->shared.k2 != k2))
         return mm_fail(
             err, MM_ERR_INVALID_ARGUMENT,
