@@ -65,7 +65,8 @@ static void check_forms(const mm_ffn_act_info *info, const mm_ffn_act *act) {
     float h[2 * I], expect[2 * I];
     for (int j = 0; j < 2 * I; j++) h[j] = j < I ? g[j] : u[j - I];
     int64_t k2 = mm_ffn_act_k2(info->kind, I);
-    for (int64_t j = 0; j < k2; j++) expect[j] = info->gated ? info->scalar(act, h[j], h[I + j]) : info->scalar(act, h[j], 0);
+    for (int64_t j = 0; j < k2; j++)
+        expect[j] = info->gated ? info->scalar(act, h[j], h[I + j]) : info->scalar(act, h[j], 0);
     mm_ffn_act_row(act, h, I, h);
     check_same(expect, h, k2);
 }
@@ -104,7 +105,7 @@ static void check_rules(const mm_ffn_act_info *info) {
 }
 
 int main(void) {
-    static const float special[] = {0.0f,  -0.0f,  1e-6f,  0.3f,  -0.3f,    7.0f,      -7.0f,    88.0f,
+    static const float special[] = {0.0f,   -0.0f,  1e-6f, 0.3f,   -0.3f,    7.0f,      -7.0f, 88.0f,
                                     -88.0f, 100.0f, -1e4f, 1e-40f, INFINITY, -INFINITY, NAN};
     enum { S = sizeof special / sizeof special[0] };
     uint64_t st = 5;
@@ -143,8 +144,8 @@ int main(void) {
     mm_error err;
     CHECK(mm_ffn_act_info_of((mm_mega_moe_activation)count) == NULL);
     CHECK_EQ_INT((int)mm_ffn_act_k2((mm_mega_moe_activation)count, 96), 0);
-    CHECK_STATUS(mm_ffn_act_resolve((mm_mega_moe_activation)count, NULL, 0, &act, &err), MM_ERR_INVALID_ARGUMENT,
-                 &err);
+    CHECK_STATUS(mm_ffn_act_resolve((mm_mega_moe_activation)count, NULL, 0, &act, &err),
+                 MM_ERR_INVALID_ARGUMENT, &err);
     CHECK_STR_CONTAINS(err.message, "not a known activation");
     CHECK(strcmp(mm_mega_moe_activation_name((mm_mega_moe_activation)count), "invalid") == 0);
     CHECK_EQ_INT(mm_mega_moe_activation_from_name("relu"), -1);

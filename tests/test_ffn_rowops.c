@@ -100,8 +100,9 @@ static void test_rowops_avx512_same_bits(void) {
 }
 
 /* The INT8 quantizers of the tables against formats.h (the portable table calls it): q and scale bit
- * for bit, both rounding rules and both mul-even scale forms, on random rows of several magnitudes, rows of exact ties (amax 127 so
- * that t = x), rows with NaN / Inf / only zeros, tiny rows whose scale underflows, every length 0..80. */
+ * for bit, both rounding rules and both mul-even scale forms, on random rows of several magnitudes, rows of
+ * exact ties (amax 127 so that t = x), rows with NaN / Inf / only zeros, tiny rows whose scale underflows,
+ * every length 0..80. */
 static void test_int8_quantize_same_bits(void) {
     const mm_rowops *tables[2] = {mm_rowops_portable(), &mm_rowops_avx512_table};
     int n_tables = mm_cpu_isa() >= MM_ISA_AVX512 ? 2 : 1;

@@ -72,8 +72,9 @@ static mm_status oai_params(const float *p, int n, mm_ffn_act *act, mm_error *er
     mm_status st = check_clamp(p[0], err);
     if (st != MM_OK) return st;
     if (!isfinite(p[1]) || !isfinite(p[2]))
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "activation_params alpha = %g, beta = %g: both must be finite",
-                       (double)p[1], (double)p[2]);
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "activation_params alpha = %g, beta = %g: both must be finite", (double)p[1],
+                       (double)p[2]);
     act->clamp = p[0];
     act->alpha = p[1];
     act->beta = p[2];
@@ -83,7 +84,8 @@ static mm_status oai_params(const float *p, int n, mm_ffn_act *act, mm_error *er
 static mm_status situglu_params(const float *p, int n, mm_ffn_act *act, mm_error *err) {
     for (int i = 0; i < n; i++)
         if (!isfinite(p[i]) || !(p[i] > 0.0f))
-            return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "activation_params[%d] (%s) = %g must be finite and > 0", i,
+            return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                           "activation_params[%d] (%s) = %g must be finite and > 0", i,
                            i == 0 ? "beta" : "linear_beta", (double)p[i]);
     act->beta = p[0];
     if (n == 2) {
@@ -97,7 +99,8 @@ static mm_status gelu_params(const float *p, int n, mm_ffn_act *act, mm_error *e
     (void)n, (void)act;
     if (p[0] != FLT_MAX)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                       "activation_params[0] = %g: gelu takes no clamp, only the placeholder FLT_MAX", (double)p[0]);
+                       "activation_params[0] = %g: gelu takes no clamp, only the placeholder FLT_MAX",
+                       (double)p[0]);
     return MM_OK;
 }
 
@@ -149,8 +152,8 @@ mm_status mm_ffn_act_resolve(mm_mega_moe_activation kind, const float *params, i
     if (!info)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "activation = %d is not a known activation", (int)kind);
     if (n != 0 && (n < info->min_params || n > info->max_params))
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "activation_params has %d values: %s takes %s", n, info->name,
-                       info->param_rule);
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "activation_params has %d values: %s takes %s", n,
+                       info->name, info->param_rule);
     if (n > 0) {
         mm_status st = info->params(params, n, &r, err);
         if (st != MM_OK) return st;

@@ -37,14 +37,14 @@ typedef void (*mm_ffn_act_rows_fn)(const mm_ffn_act *act, const float *g, const 
 typedef struct mm_ffn_act_info {
     mm_mega_moe_activation kind;
     const char *name;
-    int gated;     /* 1: out[j] = f(h[j], h[I + j]), j < I; 0: out[j] = f(h[j]), j < 2I */
-    int k2_factor; /* GEMM2 reduction length = k2_factor * I (its input width) */
+    int gated;                  /* 1: out[j] = f(h[j], h[I + j]), j < I; 0: out[j] = f(h[j]), j < 2I */
+    int k2_factor;              /* GEMM2 reduction length = k2_factor * I (its input width) */
     int min_params, max_params; /* activation_param_count is 0 (defaults) or in [min, max] */
     const char *param_rule;     /* the accepted lists, for messages */
     /* Checks the values of a non-empty parameter list and writes them into act (defaults already set). */
     mm_status (*params)(const float *p, int n, mm_ffn_act *act, mm_error *err);
     float (*scalar)(const mm_ffn_act *act, float g, float u); /* u unused when not gated */
-    mm_ffn_act_rows_fn vector;                                 /* AVX-512 rows, NULL = scalar loop */
+    mm_ffn_act_rows_fn vector;                                /* AVX-512 rows, NULL = scalar loop */
 } mm_ffn_act_info;
 
 /* The table entry of kind (NULL for an unknown value), and the whole table in enum order. */
@@ -60,8 +60,7 @@ int64_t mm_ffn_act_k2(mm_mega_moe_activation kind, int64_t inter);
 /* Rows of the activation: the vector form when the CPU has AVX-512 (and MEGAMOE_ISA is not ref) and
  * the activation has one, else the scalar loop; both give the same bits. */
 void mm_ffn_act_rows(const mm_ffn_act *act, const float *g, const float *u, float *out, int64_t n);
-void mm_ffn_act_rows_portable(const mm_ffn_act *act, const float *g, const float *u, float *out,
-                              int64_t n);
+void mm_ffn_act_rows_portable(const mm_ffn_act *act, const float *g, const float *u, float *out, int64_t n);
 /* One GEMM1 output row h (2I values, gate then up) to its k2_factor * I activation values (out may
  * be h: output j reads only inputs j and I + j). */
 void mm_ffn_act_row(const mm_ffn_act *act, const float *h, int64_t inter, float *out);
@@ -118,9 +117,7 @@ static inline float mm_ffn_sigmoid_f32(float z) {
 
 /* activation_avx512.c: the vector forms (call only when mm_cpu_isa() >= MM_ISA_AVX512). */
 void mm_ffn_swiglu_avx512(const mm_ffn_act *act, const float *g, const float *u, float *out, int64_t n);
-void mm_ffn_swiglustep_avx512(const mm_ffn_act *act, const float *g, const float *u, float *out,
-                              int64_t n);
-void mm_ffn_swigluoai_avx512(const mm_ffn_act *act, const float *g, const float *u, float *out,
-                             int64_t n);
+void mm_ffn_swiglustep_avx512(const mm_ffn_act *act, const float *g, const float *u, float *out, int64_t n);
+void mm_ffn_swigluoai_avx512(const mm_ffn_act *act, const float *g, const float *u, float *out, int64_t n);
 
 #endif

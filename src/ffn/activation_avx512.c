@@ -86,7 +86,8 @@ void mm_ffn_swigluoai_avx512(const mm_ffn_act *act, const float *g, const float 
             vg = clamp_high16(vg, c);
             vu = clamp_both16(vu, c);
         }
-        __m512 a = _mm512_mul_ps(_mm512_mul_ps(vg, sigmoid16(_mm512_mul_ps(alpha, vg))), _mm512_add_ps(vu, beta));
+        __m512 a =
+            _mm512_mul_ps(_mm512_mul_ps(vg, sigmoid16(_mm512_mul_ps(alpha, vg))), _mm512_add_ps(vu, beta));
         _mm512_mask_storeu_ps(out + x, m, a);
     }
 }

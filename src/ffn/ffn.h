@@ -52,7 +52,8 @@ typedef struct mm_ffn_scratch {
 
 size_t mm_ffn_scratch_bytes(int64_t rows, int64_t hidden, int64_t inter, int64_t k2);
 /* Lays the scratch out in mem (mm_ffn_scratch_bytes bytes). */
-void mm_ffn_scratch_init(mm_ffn_scratch *s, void *mem, int64_t rows, int64_t hidden, int64_t inter, int64_t k2);
+void mm_ffn_scratch_init(mm_ffn_scratch *s, void *mem, int64_t rows, int64_t hidden, int64_t inter,
+                         int64_t k2);
 
 /* The three timed stages of a job. */
 typedef enum mm_ffn_stage { MM_FFN_STAGE_GEMM1, MM_FFN_STAGE_ACTIVATION, MM_FFN_STAGE_GEMM2 } mm_ffn_stage;

@@ -11,7 +11,8 @@ static void record_stage(void *ctx, mm_ffn_stage stage, double begin, double end
 }
 
 void mm_moe_ffn_job_init(mm_ffn_job *job, const mm_moe_path *path, const mm_ffn_act *act,
-                         const mm_moe_expert_set *set, int64_t hidden, int64_t inter, mm_mega_moe_buffer *timing) {
+                         const mm_moe_expert_set *set, int64_t hidden, int64_t inter,
+                         mm_mega_moe_buffer *timing) {
     *job = (mm_ffn_job){0};
     job->input_dtype = path->input_dtype;
     job->gemm2_dtype = path->gemm2_dtype;
