@@ -49,15 +49,24 @@ static inline __m512 clamp_both16(__m512 v, __m512 c) {
 
 #define LANES(n, x) (n - x >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - x)) - 1))
 
+/* Gate and up lanes x.. of the rows, clamped as swiglu and swigluoai clamp their inputs (gate from
+ * above, up both ways) when the activation has a clamp. */
+static inline void load_clamped_inputs(const mm_ffn_act *act, const float *g, const float *u, __mmask16 m,
+                                       __m512 *vg, __m512 *vu) {
+    *vg = _mm512_maskz_loadu_ps(m, g);
+    *vu = _mm512_maskz_loadu_ps(m, u);
+    if (act->clamp != 0.0f) {
+        const __m512 c = _mm512_set1_ps(act->clamp);
+        *vg = clamp_high16(*vg, c);
+        *vu = clamp_both16(*vu, c);
+    }
+}
+
 void mm_ffn_swiglu_avx512(const mm_ffn_act *act, const float *g, const float *u, float *out, int64_t n) {
-    const __m512 c = _mm512_set1_ps(act->clamp);
     for (int64_t x = 0; x < n; x += 16) {
         __mmask16 m = LANES(n, x);
-        __m512 vg = _mm512_maskz_loadu_ps(m, g + x), vu = _mm512_maskz_loadu_ps(m, u + x);
-        if (act->clamp != 0.0f) {
-            vg = clamp_high16(vg, c);
-            vu = clamp_both16(vu, c);
-        }
+        __m512 vg, vu;
+        load_clamped_inputs(act, g + x, u + x, m, &vg, &vu);
         _mm512_mask_storeu_ps(out + x, m, _mm512_mul_ps(_mm512_mul_ps(vg, sigmoid16(vg)), vu));
     }
 }
@@ -77,15 +86,11 @@ void mm_ffn_swiglustep_avx512(const mm_ffn_act *act, const float *g, const float
 }
 
 void mm_ffn_swigluoai_avx512(const mm_ffn_act *act, const float *g, const float *u, float *out, int64_t n) {
-    const __m512 c = _mm512_set1_ps(act->clamp), alpha = _mm512_set1_ps(act->alpha),
-                 beta = _mm512_set1_ps(act->beta);
+    const __m512 alpha = _mm512_set1_ps(act->alpha), beta = _mm512_set1_ps(act->beta);
     for (int64_t x = 0; x < n; x += 16) {
         __mmask16 m = LANES(n, x);
-        __m512 vg = _mm512_maskz_loadu_ps(m, g + x), vu = _mm512_maskz_loadu_ps(m, u + x);
-        if (act->clamp != 0.0f) {
-            vg = clamp_high16(vg, c);
-            vu = clamp_both16(vu, c);
-        }
+        __m512 vg, vu;
+        load_clamped_inputs(act, g + x, u + x, m, &vg, &vu);
         __m512 a =
             _mm512_mul_ps(_mm512_mul_ps(vg, sigmoid16(_mm512_mul_ps(alpha, vg))), _mm512_add_ps(vu, beta));
         _mm512_mask_storeu_ps(out + x, m, a);

@@ -67,7 +67,6 @@ void mm_ffn_scratch_init(mm_ffn_scratch *s, void *mem, int64_t rows, int64_t hid
     s->a2_mx_stride = a2_mx_stride_of(k2);
     p += round_up((size_t)(rows * s->a2_mx_stride), 64);
     s->row_done = (_Atomic int32_t *)p;
-    s->o = NULL;
 }
 
 typedef struct act_task {

@@ -46,7 +46,6 @@ typedef struct mm_ffn_scratch {
     float *a2_scales;
     uint8_t *a2_mx;
     int64_t a2_mx_stride;
-    float *o;                  /* unused (NULL) */
     _Atomic int32_t *row_done; /* fused quantization: activation outputs of each row written so far */
 } mm_ffn_scratch;
 

@@ -55,9 +55,10 @@ void mm_ffn_quantize_input(mm_dtype dtype, const uint16_t *x, int64_t hidden, ui
         ops->int8_div_away(f32_row, hidden, (int8_t *)data, int8_scale);
         return;
     }
-    if (dtype == MM_DTYPE_FP8_E4M3FN || dtype == MM_DTYPE_FP8_E5M2 || dtype == MM_DTYPE_FP4_E2M1) {
-        mm_mx_quantize_row_bf16(x, hidden, dtype, data, mx, NULL);
+    if (dtype == MM_DTYPE_BF16) {
+        for (int64_t k = 0; k < hidden; k++) ((uint16_t *)data)[k] = x[k];
         return;
     }
-    for (int64_t k = 0; k < hidden; k++) ((uint16_t *)data)[k] = x[k];
+    /* the scenario table admits no other dispatch dtype than an MX element type here */
+    mm_mx_quantize_row_bf16(x, hidden, dtype, data, mx, NULL);
 }

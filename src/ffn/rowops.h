@@ -33,8 +33,8 @@ const mm_rowops *mm_rowops_portable(void);
 extern const mm_rowops mm_rowops_avx512_table;
 
 /* The dispatch rounding of one BF16 row of `hidden` values to dtype (BF16: a copy; I8: the div-away
- * rule on the F32 values, scale into *int8_scale, f32_row: `hidden` floats of scratch; MX: the
- * quantizer of formats.h, scales into mx). */
+ * rule on the F32 values, scale into *int8_scale, f32_row: `hidden` floats of scratch; any other
+ * dtype is an MX element type: the quantizer of formats.h, scales into mx). */
 void mm_ffn_quantize_input(mm_dtype dtype, const uint16_t *x, int64_t hidden, uint8_t *data, uint8_t *mx,
                            float *int8_scale, float *f32_row);
 
