@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "core/cpu.h"
 #include "core/parallel.h"
 #include "test_mega_moe_common.h"
 
