@@ -8,7 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops/mega_moe/mega_moe_internal.h"
+#include "ffn/activation.h"
+#include "ffn/rowops.h"
 #include "megamoe/formats.h"
 #include "ref/activation_ref.h"
 #include "testlib.h"
@@ -46,9 +47,10 @@ int main(void) {
         a.activation = cases[c].kind;
         a.activation_param_count = cases[c].count;
         for (int i = 0; i < 3; i++) a.activation_params[i] = cases[c].p[i];
-        mm_moe_act act;
+        mm_ffn_act act;
         mm_error err;
-        CHECK_OK(mm_moe_act_resolve(&a, &act, &err), &err);
+        CHECK_OK(mm_ffn_act_resolve(a.activation, a.activation_params, a.activation_param_count, &act, &err),
+                 &err);
         mm_ref_activation ref;
         CHECK_OK(
             mm_ref_activation_init(&ref, (mm_ref_act_kind)cases[c].kind, cases[c].p, cases[c].count, &err),
@@ -58,10 +60,10 @@ int main(void) {
             for (size_t u = 0; u < n; u++) {
                 float got, want;
                 if (cases[c].kind == MM_MEGA_MOE_GELU) {
-                    got = mm_moe_act_gelu(values[g]);
+                    got = mm_ffn_act_scalar(&act, values[g], 0.0f);
                     want = mm_ref_act_gelu(values[g]);
                 } else {
-                    got = mm_moe_act_gated(&act, values[g], values[u]);
+                    got = mm_ffn_act_scalar(&act, values[g], values[u]);
                     want = mm_ref_act_gated(&ref, values[g], values[u]);
                 }
                 double d = ulps(got, want), z = fabs((double)values[g]);
@@ -84,12 +86,13 @@ int main(void) {
     /* the row form: gate/up halves, in place */
     {
         mm_mega_moe_attrs a = mm_mega_moe_default_attrs();
-        mm_moe_act act;
-        CHECK_OK(mm_moe_act_resolve(&a, &act, NULL), NULL);
+        mm_ffn_act act;
+        CHECK_OK(mm_ffn_act_resolve(a.activation, a.activation_params, a.activation_param_count, &act, NULL),
+                 NULL);
         float h[8] = {1, 2, -1, 0.5f, 3, -2, 0.25f, 4};
         float want[4];
-        for (int j = 0; j < 4; j++) want[j] = mm_moe_act_gated(&act, h[j], h[4 + j]);
-        mm_moe_act_row(&act, h, 4, h);
+        for (int j = 0; j < 4; j++) want[j] = mm_ffn_act_scalar(&act, h[j], h[4 + j]);
+        mm_ffn_act_row(&act, h, 4, h);
         for (int j = 0; j < 4; j++) {
             uint32_t a_bits, b_bits;
             memcpy(&a_bits, &h[j], 4);
@@ -105,14 +108,14 @@ int main(void) {
         for (int i = 0; i < 8; i++) x[i] = mm_f32_to_bf16(xs[i]);
         int8_t q[8];
         float scale = 0, f32[8];
-        mm_moe_quantize_input(MM_DTYPE_I8, x, 8, (uint8_t *)q, NULL, &scale, f32);
+        mm_ffn_quantize_input(MM_DTYPE_I8, x, 8, (uint8_t *)q, NULL, &scale, f32);
         uint32_t scale_bits;
         memcpy(&scale_bits, &scale, sizeof scale_bits);
         CHECK_EQ_HEX(scale_bits, 0x3F800000u);
         for (int i = 0; i < 8; i++) CHECK_EQ_INT(q[i], want[i]);
         /* BF16 dispatch is a copy */
         uint16_t copy[8];
-        mm_moe_quantize_input(MM_DTYPE_BF16, x, 8, (uint8_t *)copy, NULL, &scale, f32);
+        mm_ffn_quantize_input(MM_DTYPE_BF16, x, 8, (uint8_t *)copy, NULL, &scale, f32);
         CHECK(memcmp(copy, x, sizeof x) == 0);
     }
     return mm_test_finish("test_mega_moe_activation");

@@ -1,9 +1,6 @@
 /* tests/test_mega_moe_schedule.c: the performance paths of MegaMoE keep the numerics.
  *
- *   - row loops (rowops): the AVX-512 table gives the same bits as the portable one on random rows with
- *     NaN, infinities, rounding ties and every tail length; the portable one matches hand-computed
- *     BF16 patterns; the operator's exp is within 2 ulps and its vector activations equal the scalar
- *     ones bit for bit; the INT8 row quantizers of both tables equal formats.h's (q and scale).
+ *   (the row kernels and activations are tested in test_ffn_rowops.c and test_ffn_activation_table.c)
  *   - fused activation (GEMM1 epilogue over gate/up interleaved panels) vs the unfused pass: the same
  *     y bits for every scenario and gated activation, odd I (a padded last panel), topk_weights_type 1,
  *     shared experts, combine quantization; and both within tolerance of the float64 reference.
@@ -16,199 +13,8 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "core/cpu.h"
 #include "core/parallel.h"
 #include "test_mega_moe_common.h"
-
-/* ---- rowops ----------------------------------------------------------------------------------- */
-
-static float f32_of(uint32_t bits) {
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static uint32_t bits_of(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static void test_rowops_hand_values(void) {
-    const mm_moe_rowops *p = mm_moe_rowops_portable();
-    /* 1 + 2^-8 is a tie between 1 and 1 + 2^-7: to even (0x3F80); 1 + 3 * 2^-8 ties up to 0x3F82;
-     * 0x3F80_8001 is above the tie: 0x3F81; -0 stays -0; +inf stays; the largest finite F32 rounds to
-     * +inf (0x7F80). */
-    const uint32_t in[6] = {0x3F808000u, 0x3F818000u, 0x3F808001u, 0x80000000u, 0x7F800000u, 0x7F7FFFFFu};
-    const uint16_t want[6] = {0x3F80, 0x3F82, 0x3F81, 0x8000, 0x7F80, 0x7F80};
-    float src[6];
-    uint16_t out[6];
-    for (int i = 0; i < 6; i++) src[i] = f32_of(in[i]);
-    p->to_bf16(out, src, 6);
-    for (int i = 0; i < 6; i++) CHECK_EQ_HEX(out[i], want[i]);
-    /* acc += w * o with a separately rounded product: 1 + 0.5 * 3 = 2.5; acc += o: 2.5 + 1 = 3.5 */
-    float acc[3] = {1.0f, -2.0f, 0.0f};
-    const uint16_t o[3] = {0x4040 /* 3 */, 0x3F80 /* 1 */, 0xBF80 /* -1 */};
-    p->axpy_bf16(acc, 0.5f, o, 3);
-    CHECK(acc[0] == 2.5f && acc[1] == -1.5f && acc[2] == -0.5f);
-    p->add_bf16(acc, o, 3);
-    CHECK(acc[0] == 5.5f && acc[1] == -0.5f && acc[2] == -1.5f);
-    float v[2] = {f32_of(0x3F818000u), 1.0f};
-    p->round_bf16(v, 2);
-    CHECK_EQ_HEX(bits_of(v[0]), 0x3F820000u);
-}
-
-static uint32_t random_f32_bits(uint64_t *st) {
-    uint64_t r = mm_test_rand_u64(st);
-    switch (r % 8) {
-    case 0: return 0x7FC00000u | (uint32_t)(r >> 40 & 0x3FFFFF) | (uint32_t)(r >> 8 & 1) << 31; /* NaN */
-    case 1: return (r >> 8 & 1) ? 0xFF800000u : 0x7F800000u;                                    /* inf */
-    case 2: return ((uint32_t)(r >> 16) & 0xFFFF0000u) | 0x8000u;                               /* tie */
-    default: return (uint32_t)(r >> 16) & 0xBFFFFFFFu; /* finite, mostly moderate */
-    }
-}
-
-static void test_rowops_avx512_same_bits(void) {
-    if (mm_cpu_isa() < MM_ISA_AVX512) {
-        printf("  rowops: no AVX-512 here, portable table only\n");
-        return;
-    }
-    const mm_moe_rowops *p = mm_moe_rowops_portable(), *v = &mm_moe_rowops_avx512_table;
-    CHECK(mm_moe_rowops_get() == v);
-    uint64_t st = 99;
-    enum { N = 80 };
-    for (int n = 0; n <= N; n++) {
-        float src[N + 1], a1[N + 1], a2[N + 1];
-        uint16_t o[N + 1], b1[N + 1], b2[N + 1];
-        for (int i = 0; i < n; i++) {
-            src[i] = f32_of(random_f32_bits(&st));
-            a1[i] = a2[i] = f32_of(random_f32_bits(&st));
-            o[i] = (uint16_t)(random_f32_bits(&st) >> 16);
-        }
-        b1[n] = b2[n] = 0xABCD; /* past the end: untouched */
-        p->to_bf16(b1, src, n);
-        v->to_bf16(b2, src, n);
-        for (int i = 0; i <= n; i++) CHECK_EQ_HEX(b1[i], b2[i]);
-        float w = f32_of(random_f32_bits(&st) & 0xBFFFFFFFu);
-        p->axpy_bf16(a1, w, o, n);
-        v->axpy_bf16(a2, w, o, n);
-        p->add_bf16(a1, o, n);
-        v->add_bf16(a2, o, n);
-        p->round_bf16(a1, n);
-        v->round_bf16(a2, n);
-        /* Same bits, except that which NaN payload an F32 add or multiply of two NaNs passes on is the
-         * hardware's operand order, which the compiler may swap: there only NaN-ness must agree. */
-        for (int i = 0; i < n; i++) {
-            if (isnan(a1[i]) && isnan(a2[i])) continue;
-            CHECK_EQ_HEX(bits_of(a1[i]), bits_of(a2[i]));
-        }
-    }
-}
-
-/* The INT8 quantizers of the tables against formats.h (the portable table calls it): q and scale bit
- * for bit, both rounding rules, on random rows of several magnitudes, rows of exact ties (amax 127 so
- * that t = x), rows with NaN / Inf / only zeros, tiny rows whose scale underflows, every length 0..80. */
-static void test_int8_quantize_same_bits(void) {
-    const mm_moe_rowops *tables[2] = {mm_moe_rowops_portable(), &mm_moe_rowops_avx512_table};
-    int n_tables = mm_cpu_isa() >= MM_ISA_AVX512 ? 2 : 1;
-    uint64_t st = 7;
-    enum { N = 80 };
-    for (int kind = 0; kind < 7; kind++)
-        for (int n = 0; n <= N; n++) {
-            float x[N + 1];
-            for (int i = 0; i < n; i++) {
-                uint64_t r = mm_test_rand_u64(&st);
-                float u = (float)((double)(r >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
-                switch (kind) {
-                case 0: x[i] = u; break;
-                case 1: x[i] = u * 3e4f; break;
-                case 2: x[i] = (float)((int)(r % 255) - 127) + ((r >> 20) & 1 ? 0.5f : 0.0f); break;
-                case 3: x[i] = u * 1e-40f; break; /* denormal amax: s underflows */
-                case 4: x[i] = i == n / 2 ? NAN : u; break;
-                case 5: x[i] = i == n / 3 ? -INFINITY : u; break;
-                default: x[i] = (r & 3) ? 0.0f : -0.0f; break;
-                }
-            }
-            if (kind == 2 && n > 0) x[0] = 127.0f; /* amax 127: t = x exactly, ties at .5 */
-            for (int even = 0; even < 2; even++) {
-                int8_t want[N + 1], got[N + 1];
-                float s_want = 0, s_got = 0;
-                want[n] = got[n] = 0x5A;
-                if (even)
-                    mm_int8_quantize_row_mul_even(x, n, MM_INT8_SCALE_AMAX_DIV_127, want, &s_want);
-                else
-                    mm_int8_quantize_row_div_away(x, n, want, &s_want);
-                for (int t = 0; t < n_tables; t++) {
-                    memset(got, 0x5A, sizeof got);
-                    s_got = 0;
-                    tables[t]->int8_quantize(x, n, even, got, &s_got);
-                    CHECK_EQ_HEX(bits_of(s_want), bits_of(s_got));
-                    for (int i = 0; i <= n; i++) CHECK_EQ_HEX((uint8_t)want[i], (uint8_t)got[i]);
-                }
-            }
-        }
-    /* from_bf16 is the exact widening. */
-    for (int t = 0; t < n_tables; t++) {
-        uint16_t b[37];
-        float f[38];
-        for (int i = 0; i < 37; i++) b[i] = (uint16_t)(mm_test_rand_u64(&st) >> 48);
-        f[37] = 3.0f;
-        tables[t]->from_bf16(f, b, 37);
-        for (int i = 0; i < 37; i++) CHECK_EQ_HEX(bits_of(f[i]), (uint32_t)b[i] << 16);
-        CHECK(f[37] == 3.0f);
-    }
-}
-
-/* mm_moe_exp_f32 against exp in double over [-87, 88] (and the saturation beyond): within 2 ulps. */
-static void test_exp_accuracy(void) {
-    double worst = 0;
-    for (float x = -87.0f; x <= 88.0f; x += 0.01171875f) {
-        double want = exp((double)x), got = (double)mm_moe_exp_f32(x);
-        double ulp = (double)(nextafterf((float)want, INFINITY) - (float)want);
-        double d = fabs(got - want) / ulp;
-        if (d > worst) worst = d;
-    }
-    CHECK(worst <= 2.0);
-    printf("  exp: worst %.2f ulp on [-87, 88]\n", worst);
-    CHECK(mm_moe_exp_f32(0.0f) == 1.0f);
-    CHECK(mm_moe_exp_f32(1000.0f) == mm_moe_exp_f32(88.0f));
-    CHECK(mm_moe_exp_f32(-1000.0f) == mm_moe_exp_f32(-87.0f));
-    CHECK(isnan(mm_moe_exp_f32(NAN)));
-    CHECK(mm_moe_sigmoid_f32(-1000.0f) < 1e-37f && mm_moe_sigmoid_f32(1000.0f) == 1.0f);
-}
-
-/* The vector activations repeat the scalar ones bit for bit (finite and special inputs, clamps). */
-static void test_act_avx512_same_bits(void) {
-    if (mm_cpu_isa() < MM_ISA_AVX512) return;
-    static const float special[] = {0.0f,  -0.0f,  1e-6f,  0.3f,  -0.3f,    7.0f,      -7.0f,
-                                    88.0f, -88.0f, 100.0f, -1e4f, INFINITY, -INFINITY, NAN};
-    enum { N = 200 };
-    float g[N], u[N], a1[N], a2[N];
-    uint64_t st = 5;
-    for (int i = 0; i < N; i++) {
-        g[i] = i < 14 ? special[i] : (float)mm_test_rand_uniform(&st, -30.0, 30.0);
-        u[i] = i >= 14 && i < 28 ? special[i - 14] : (float)mm_test_rand_uniform(&st, -10.0, 10.0);
-    }
-    for (int kind = 0; kind <= 3; kind++)
-        for (int clamp = 0; clamp <= 1; clamp++) {
-            mm_mega_moe_attrs a = mm_mega_moe_default_attrs();
-            a.activation = (mm_mega_moe_activation)kind;
-            a.activation_param_count = clamp ? (kind == 2 ? 3 : kind == 3 ? 2 : 1) : 0;
-            a.activation_params[0] = kind == 3 ? 2.0f : 0.7f;
-            a.activation_params[1] = kind == 3 ? 0.5f : 1.702f;
-            a.activation_params[2] = 1.0f;
-            mm_moe_act act;
-            CHECK_OK(mm_moe_act_resolve(&a, &act, NULL), NULL);
-            for (int n = N - 17; n <= N; n += 17) {
-                mm_moe_rowops_portable()->act_gated(&act, g, u, a1, n);
-                mm_moe_rowops_avx512_table.act_gated(&act, g, u, a2, n);
-                for (int i = 0; i < n; i++) {
-                    if (isnan(a1[i]) && isnan(a2[i])) continue; /* payload: see above */
-                    CHECK_EQ_HEX(bits_of(a1[i]), bits_of(a2[i]));
-                }
-            }
-        }
-}
 
 /* ---- fused vs unfused ------------------------------------------------------------------------- */
 
@@ -419,11 +225,6 @@ static void test_gate(void) {
 }
 
 int main(void) {
-    test_rowops_hand_values();
-    test_rowops_avx512_same_bits();
-    test_int8_quantize_same_bits();
-    test_exp_accuracy();
-    test_act_avx512_same_bits();
     test_gate();
     test_fused_vs_unfused();
     test_scheduling();

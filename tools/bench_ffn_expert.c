@@ -1,7 +1,7 @@
-/* tools/bench_ffn_expert.c: the expert FFN that `megamoe bench ffn` times, on the private grouped GEMM
- * layer (src/gemm/gemm.h): GEMM1 (rows x H . H x 2I, gate/up interleaved so each tile holds both
- * halves), SwiGLU and the quantization of its output to the format's activation dtype with the MegaMoE
- * operator's row operations (one task per row on the library's pool), GEMM2 (rows x I . I x H). Weights are
+/* tools/bench_ffn_expert.c: the expert FFN that `megamoe bench ffn` times: the library's FFN module
+ * (src/ffn/ffn.h, as MegaMoE runs it) on one expert: GEMM1 (rows x H . H x 2I, gate/up interleaved so
+ * each tile holds both halves and SwiGLU runs in its epilogue), the quantization of the activation to
+ * the format's activation dtype, GEMM2 (rows x I . I x H) rounded to BF16 rows. Weights are
  * random codes of the format (no NaN codes; MX scales near 1) packed once; the content does not change the
  * speed. Several experts rotate so that each run reads weights that are not in cache, as in a MoE layer with
  * many experts. */
@@ -12,12 +12,11 @@
 
 #include "demo_data.h"
 #include "bench_ffn.h"
-#include "core/parallel.h"
+#include "ffn/ffn.h"
 #include "gemm/gemm.h"
 #include "gemm/kernel_registry.h"
 #include "gemm/packed.h"
 #include "megamoe/formats.h"
-#include "ops/mega_moe/mega_moe_internal.h"
 #include "timing.h"
 
 typedef struct format_info {
@@ -46,17 +45,14 @@ struct bench_ffn_expert {
     bench_ffn_format format;
     int64_t hidden, inter, experts, max_rows;
     mm_gemm_packed_weights **w1, **w2;
-    uint8_t *x;         /* max_rows input rows in the activation dtype */
-    int64_t x_stride;   /* bytes */
-    float *x_scales;    /* I8: per row */
-    uint8_t *x_mx;      /* MX: ceil(H/32) per row */
-    float *h;           /* GEMM1 output, max_rows x n_out1 */
-    int64_t ld_h;       /* n_out1 */
-    uint8_t *act;       /* SwiGLU output quantized, max_rows rows */
-    int64_t act_stride; /* bytes */
-    float *act_scales;  /* I8 */
-    uint8_t *act_mx;    /* MX: ceil(I/32) per row */
-    float *out;         /* GEMM2 output, max_rows x H */
+    uint8_t *x;        /* max_rows input rows in the activation dtype */
+    int64_t x_stride;  /* bytes */
+    float *x_scales;   /* I8: per row */
+    uint8_t *x_mx;     /* MX: ceil(H/32) per row */
+    void *scratch_mem; /* the FFN's scratch for max_rows rows */
+    mm_ffn_scratch scratch;
+    uint16_t *out;  /* BF16 output, max_rows x H */
+    mm_ffn_act act; /* SwiGLU without clamp */
 };
 
 /* Uniform in [-1, 1). */
@@ -113,8 +109,8 @@ void bench_ffn_expert_free(bench_ffn_expert *x) {
         if (x->w1) mm_gemm_packed_free(x->w1[e]);
         if (x->w2) mm_gemm_packed_free(x->w2[e]);
     }
-    free(x->w1), free(x->w2), free(x->x), free(x->x_scales), free(x->x_mx), free(x->h);
-    free(x->act), free(x->act_scales), free(x->act_mx), free(x->out), free(x);
+    free(x->w1), free(x->w2), free(x->x), free(x->x_scales), free(x->x_mx), free(x->scratch_mem);
+    free(x->out), free(x);
 }
 
 static int is_mx(mm_dtype d) {
@@ -136,19 +132,15 @@ bench_ffn_expert *bench_ffn_expert_create(bench_ffn_format format, int64_t hidde
         x->w2[e] = make_weights(f, inter, hidden, 0, &s);
         if (!x->w1[e] || !x->w2[e]) goto fail;
     }
-    x->ld_h = mm_gemm_packed_n_out(x->w1[0]);
+    if (mm_ffn_act_resolve(MM_MEGA_MOE_SWIGLU, NULL, 0, &x->act, NULL) != MM_OK) goto fail;
     x->x_stride = (mm_dtype_row_bytes(f->a, hidden) + 63) / 64 * 64;
-    x->act_stride = (mm_dtype_row_bytes(f->a, inter) + 63) / 64 * 64;
     x->x = aligned_alloc(64, (size_t)(max_rows * x->x_stride));
-    x->act = aligned_alloc(64, (size_t)(max_rows * x->act_stride));
     x->x_scales = malloc((size_t)max_rows * sizeof(float));
-    x->act_scales = malloc((size_t)max_rows * sizeof(float));
     x->x_mx = malloc((size_t)(max_rows * ((hidden + 31) / 32)));
-    x->act_mx = malloc((size_t)(max_rows * ((inter + 31) / 32)));
-    x->h = malloc((size_t)(max_rows * x->ld_h) * sizeof(float));
-    x->out = malloc((size_t)(max_rows * hidden) * sizeof(float));
-    if (!x->x || !x->act || !x->x_scales || !x->act_scales || !x->x_mx || !x->act_mx || !x->h || !x->out)
-        goto fail;
+    x->scratch_mem = malloc(mm_ffn_scratch_bytes(max_rows, hidden, inter, inter));
+    x->out = malloc((size_t)(max_rows * hidden) * sizeof(uint16_t));
+    if (!x->x || !x->x_scales || !x->x_mx || !x->scratch_mem || !x->out) goto fail;
+    mm_ffn_scratch_init(&x->scratch, x->scratch_mem, max_rows, hidden, inter, inter);
     fill_codes(f->a, x->x, max_rows * x->x_stride, &s, 1.0f);
     for (int64_t r = 0; r < max_rows; r++) x->x_scales[r] = 1.0f / 127.0f;
     fill_mx_scales(x->x_mx, max_rows * ((hidden + 31) / 32), &s);
@@ -192,36 +184,9 @@ const char *bench_ffn_kernel_name(const bench_ffn_expert *x, const bench_ffn_cho
     return k ? k->name : "?";
 }
 
-typedef struct act_job {
-    bench_ffn_expert *x;
-    const mm_moe_rowops *ops;
-    mm_moe_act act;
-} act_job;
-
-/* SwiGLU of one row of GEMM1's output and the quantization of the result to the activation dtype, with
- * the operator's row operations (ops/mega_moe: the vectorized activation and INT8 quantizer, its GEMM2
- * input rule mul-even; the MX quantizer of formats.h), as its unfused path runs them. The packed order
- * of GEMM1's output gives 16 gate then the 16 matching up columns per 32-column panel. */
-static void act_row(void *ctx, int64_t r) {
-    const act_job *job = ctx;
-    bench_ffn_expert *x = job->x;
-    const format_info *f = &formats[x->format];
-    const float *h = x->h + r * x->ld_h;
-    float buf[8192];
-    float *v = x->inter <= 8192 ? buf : malloc((size_t)x->inter * sizeof *v);
-    if (!v) return;
-    for (int64_t j = 0; j < x->inter; j += 16) {
-        int64_t n = x->inter - j < 16 ? x->inter - j : 16;
-        job->ops->act_gated(&job->act, h + 2 * j, h + 2 * j + 16, v + j, n);
-    }
-    uint8_t *q = x->act + r * x->act_stride;
-    if (f->a == MM_DTYPE_BF16)
-        job->ops->to_bf16((uint16_t *)(void *)q, v, x->inter);
-    else if (f->a == MM_DTYPE_I8)
-        job->ops->int8_quantize(v, x->inter, 1, (int8_t *)q, &x->act_scales[r]);
-    else
-        mm_mx_quantize_row_f32(v, x->inter, f->a, q, x->act_mx + r * ((x->inter + 31) / 32), NULL);
-    if (v != buf) free(v);
+/* The FFN's timing callback: seconds of the two GEMMs. */
+static void add_gemm_time(void *ctx, mm_ffn_stage stage, double begin, double end) {
+    if (stage != MM_FFN_STAGE_ACTIVATION) *(double *)ctx += end - begin;
 }
 
 int bench_ffn_expert_run(bench_ffn_expert *x, int64_t e, int64_t rows, const bench_ffn_choice *c,
@@ -230,43 +195,26 @@ int bench_ffn_expert_run(bench_ffn_expert *x, int64_t e, int64_t rows, const ben
     mm_error err;
     mm_error_clear(&err);
     int mx = is_mx(f->a);
-    mm_gemm_group g1 = {rows,
-                        x->x,
-                        x->x_stride,
-                        f->a == MM_DTYPE_I8 ? x->x_scales : NULL,
-                        mx ? x->x_mx : NULL,
-                        (x->hidden + 31) / 32,
-                        x->w1[e],
-                        x->h,
-                        x->ld_h};
-    mm_gemm_group g2 = {rows,
-                        x->act,
-                        x->act_stride,
-                        f->a == MM_DTYPE_I8 ? x->act_scales : NULL,
-                        mx ? x->act_mx : NULL,
-                        (x->inter + 31) / 32,
-                        x->w2[e],
-                        x->out,
-                        x->hidden};
-    mm_gemm_options o1 = {c->k1, NULL, NULL}, o2 = {c->k2, NULL, NULL};
-    act_job job = {x, mm_moe_rowops_get(), {0}};
-    mm_mega_moe_attrs swiglu = mm_mega_moe_default_attrs(); /* SwiGLU without clamp */
-    if (mm_moe_act_resolve(&swiglu, &job.act, &err) != MM_OK) {
-        snprintf(why, why_size, "%s", err.message);
-        return -1;
-    }
+    mm_ffn_group group = {0,
+                          rows,
+                          x->x,
+                          x->x_stride,
+                          f->a == MM_DTYPE_I8 ? x->x_scales : NULL,
+                          mx ? x->x_mx : NULL,
+                          (x->hidden + 31) / 32,
+                          x->w1[e],
+                          x->w2[e]};
+    double gemm = 0.0;
+    mm_ffn_job job = {f->a, f->a,        0,      &x->act, x->hidden,     x->inter, x->inter, 1,    &group,
+                      NULL, &x->scratch, x->out, NULL,    add_gemm_time, &gemm,    c->k1,    c->k2};
     double t0 = cli_now_seconds();
-    mm_status st = mm_gemm_grouped(f->a, 1, &g1, &o1, &err);
-    double t1 = cli_now_seconds();
-    if (st == MM_OK) mm_parallel_for(rows, act_row, &job);
-    double t2 = cli_now_seconds();
-    if (st == MM_OK) st = mm_gemm_grouped(f->a, 1, &g2, &o2, &err);
+    mm_status st = mm_ffn_run(&job, &err);
     double t3 = cli_now_seconds();
     if (st != MM_OK) {
         snprintf(why, why_size, "%s", err.message);
         return -1;
     }
     *total_seconds = t3 - t0;
-    *gemm_seconds = (t1 - t0) + (t3 - t2);
+    *gemm_seconds = gemm;
     return 0;
 }

@@ -9,14 +9,13 @@
  * inside the TP pair, fused into the same phase. After its writes a source raises each peer's signal;
  * the destination waits for all, then copies the regions into expand_x in the output order (TP block,
  * local expert, source rank), which makes the result independent of timing and thread count. */
-#include <float.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "ffn/rowops.h"
 #include "megamoe/formats.h"
 #include "ops/dispatch_combine/dc_internal.h"
 
@@ -142,45 +141,8 @@ mm_status mm_dispatch_v3_shapes_of(const mm_dispatch_v3_inputs *in, const mm_dc_
 /* ---- send side ---- */
 
 void dc_int8_quantize_row(const float *x, int64_t n, int8_t *q, float *scale) {
-    /* amax on the magnitude bits: for non-negative floats the integer order is the float order, and
-     * anything >= the bits of +Inf is Inf or NaN (a poisoned row: q = 0, scale NaN). */
-    uint32_t amax_bits = 0;
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], 4);
-        u &= 0x7FFFFFFFu;
-        amax_bits = u > amax_bits ? u : amax_bits;
-    }
-    if (amax_bits == 0 || amax_bits >= 0x7F800000u) {
-        if (n > 0) memset(q, 0, (size_t)n);
-        uint32_t sb = amax_bits ? 0x7FC00000u : 0u;
-        memcpy(scale, &sb, 4);
-        return;
-    }
-    float amax;
-    memcpy(&amax, &amax_bits, 4);
-    float m = 127.0f / amax;
-    if (m <= FLT_MAX) {
-        /* |x * m| <= 127 (plus rounding): truncate, then round half to even from the exact fraction. An
-         * odd w moves the fraction up by 2^-24, which is exact below 1 and turns "f == 0.5" into "> 0.5",
-         * so the whole step is branch- and mode-free (and vectorizes). */
-        for (int64_t i = 0; i < n; i++) {
-            float t = x[i] * m;
-            float a = fabsf(t);
-            int32_t w = (int32_t)a;
-            float f = a - (float)w;
-            w += (f + (float)(w & 1) * 0x1p-24f) > 0.5f;
-            w -= w > 127;
-            int32_t neg = -(int32_t)(t < 0.0f);
-            q[i] = (int8_t)((w ^ neg) - neg);
-        }
-    } else { /* m overflowed (amax below 127 / FLT_MAX): x * m is +-Inf, or NaN for x = 0, which gives 0 */
-        for (int64_t i = 0; i < n; i++) {
-            float t = x[i] * m;
-            q[i] = (int8_t)(t != t ? 0 : t < 0.0f ? -127 : t > 0.0f ? 127 : 0);
-        }
-    }
-    *scale = 1.0f / m;
+    /* Dispatch V3's rule (mul-even, stored scale 1 / m): the shared row kernel, AVX-512 when present. */
+    mm_rowops_get()->int8_mul_even(x, n, MM_INT8_SCALE_INV_MUL, q, scale);
 }
 
 typedef struct send_item {

@@ -12,13 +12,13 @@
 struct mm_moe_compute_only {
     const mm_mega_moe_weights *w;
     mm_moe_path routed, shared;
-    mm_moe_act act;
+    mm_ffn_act act;
     int64_t hidden, inter, n_routed, n_shared, shared_rows;
-    mm_moe_ffn_group *groups; /* routed groups, then shared */
+    mm_ffn_group *groups; /* routed groups, then shared */
     uint8_t *rows, *shared_rows_mem;
     float *scales, *shared_scales;
     void *scratch_mem, *shared_scratch_mem;
-    mm_moe_ffn_scratch scratch, shared_scratch;
+    mm_ffn_scratch scratch, shared_scratch;
     uint16_t *out, *shared_out;
 };
 
@@ -49,7 +49,7 @@ static mm_status place_rows(const mm_mega_moe_buffer *b, mm_dtype dtype, const u
     }
     for (int64_t r = 0; r < n; r++) {
         uint8_t *slot = *rows + r * b->recv_slot_bytes;
-        mm_moe_quantize_input(dtype == MM_DTYPE_INVALID ? MM_DTYPE_BF16 : dtype, x + (r % x_rows) * H, H,
+        mm_ffn_quantize_input(dtype == MM_DTYPE_INVALID ? MM_DTYPE_BF16 : dtype, x + (r % x_rows) * H, H,
                               slot, slot + b->recv_scale_offset, &(*scales)[r], f32);
     }
 done:
@@ -73,7 +73,9 @@ mm_status mm_moe_compute_only_create(const mm_mega_moe_buffer *b, const mm_mega_
     co->n_routed = w->local_experts;
     co->n_shared = shared_rows > 0 ? w->shared.count : 0;
     co->shared_rows = shared_rows;
-    if ((st = mm_moe_act_resolve(attrs, &co->act, err)) != MM_OK) goto fail;
+    if ((st = mm_ffn_act_resolve(attrs->activation, attrs->activation_params, attrs->activation_param_count,
+                                 &co->act, err)) != MM_OK)
+        goto fail;
     st = mm_moe_path_make(w->routed.dtype, input_dtype_of(attrs, 0), attrs->activation_out_dtype, "routed",
                           &co->routed, err);
     if (st == MM_OK && co->n_shared)
@@ -83,52 +85,52 @@ mm_status mm_moe_compute_only_create(const mm_mega_moe_buffer *b, const mm_mega_
     int64_t total = 0;
     for (int64_t j = 0; j < co->n_routed; j++) total += rows_per_expert[j];
     co->groups = calloc((size_t)(co->n_routed + co->n_shared + 1), sizeof *co->groups);
-    co->scratch_mem = malloc(mm_moe_ffn_scratch_bytes(total, co->hidden, co->inter, w->routed.k2));
+    co->scratch_mem = malloc(mm_ffn_scratch_bytes(total, co->hidden, co->inter, w->routed.k2));
     co->out = malloc((size_t)(total * co->hidden + 1) * sizeof *co->out);
     if (!co->groups || !co->scratch_mem || !co->out) {
         st = mm_fail(err, MM_ERR_OUT_OF_MEMORY, "compute-only scratch: out of memory");
         goto fail;
     }
-    mm_moe_ffn_scratch_init(&co->scratch, co->scratch_mem, total, co->hidden, co->inter, w->routed.k2);
+    mm_ffn_scratch_init(&co->scratch, co->scratch_mem, total, co->hidden, co->inter, w->routed.k2);
     if ((st = place_rows(b, co->routed.input_dtype, x, x_rows, total, &co->rows, &co->scales, err)) != MM_OK)
         goto fail;
     int64_t r0 = 0;
     for (int64_t j = 0; j < co->n_routed; j++) {
         const uint8_t *a = co->rows + r0 * b->recv_slot_bytes;
-        co->groups[j] = (mm_moe_ffn_group){r0,
-                                           rows_per_expert[j],
-                                           a,
-                                           (int64_t)b->recv_slot_bytes,
-                                           co->scales + r0,
-                                           a + b->recv_scale_offset,
-                                           (int64_t)b->recv_slot_bytes,
-                                           w->routed.w1[j],
-                                           w->routed.w2[j]};
+        co->groups[j] = (mm_ffn_group){r0,
+                                       rows_per_expert[j],
+                                       a,
+                                       (int64_t)b->recv_slot_bytes,
+                                       co->scales + r0,
+                                       a + b->recv_scale_offset,
+                                       (int64_t)b->recv_slot_bytes,
+                                       w->routed.w1[j],
+                                       w->routed.w2[j]};
         r0 += rows_per_expert[j];
     }
     if (co->n_shared) {
         int64_t n = co->n_shared * shared_rows;
-        co->shared_scratch_mem = malloc(mm_moe_ffn_scratch_bytes(n, co->hidden, co->inter, w->shared.k2));
+        co->shared_scratch_mem = malloc(mm_ffn_scratch_bytes(n, co->hidden, co->inter, w->shared.k2));
         co->shared_out = malloc((size_t)(n * co->hidden) * sizeof *co->shared_out);
         if (!co->shared_scratch_mem || !co->shared_out) {
             st = mm_fail(err, MM_ERR_OUT_OF_MEMORY, "compute-only shared scratch: out of memory");
             goto fail;
         }
-        mm_moe_ffn_scratch_init(&co->shared_scratch, co->shared_scratch_mem, n, co->hidden, co->inter,
-                                w->shared.k2);
+        mm_ffn_scratch_init(&co->shared_scratch, co->shared_scratch_mem, n, co->hidden, co->inter,
+                            w->shared.k2);
         st = place_rows(b, co->shared.input_dtype, x, x_rows, shared_rows, &co->shared_rows_mem,
                         &co->shared_scales, err);
         if (st != MM_OK) goto fail;
         for (int64_t e = 0; e < co->n_shared; e++)
-            co->groups[co->n_routed + e] = (mm_moe_ffn_group){e * shared_rows,
-                                                              shared_rows,
-                                                              co->shared_rows_mem,
-                                                              (int64_t)b->recv_slot_bytes,
-                                                              co->shared_scales,
-                                                              co->shared_rows_mem + b->recv_scale_offset,
-                                                              (int64_t)b->recv_slot_bytes,
-                                                              w->shared.w1[e],
-                                                              w->shared.w2[e]};
+            co->groups[co->n_routed + e] = (mm_ffn_group){e * shared_rows,
+                                                          shared_rows,
+                                                          co->shared_rows_mem,
+                                                          (int64_t)b->recv_slot_bytes,
+                                                          co->shared_scales,
+                                                          co->shared_rows_mem + b->recv_scale_offset,
+                                                          (int64_t)b->recv_slot_bytes,
+                                                          w->shared.w1[e],
+                                                          w->shared.w2[e]};
     }
     *out = co;
     return MM_OK;
@@ -139,33 +141,29 @@ fail:
 
 mm_status mm_moe_compute_only_run(mm_moe_compute_only *co, mm_error *err) {
     /* Experts without rows are left out, as the scheduler does. */
-    mm_moe_ffn_group *active = malloc((size_t)(co->n_routed + 1) * sizeof *active);
+    mm_ffn_group *active = malloc((size_t)(co->n_routed + 1) * sizeof *active);
     if (!active) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "compute-only groups: out of memory");
     int64_t n = 0;
     for (int64_t j = 0; j < co->n_routed; j++)
         if (co->groups[j].rows > 0) active[n++] = co->groups[j];
     mm_status st = MM_OK;
     if (n > 0) {
-        mm_moe_ffn_job job = {&co->routed, &co->act, co->hidden, co->inter,    co->w->routed.k2,
-                              n,           active,   NULL,       &co->scratch, co->out,
-                              NULL,        NULL,     0};
-        st = mm_moe_ffn_run(&job, err);
+        mm_ffn_job job;
+        mm_moe_ffn_job_init(&job, &co->routed, &co->act, &co->w->routed, co->hidden, co->inter, NULL);
+        job.n_groups = n;
+        job.groups = active;
+        job.scratch = &co->scratch;
+        job.out = co->out;
+        st = mm_moe_ffn_run(&job, 0, err);
     }
     if (st == MM_OK && co->n_shared) {
-        mm_moe_ffn_job job = {&co->shared,
-                              &co->act,
-                              co->hidden,
-                              co->inter,
-                              co->w->shared.k2,
-                              co->n_shared,
-                              co->groups + co->n_routed,
-                              NULL,
-                              &co->shared_scratch,
-                              co->shared_out,
-                              NULL,
-                              NULL,
-                              0};
-        st = mm_moe_ffn_run(&job, err);
+        mm_ffn_job job;
+        mm_moe_ffn_job_init(&job, &co->shared, &co->act, &co->w->shared, co->hidden, co->inter, NULL);
+        job.n_groups = co->n_shared;
+        job.groups = co->groups + co->n_routed;
+        job.scratch = &co->shared_scratch;
+        job.out = co->shared_out;
+        st = mm_moe_ffn_run(&job, 0, err);
     }
     free(active);
     return st;

@@ -189,7 +189,7 @@ static void stage_expert_rows(run_state *s, int64_t j) {
 static mm_status run_ready(run_state *s, const int64_t *ready, int64_t n_ready, mm_error *err) {
     mm_status st = MM_OK;
     int64_t n_rows = 0;
-    mm_moe_ffn_group *groups = calloc((size_t)n_ready, sizeof *groups);
+    mm_ffn_group *groups = calloc((size_t)n_ready, sizeof *groups);
     int64_t *rows = NULL;
     if (!groups) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "expert groups: out of memory");
     for (int64_t q = 0; q < n_ready; q++) {
@@ -197,31 +197,27 @@ static mm_status run_ready(run_state *s, const int64_t *ready, int64_t n_ready, 
         for (int64_t src = 0; src < s->R; src++) cnt += block_rows(s, src, j);
         stage_expert_rows(s, j);
         const uint8_t *a = s->recv_local + r0 * s->b->recv_slot_bytes;
-        groups[q] = (mm_moe_ffn_group){r0,
-                                       cnt,
-                                       a,
-                                       (int64_t)s->b->recv_slot_bytes,
-                                       s->routed_scales + r0,
-                                       a + s->b->recv_scale_offset,
-                                       (int64_t)s->b->recv_slot_bytes,
-                                       s->w->routed.w1[j],
-                                       s->w->routed.w2[j]};
+        groups[q] = (mm_ffn_group){r0,
+                                   cnt,
+                                   a,
+                                   (int64_t)s->b->recv_slot_bytes,
+                                   s->routed_scales + r0,
+                                   a + s->b->recv_scale_offset,
+                                   (int64_t)s->b->recv_slot_bytes,
+                                   s->w->routed.w1[j],
+                                   s->w->routed.w2[j]};
         n_rows += cnt;
     }
-    mm_moe_ffn_job job = {&s->c->routed,
-                          &s->c->act,
-                          s->H,
-                          s->b->sizing.intermediate_hidden,
-                          s->w->routed.k2,
-                          n_ready,
-                          groups,
-                          s->attrs->topk_weights_type == 1 ? s->routed_weights : NULL,
-                          &s->routed_scratch,
-                          s->routed_out,
-                          s->row_dst,
-                          s->b,
-                          1};
-    if ((st = mm_moe_ffn_run(&job, err)) != MM_OK) goto done;
+    mm_ffn_job job;
+    mm_moe_ffn_job_init(&job, &s->c->routed, &s->c->act, &s->w->routed, s->H,
+                        s->b->sizing.intermediate_hidden, s->b);
+    job.n_groups = n_ready;
+    job.groups = groups;
+    job.row_weights = s->attrs->topk_weights_type == 1 ? s->routed_weights : NULL;
+    job.scratch = &s->routed_scratch;
+    job.out = s->routed_out;
+    job.row_dst = s->row_dst;
+    if ((st = mm_moe_ffn_run(&job, 1, err)) != MM_OK) goto done;
     if (s->attrs->combine_comm_mode == 1) goto done; /* reduced per source by the caller */
     double t0 = mm_now_seconds();
     rows = malloc((size_t)(2 * n_rows + 2) * sizeof *rows);

@@ -49,12 +49,12 @@ static void layout_of(const mm_mega_moe_buffer *b, const mm_mega_moe_weights *w,
     PLACE(dest_row, (size_t)(c->bs * K) * sizeof(int64_t));
     l->task_row_count = (R * M + ROWS_PER_TASK - 1) / ROWS_PER_TASK + 1;
     PLACE(task_rows, (size_t)(l->task_row_count * 2 * H) * sizeof(float));
-    PLACE(routed_scratch, mm_moe_ffn_scratch_bytes(rows, H, I, k2));
+    PLACE(routed_scratch, mm_ffn_scratch_bytes(rows, H, I, k2));
     PLACE(routed_scales, (size_t)rows * sizeof(float));
     PLACE(routed_weights, (size_t)rows * sizeof(float));
     PLACE(routed_out, (size_t)(rows * H) * sizeof(uint16_t));
     PLACE(row_dst, (size_t)rows * sizeof(uint16_t *));
-    PLACE(shared_scratch, S ? mm_moe_ffn_scratch_bytes(S * A, H, I, k2) : 0);
+    PLACE(shared_scratch, S ? mm_ffn_scratch_bytes(S * A, H, I, k2) : 0);
     PLACE(shared_out, (size_t)(S * A * H) * sizeof(uint16_t));
     PLACE(token_map, (size_t)(M * K) * sizeof(int32_t));
     size_t slot = b->recv_slot_bytes > b->comb_slot_bytes ? b->recv_slot_bytes : b->comb_slot_bytes;
@@ -111,11 +111,11 @@ static void quantize_task(void *ctx, int64_t t) {
             s->stage_scale[a] = 1.0f;
         } else {
             const uint16_t *x = (const uint16_t *)s->in->x->data + i * s->H;
-            mm_moe_quantize_input(c->dispatch_dtype, x, s->H, slot, slot + s->b->recv_scale_offset,
+            mm_ffn_quantize_input(c->dispatch_dtype, x, s->H, slot, slot + s->b->recv_scale_offset,
                                   &s->stage_scale[a], f32);
             if (mm_moe_separate_shared_stage(c)) {
                 uint8_t *sh = s->shared_stage + a * s->b->recv_slot_bytes;
-                mm_moe_quantize_input(c->shared_input_dtype, x, s->H, sh, sh + s->b->recv_scale_offset,
+                mm_ffn_quantize_input(c->shared_input_dtype, x, s->H, sh, sh + s->b->recv_scale_offset,
                                       &s->shared_stage_scale[a], f32);
             }
         }
@@ -196,32 +196,26 @@ mm_status mm_moe_run_shared(run_state *s, mm_error *err) {
     int sep = mm_moe_separate_shared_stage(c);
     const uint8_t *base = sep ? s->shared_stage : s->stage;
     const float *scales = sep ? s->shared_stage_scale : s->stage_scale;
-    mm_moe_ffn_group groups[MM_MEGA_MOE_MAX_SHARED_EXPERTS];
+    mm_ffn_group groups[MM_MEGA_MOE_MAX_SHARED_EXPERTS];
     for (int64_t e = 0; e < S; e++)
-        groups[e] = (mm_moe_ffn_group){e * A,
-                                       A,
-                                       base,
-                                       (int64_t)s->b->recv_slot_bytes,
-                                       scales,
-                                       base + s->b->recv_scale_offset,
-                                       (int64_t)s->b->recv_slot_bytes,
-                                       s->w->shared.w1[e],
-                                       s->w->shared.w2[e]};
-    mm_moe_ffn_job job = {&c->shared,
-                          &c->act,
-                          s->H,
-                          s->b->sizing.intermediate_hidden,
-                          s->w->shared.k2,
-                          S,
-                          groups,
-                          NULL,
-                          &s->shared_scratch,
-                          s->shared_out,
-                          NULL,
-                          NULL,
-                          0};
+        groups[e] = (mm_ffn_group){e * A,
+                                   A,
+                                   base,
+                                   (int64_t)s->b->recv_slot_bytes,
+                                   scales,
+                                   base + s->b->recv_scale_offset,
+                                   (int64_t)s->b->recv_slot_bytes,
+                                   s->w->shared.w1[e],
+                                   s->w->shared.w2[e]};
+    mm_ffn_job job;
+    mm_moe_ffn_job_init(&job, &c->shared, &c->act, &s->w->shared, s->H, s->b->sizing.intermediate_hidden,
+                        NULL);
+    job.n_groups = S;
+    job.groups = groups;
+    job.scratch = &s->shared_scratch;
+    job.out = s->shared_out;
     s->shared_done = 1;
-    mm_status st = mm_moe_ffn_run(&job, err);
+    mm_status st = mm_moe_ffn_run(&job, 0, err);
     mm_moe_stats_event(s->b, MM_MEGA_MOE_STAGE_SHARED, t0, mm_now_seconds());
     return st;
 }
@@ -246,11 +240,10 @@ static mm_status prepare(run_state *s, mm_error *err) {
     s->shared_out = (uint16_t *)(ws + s->l.shared_out);
     s->token_map = (int32_t *)(ws + s->l.token_map);
     int64_t I = b->sizing.intermediate_hidden;
-    mm_moe_ffn_scratch_init(&s->routed_scratch, ws + s->l.routed_scratch, c->recv_rows, s->H, I,
-                            s->w->routed.k2);
+    mm_ffn_scratch_init(&s->routed_scratch, ws + s->l.routed_scratch, c->recv_rows, s->H, I, s->w->routed.k2);
     if (c->has_shared)
-        mm_moe_ffn_scratch_init(&s->shared_scratch, ws + s->l.shared_scratch,
-                                s->w->shared.count * c->active_rows, s->H, I, s->w->shared.k2);
+        mm_ffn_scratch_init(&s->shared_scratch, ws + s->l.shared_scratch, s->w->shared.count * c->active_rows,
+                            s->H, I, s->w->shared.k2);
     s->recv_local = mm_symm_local(b->recv);
     s->comb_local = mm_symm_local(b->comb);
     s->relay_local = b->relay ? mm_symm_local(b->relay) : NULL;
@@ -286,7 +279,7 @@ mm_status mm_mega_moe_run(mm_mega_moe_buffer *buffer, const mm_mega_moe_weights 
     s.attrs = attrs;
     s.c = &c;
     s.in = inputs;
-    s.ops = mm_moe_rowops_get();
+    s.ops = mm_rowops_get();
     s.R = buffer->world;
     s.E = buffer->sizing.moe_expert_num;
     s.El = buffer->local_experts;

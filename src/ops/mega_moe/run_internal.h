@@ -26,7 +26,7 @@ typedef struct run_state {
     const mm_mega_moe_attrs *attrs;
     const mm_moe_call *c;
     const mm_mega_moe_inputs *in;
-    const mm_moe_rowops *ops;
+    const mm_rowops *ops;
     int64_t R, E, El, K, H, M, me, stride;
     uint8_t *ws;
     run_layout l;
@@ -41,7 +41,7 @@ typedef struct run_state {
     uint16_t *routed_out, *shared_out;
     uint16_t **row_dst; /* per recv row: its home slot when GEMM2 may write it there directly, or NULL */
     int32_t *token_map;
-    mm_moe_ffn_scratch routed_scratch, shared_scratch;
+    mm_ffn_scratch routed_scratch, shared_scratch;
     int shared_done;
     uint16_t *out_y;
 } run_state;

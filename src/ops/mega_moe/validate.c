@@ -7,6 +7,7 @@
  * cross-rank rules, computed identically on every rank from the gathered records: attributes equal
  * (min == max of each), and the rows each rank would receive (from the count matrix) within capacity. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,7 +127,9 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
                        a->combine_comm_mode);
     }
     c->group_size = a->combine_comm_mode == 2 ? rps : 1;
-    if ((st = mm_moe_act_resolve(a, &c->act, err)) != MM_OK) return st;
+    if ((st = mm_ffn_act_resolve(a->activation, a->activation_params, a->activation_param_count, &c->act,
+                                 err)) != MM_OK)
+        return st;
     if (a->activation_out_dtype != MM_DTYPE_INVALID && a->activation_out_dtype != MM_DTYPE_FP8_E4M3FN &&
         a->activation_out_dtype != MM_DTYPE_FP8_E5M2)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
@@ -139,14 +142,18 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
         st = mm_moe_path_make(w->shared.dtype, sd, a->activation_out_dtype, "shared", &c->shared, err);
         if (st != MM_OK) return st;
     }
-    int64_t k2 = a->activation == MM_MEGA_MOE_GELU ? 2 * I : I;
-    if (w->routed.k2 != k2 || (c->has_shared && w->shared.k2 != k2))
+    int64_t k2 = mm_ffn_act_k2(a->activation, I); /* the activation table's GEMM2 K factor */
+    if (w->routed.k2 != k2 || (c->has_shared && w->shared.k2 != k2)) {
+        char factor[64] = "";
+        if (k2 != I)
+            snprintf(factor, sizeof factor, ", times %" PRId64 " for %s", I ? k2 / I : 0,
+                     mm_mega_moe_activation_name(a->activation));
         return mm_fail(
             err, MM_ERR_INVALID_ARGUMENT,
             "%s weight2 has K = %" PRId64 " but activation %s needs %" PRId64 " (I = %" PRId64 "%s)",
             w->routed.k2 != k2 ? "routed" : "shared", w->routed.k2 != k2 ? w->routed.k2 : w->shared.k2,
-            mm_mega_moe_activation_name(a->activation), k2, I,
-            a->activation == MM_MEGA_MOE_GELU ? ", times 2 for gelu" : "");
+            mm_mega_moe_activation_name(a->activation), k2, I, factor);
+    }
     int any_mx = mm_moe_is_mx(dd) || mm_moe_is_mx(sd) || mm_moe_is_mx(w->routed.dtype) ||
                  (c->has_shared && mm_moe_is_mx(w->shared.dtype)) || a->combine_quant_mode != 0;
     if (any_mx && H % 32 != 0)

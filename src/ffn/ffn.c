@@ -1,9 +1,9 @@
-/* ops/mega_moe/ffn.c: the expert FFN on a batch of row groups (spec steps 2-6): one grouped GEMM1 over
+/* ffn/ffn.c: the expert FFN (ffn.h) on a batch of row groups (spec steps 2-6): one grouped GEMM1 over
  * every group, the activation (BF16 rounding of H for A16W16, activation, optional gating weight,
  * GEMM2-input rounding or quantization), one grouped GEMM2 whose epilogue writes BF16 rows.
  *
- * Fused path (gated activations, GEMM1 weights packed gate/up interleaved, see weights.c): GEMM1's
- * epilogue receives tiles holding 16 gate and the 16 matching up columns and applies the activation
+ * Fused path (gated activations, GEMM1 weights packed gate/up interleaved, see ops/mega_moe/weights.c):
+ * GEMM1's epilogue receives tiles holding 16 gate and the 16 matching up columns and applies the activation
  * right there, while the tile is in cache; the F32 GEMM1 output never goes to memory. With a BF16
  * GEMM2 input the epilogue also writes the rounded GEMM2 input; INT8 / MX inputs need a whole row
  * (row amax, 32-blocks across tiles), so the epilogue keeps the F32 activation row in h; in small
@@ -12,9 +12,8 @@
  * Unfused path (gelu, or plain packing): GEMM1 writes F32 rows, then one pass does the rest. Both
  * evaluate the same F32 operations on the same values per element, so they give the same bits.
  *
- * Routed experts call it once per batch of finished experts, shared experts once per call. Each
- * row's result depends only on that row, so batching never changes bits. */
-#include <stdio.h>
+ * MegaMoE's routed experts call it once per batch of finished experts, shared experts once per call.
+ * Each row's result depends only on that row, so batching never changes bits. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +22,7 @@
 #include "core/parallel.h"
 #include "gemm/packed.h"
 #include "megamoe/formats.h"
-#include "ops/mega_moe/mega_moe_internal.h"
+#include "ffn/ffn.h"
 
 #define ACT_ROWS_PER_TASK 8
 /* GEMM1's epilogue quantizes an INT8 / MX GEMM2 input when a batch has at most this many rows per
@@ -42,7 +41,7 @@ static int64_t a2_mx_stride_of(int64_t k2) {
     return (int64_t)round_up((size_t)((k2 + 31) / 32), 16);
 }
 
-size_t mm_moe_ffn_scratch_bytes(int64_t rows, int64_t hidden, int64_t inter, int64_t k2) {
+size_t mm_ffn_scratch_bytes(int64_t rows, int64_t hidden, int64_t inter, int64_t k2) {
     (void)hidden;
     size_t n = 0;
     n += round_up((size_t)(rows * 2 * inter) * sizeof(float), 64);
@@ -53,8 +52,8 @@ size_t mm_moe_ffn_scratch_bytes(int64_t rows, int64_t hidden, int64_t inter, int
     return n + 64;
 }
 
-void mm_moe_ffn_scratch_init(mm_moe_ffn_scratch *s, void *mem, int64_t rows, int64_t hidden, int64_t inter,
-                             int64_t k2) {
+void mm_ffn_scratch_init(mm_ffn_scratch *s, void *mem, int64_t rows, int64_t hidden, int64_t inter,
+                         int64_t k2) {
     (void)hidden;
     uint8_t *p = (uint8_t *)round_up((size_t)mem, 64);
     s->h = (float *)p;
@@ -68,7 +67,6 @@ void mm_moe_ffn_scratch_init(mm_moe_ffn_scratch *s, void *mem, int64_t rows, int
     s->a2_mx_stride = a2_mx_stride_of(k2);
     p += round_up((size_t)(rows * s->a2_mx_stride), 64);
     s->row_done = (_Atomic int32_t *)p;
-    s->o = NULL;
 }
 
 typedef struct act_task {
@@ -76,28 +74,28 @@ typedef struct act_task {
 } act_task;
 
 typedef struct ffn_ctx {
-    const mm_moe_ffn_job *job;
+    const mm_ffn_job *job;
     const act_task *tasks;
     int fused; /* the activation ran in GEMM1's epilogue */
 } ffn_ctx;
 
 /* What GEMM1's fused epilogue needs: the job, and whether it also quantizes the GEMM2 input. */
 typedef struct epilogue_ctx {
-    const mm_moe_ffn_job *job;
+    const mm_ffn_job *job;
     int quantize; /* INT8 / MX GEMM2 input: the tile completing a row quantizes it */
 } epilogue_ctx;
 
 /* The GEMM2 input of row r from its K2 F32 activation values h (spec step 5). */
-static void quantize_gemm2_input(const mm_moe_ffn_job *job, const mm_moe_rowops *ops, int64_t r, float *h) {
-    const mm_moe_ffn_scratch *s = job->scratch;
+static void quantize_gemm2_input(const mm_ffn_job *job, const mm_rowops *ops, int64_t r, float *h) {
+    const mm_ffn_scratch *s = job->scratch;
     int64_t K2 = job->k2;
     uint8_t *q = s->a2 + r * s->a2_stride;
-    switch (job->path->gemm2_dtype) {
+    switch (job->gemm2_dtype) {
     case MM_DTYPE_BF16: ops->to_bf16((uint16_t *)q, h, K2); break;
-    case MM_DTYPE_I8: ops->int8_quantize(h, K2, 1, (int8_t *)q, &s->a2_scales[r]); break;
-    default:
-        mm_mx_quantize_row_f32(h, K2, job->path->gemm2_dtype, q, s->a2_mx + r * s->a2_mx_stride, NULL);
+    case MM_DTYPE_I8:
+        ops->int8_mul_even(h, K2, MM_INT8_SCALE_AMAX_DIV_127, (int8_t *)q, &s->a2_scales[r]);
         break;
+    default: mm_mx_quantize_row_f32(h, K2, job->gemm2_dtype, q, s->a2_mx + r * s->a2_mx_stride, NULL); break;
     }
 }
 
@@ -105,15 +103,15 @@ static void quantize_gemm2_input(const mm_moe_ffn_job *job, const mm_moe_rowops 
  * batches, INT8 / MX GEMM2 input): only the quantization of the activation rows the epilogue left in h. */
 static void act_rows(void *ctx_, int64_t t) {
     const ffn_ctx *ctx = ctx_;
-    const mm_moe_ffn_job *job = ctx->job;
-    const mm_moe_ffn_scratch *s = job->scratch;
-    const mm_moe_rowops *ops = mm_moe_rowops_get();
+    const mm_ffn_job *job = ctx->job;
+    const mm_ffn_scratch *s = job->scratch;
+    const mm_rowops *ops = mm_rowops_get();
     int64_t I = job->inter, K2 = job->k2;
     for (int64_t r = ctx->tasks[t].row0; r < ctx->tasks[t].row0 + ctx->tasks[t].rows; r++) {
         float *h = s->h + r * 2 * I;
         if (!ctx->fused) {
-            if (job->path->scenario == MM_MOE_SCENARIO_A16W16) ops->round_bf16(h, 2 * I);
-            mm_moe_act_row(job->act, h, I, h); /* in place: output j only reads inputs j and I + j */
+            if (job->round_h_bf16) ops->round_bf16(h, 2 * I);
+            mm_ffn_act_row(job->act, h, I, h); /* in place: output j only reads inputs j and I + j */
             if (job->row_weights) {
                 float w = job->row_weights[r];
                 for (int64_t j = 0; j < K2; j++) h[j] = h[j] * w;
@@ -132,20 +130,19 @@ static void act_rows(void *ctx_, int64_t t) {
 static void gemm1_act_epilogue(void *ctx_, int64_t group, int64_t row0, int64_t col0, int rows, int cols,
                                float *tile, int64_t ld) {
     const epilogue_ctx *ectx = ctx_;
-    const mm_moe_ffn_job *job = ectx->job;
-    const mm_moe_ffn_scratch *s = job->scratch;
+    const mm_ffn_job *job = ectx->job;
+    const mm_ffn_scratch *s = job->scratch;
     int64_t I = job->inter, j0 = col0 / 2;
     int n = (int)(I - j0 < 16 ? I - j0 : 16);
-    int a16 = job->path->scenario == MM_MOE_SCENARIO_A16W16,
-        bf16_out = job->path->gemm2_dtype == MM_DTYPE_BF16;
-    const mm_moe_rowops *ops = mm_moe_rowops_get();
+    int a16 = job->round_h_bf16, bf16_out = job->gemm2_dtype == MM_DTYPE_BF16;
+    const mm_rowops *ops = mm_rowops_get();
     float act[16];
     (void)cols;
     for (int r = 0; r < rows; r++) {
         int64_t row = job->groups[group].row0 + row0 + r;
         float *t = tile + r * ld;
         if (a16) ops->round_bf16(t, 32);
-        ops->act_gated(job->act, t, t + 16, act, n);
+        mm_ffn_act_rows(job->act, t, t + 16, act, n);
         if (job->row_weights) {
             float w = job->row_weights[row];
             for (int c = 0; c < n; c++) act[c] = act[c] * w;
@@ -163,8 +160,8 @@ static void gemm1_act_epilogue(void *ctx_, int64_t group, int64_t row0, int64_t 
 /* GEMM2 epilogue: the F32 tile rounded to the BF16 expert output rows. */
 static void gemm2_epilogue(void *ctx_, int64_t group, int64_t row0, int64_t col0, int rows, int cols,
                            float *tile, int64_t ld) {
-    const mm_moe_ffn_job *job = ctx_;
-    const mm_moe_rowops *ops = mm_moe_rowops_get();
+    const mm_ffn_job *job = ctx_;
+    const mm_rowops *ops = mm_rowops_get();
     int64_t base = job->groups[group].row0 + row0;
     for (int r = 0; r < rows; r++) {
         uint16_t *dst = job->row_dst && job->row_dst[base + r] ? job->row_dst[base + r]
@@ -173,10 +170,10 @@ static void gemm2_epilogue(void *ctx_, int64_t group, int64_t row0, int64_t col0
     }
 }
 
-mm_status mm_moe_ffn_run(const mm_moe_ffn_job *job, mm_error *err) {
+mm_status mm_ffn_run(const mm_ffn_job *job, mm_error *err) {
     mm_status st = MM_OK;
     int64_t n = job->n_groups, n_tasks = 0;
-    const mm_moe_ffn_scratch *s = job->scratch;
+    const mm_ffn_scratch *s = job->scratch;
     mm_gemm_group *g = calloc((size_t)(n > 0 ? n : 1), sizeof *g);
     act_task *tasks = NULL;
     for (int64_t i = 0; i < n; i++)
@@ -189,10 +186,9 @@ mm_status mm_moe_ffn_run(const mm_moe_ffn_job *job, mm_error *err) {
     /* Fused when every group's GEMM1 weights are interleaved (a weights handle packs all alike). */
     int fused = n > 0;
     for (int64_t i = 0; i < n; i++) fused = fused && job->groups[i].w1->interleave_gate_up;
-    if (!job->gate_held) mm_moe_gate_enter();
     double t0 = mm_now_seconds();
     for (int64_t i = 0; i < n; i++) {
-        const mm_moe_ffn_group *src = &job->groups[i];
+        const mm_ffn_group *src = &job->groups[i];
         g[i] = (mm_gemm_group){src->rows,
                                src->a,
                                src->a_stride,
@@ -208,15 +204,15 @@ mm_status mm_moe_ffn_run(const mm_moe_ffn_job *job, mm_error *err) {
      * the separate pass, split evenly over the cores, measured faster (row counts start from 0). */
     int64_t total_rows = 0;
     for (int64_t i = 0; i < n; i++) total_rows += job->groups[i].rows;
-    epilogue_ctx ectx = {job, fused && job->path->gemm2_dtype != MM_DTYPE_BF16 &&
+    epilogue_ctx ectx = {job, fused && job->gemm2_dtype != MM_DTYPE_BF16 &&
                                   total_rows <= FUSED_QUANT_MAX_ROWS_PER_GROUP * n};
     if (ectx.quantize)
         for (int64_t i = 0; i < n; i++)
             for (int64_t r = 0; r < job->groups[i].rows; r++)
                 atomic_store_explicit(&s->row_done[job->groups[i].row0 + r], 0, memory_order_relaxed);
-    mm_gemm_options opts1 = {NULL, fused ? gemm1_act_epilogue : NULL, &ectx};
-    st = mm_gemm_grouped(job->path->input_dtype, n, g, &opts1, err);
-    if (st != MM_OK) goto leave;
+    mm_gemm_options opts1 = {job->kernel1, fused ? gemm1_act_epilogue : NULL, &ectx};
+    st = mm_gemm_grouped(job->input_dtype, n, g, &opts1, err);
+    if (st != MM_OK) goto done;
     double t1 = mm_now_seconds();
     int64_t t = 0;
     for (int64_t i = 0; i < n; i++)
@@ -226,11 +222,11 @@ mm_status mm_moe_ffn_run(const mm_moe_ffn_job *job, mm_error *err) {
                 (act_task){job->groups[i].row0 + r, left < ACT_ROWS_PER_TASK ? left : ACT_ROWS_PER_TASK};
         }
     ffn_ctx ctx = {job, tasks, fused};
-    if (!fused || (job->path->gemm2_dtype != MM_DTYPE_BF16 && !ectx.quantize))
+    if (!fused || (job->gemm2_dtype != MM_DTYPE_BF16 && !ectx.quantize))
         mm_parallel_for(n_tasks, act_rows, &ctx);
     double t2 = mm_now_seconds();
     for (int64_t i = 0; i < n; i++) {
-        const mm_moe_ffn_group *src = &job->groups[i];
+        const mm_ffn_group *src = &job->groups[i];
         g[i] = (mm_gemm_group){src->rows,
                                s->a2 + src->row0 * s->a2_stride,
                                s->a2_stride,
@@ -241,17 +237,15 @@ mm_status mm_moe_ffn_run(const mm_moe_ffn_job *job, mm_error *err) {
                                NULL,
                                0};
     }
-    mm_gemm_options opts = {NULL, gemm2_epilogue, (void *)job};
-    st = mm_gemm_grouped(job->path->gemm2_dtype, n, g, &opts, err);
-    if (st != MM_OK) goto leave;
+    mm_gemm_options opts = {job->kernel2, gemm2_epilogue, (void *)job};
+    st = mm_gemm_grouped(job->gemm2_dtype, n, g, &opts, err);
+    if (st != MM_OK) goto done;
     double t3 = mm_now_seconds();
     if (job->timing) {
-        mm_moe_stats_event(job->timing, MM_MEGA_MOE_STAGE_GEMM1, t0, t1);
-        mm_moe_stats_event(job->timing, MM_MEGA_MOE_STAGE_ACTIVATION, t1, t2);
-        mm_moe_stats_event(job->timing, MM_MEGA_MOE_STAGE_GEMM2, t2, t3);
+        job->timing(job->timing_ctx, MM_FFN_STAGE_GEMM1, t0, t1);
+        job->timing(job->timing_ctx, MM_FFN_STAGE_ACTIVATION, t1, t2);
+        job->timing(job->timing_ctx, MM_FFN_STAGE_GEMM2, t2, t3);
     }
-leave:
-    if (!job->gate_held) mm_moe_gate_leave();
 done:
     free(g);
     free(tasks);

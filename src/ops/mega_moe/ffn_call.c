@@ -1,0 +1,33 @@
+/* ops/mega_moe/ffn_call.c: MegaMoE's use of the expert FFN module (ffn/ffn.h): the job of a group of
+ * experts from its scenario path, the compute gate around it (gate.c), and the timing callback that
+ * records the FFN's stages into the buffer's stats (the module itself knows no buffer). */
+#include "core/error.h"
+#include "ops/mega_moe/mega_moe_internal.h"
+
+static void record_stage(void *ctx, mm_ffn_stage stage, double begin, double end) {
+    static const mm_mega_moe_stage stages[] = {MM_MEGA_MOE_STAGE_GEMM1, MM_MEGA_MOE_STAGE_ACTIVATION,
+                                               MM_MEGA_MOE_STAGE_GEMM2};
+    mm_moe_stats_event(ctx, stages[stage], begin, end);
+}
+
+void mm_moe_ffn_job_init(mm_ffn_job *job, const mm_moe_path *path, const mm_ffn_act *act,
+                         const mm_moe_expert_set *set, int64_t hidden, int64_t inter,
+                         mm_mega_moe_buffer *timing) {
+    *job = (mm_ffn_job){0};
+    job->input_dtype = path->input_dtype;
+    job->gemm2_dtype = path->gemm2_dtype;
+    job->round_h_bf16 = path->scenario == MM_MOE_SCENARIO_A16W16; /* spec step 3: H in BF16 for A16W16 */
+    job->act = act;
+    job->hidden = hidden;
+    job->inter = inter;
+    job->k2 = set->k2;
+    job->timing = timing ? record_stage : NULL;
+    job->timing_ctx = timing;
+}
+
+mm_status mm_moe_ffn_run(const mm_ffn_job *job, int gate_held, mm_error *err) {
+    if (!gate_held) mm_moe_gate_enter();
+    mm_status st = mm_ffn_run(job, err);
+    if (!gate_held) mm_moe_gate_leave();
+    return st;
+}
