@@ -102,7 +102,8 @@ static void test_threads_launch(void) {
     CHECK(strcmp(err.message, "rank 2 could not go on") == 0);
     CHECK_EQ_INT(atomic_load(&a.ran), 4);
     CHECK_EQ_INT(mm_comm_launch("threads", 0, rank_fn, &a, &err), MM_ERR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(mm_comm_launch("threads", MM_COMM_MAX_RANKS + 1, rank_fn, &a, &err), MM_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(mm_comm_launch("threads", MM_COMM_MAX_RANKS + 1, rank_fn, &a, &err),
+                 MM_ERR_INVALID_ARGUMENT);
     CHECK_EQ_INT(mm_comm_launch("threads", 2, NULL, &a, &err), MM_ERR_INVALID_ARGUMENT);
     CHECK_STR_CONTAINS(err.message, "fn is NULL");
 }

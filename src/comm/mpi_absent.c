@@ -8,10 +8,11 @@
 #define NO_MPI "this build of megamoe has no MPI (build it with Open MPI)"
 
 static mm_status unavailable(const char *fn, mm_error *err) {
-    return mm_fail(err, MM_ERR_UNSUPPORTED,
-                   "%s: this megamoe was built without MPI (the MPI backend is unavailable; rebuild with Open "
-                   "MPI installed and MEGAMOE_WITH_MPI=ON, or use mm_comm_run_threads)",
-                   fn);
+    return mm_fail(
+        err, MM_ERR_UNSUPPORTED,
+        "%s: this megamoe was built without MPI (the MPI backend is unavailable; rebuild with Open "
+        "MPI installed and MEGAMOE_WITH_MPI=ON, or use mm_comm_run_threads)",
+        fn);
 }
 
 mm_status mm_comm_mpi_world(mm_comm **out, mm_error *err) {
@@ -38,13 +39,8 @@ static mm_status absent_launch(int nranks, mm_comm_rank_fn fn, void *arg, mm_err
     return absent_world(nranks, NULL, err);
 }
 
-const mm_comm_provider mm_comm_mpi_provider = {
-    .name = "mpi",
-    .available = 0,
-    .unavailable_reason = NO_MPI,
-    .world = absent_world,
-    .launch = absent_launch,
-};
+/* Unavailable: the row that says so. */
+const mm_comm_provider mm_comm_mpi_provider = {"mpi", 0, NO_MPI, absent_world, absent_launch};
 #else
 /* ISO C forbids an empty translation unit. */
 typedef int mm_comm_mpi_present;

@@ -33,11 +33,12 @@ static int env_int(const char *name, int fallback) {
 }
 
 static mm_status no_launcher(int nranks, mm_error *err) {
-    return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                   "backend mpi: %d ranks were asked for, but this process was not started by an MPI launcher "
-                   "(none of OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK is set), so it is a world of 1 rank: "
-                   "start it with mpirun -n %d megamoe ...",
-                   nranks, nranks);
+    return mm_fail(
+        err, MM_ERR_INVALID_ARGUMENT,
+        "backend mpi: %d ranks were asked for, but this process was not started by an MPI launcher "
+        "(none of OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK is set), so it is a world of 1 rank: "
+        "start it with mpirun -n %d megamoe ...",
+        nranks, nranks);
 }
 
 static mm_status wrong_size(int nranks, int size, mm_error *err) {
@@ -70,7 +71,8 @@ static mm_status mpi_world(int nranks, mm_comm_world *out, mm_error *err) {
 static mm_status agree(mm_status local_status, mm_error *local, int rank, int size) {
     int failing = local_status != MM_OK ? rank : size, first = size;
     if (MPI_Allreduce(&failing, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
-        return mm_fail(local, MM_ERR_INTERNAL, "backend mpi: MPI_Allreduce failed while agreeing on the outcome");
+        return mm_fail(local, MM_ERR_INTERNAL,
+                       "backend mpi: MPI_Allreduce failed while agreeing on the outcome");
     if (first == size) return MM_OK;
     int status = (int)local_status;
     MPI_Bcast(&status, 1, MPI_INT, first, MPI_COMM_WORLD);
@@ -115,10 +117,4 @@ static mm_status mpi_launch(int nranks, mm_comm_rank_fn fn, void *arg, mm_error 
     return MM_OK;
 }
 
-const mm_comm_provider mm_comm_mpi_provider = {
-    .name = "mpi",
-    .available = 1,
-    .unavailable_reason = "",
-    .world = mpi_world,
-    .launch = mpi_launch,
-};
+const mm_comm_provider mm_comm_mpi_provider = {"mpi", 1, "", mpi_world, mpi_launch};

@@ -40,10 +40,4 @@ static mm_status threads_launch(int nranks, mm_comm_rank_fn fn, void *arg, mm_er
     return st;
 }
 
-const mm_comm_provider mm_comm_threads_provider = {
-    .name = "threads",
-    .available = 1,
-    .unavailable_reason = "",
-    .world = threads_world,
-    .launch = threads_launch,
-};
+const mm_comm_provider mm_comm_threads_provider = {"threads", 1, "", threads_world, threads_launch};
