@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "comm_launch_rank.h"
 #include "megamoe/comm.h"
 #include "testlib.h"
 
@@ -78,14 +79,7 @@ typedef struct launch_arg {
 static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
     launch_arg *a = arg;
     atomic_fetch_add(&a->ran, 1);
-    mm_status st = mm_comm_barrier(comm, err);
-    if (st) return st;
-    int r = mm_comm_rank(comm);
-    if (r >= a->fail_from) {
-        snprintf(err->message, sizeof err->message, "rank %d could not go on", r);
-        return r == a->fail_from ? MM_ERR_INVALID_FILE : MM_ERR_IO;
-    }
-    return MM_OK;
+    return launch_rank_body(comm, a->fail_from, err);
 }
 
 static void test_threads_launch(void) {
