@@ -345,20 +345,21 @@ static int run_threads_and_memcpy(const char *cmd, bench_cfg *cfg,
     return MM_CLI_EXIT_OK;
 }
 
-static int run_mpi(const char *cmd, bench_cfg *cfg) {
 #ifdef MEGAMOE_HAVE_MPI
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized) MPI_Init(NULL, NULL);
-    int me = 0, n = 1, rc = MM_CLI_EXIT_OK;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    if (n > MM_COMM_MAX_RANKS) {
-        if (me == 0) cli_error(cmd, "%d processes exceed MM_COMM_MAX_RANKS = %d", n, MM_COMM_MAX_RANKS);
-        MPI_Finalize();
-        return MM_CLI_EXIT_USAGE;
-    }
-    cfg->ranks = n;
+typedef struct launched_bench {
+    const char *cmd;
+    bench_cfg *cfg;
+    int rc;
+} launched_bench;
+
+/* One process under mpirun (mm_comm_launch): threads and memcpy on process 0, then the MPI backend
+ * and MPI_Alltoallv on every process; process 0 prints. */
+static mm_status bench_process(mm_comm *c, void *arg, mm_error *err) {
+    launched_bench *lb = arg;
+    const char *cmd = lb->cmd;
+    bench_cfg *cfg = lb->cfg;
+    int me = mm_comm_rank(c), rc = MM_CLI_EXIT_OK;
+    cfg->ranks = mm_comm_size(c);
     double results[M_COUNT][BENCH_MAX_POINTS] = {{0}};
     int ok = 1, all_ok = 0;
     /* Threads and memcpy first, by rank 0 alone while the others sleep. */
@@ -367,19 +368,14 @@ static int run_mpi(const char *cmd, bench_cfg *cfg) {
         ok = rc == MM_CLI_EXIT_OK;
     }
     sleepy_barrier();
-    mm_comm *c = NULL;
-    mm_error err;
-    mm_error_clear(&err);
     bench_run run = {cfg, {0}, {0}};
-    mm_status st = mm_comm_mpi_world(&c, &err);
-    if (st == MM_OK) st = bench_comm_rank(c, &run, &err);
-    mm_comm_free(c, NULL);
+    mm_status st = bench_comm_rank(c, &run, err);
     /* Every process learns whether all succeeded before going on. */
     ok = ok && st == MM_OK;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all_ok) {
         if (st != MM_OK)
-            rc = cli_report(cmd, &err);
+            rc = cli_report(cmd, err);
         else
             rc = MM_CLI_EXIT_FAILURE;
         goto done;
@@ -393,11 +389,23 @@ static int run_mpi(const char *cmd, bench_cfg *cfg) {
     }
     if (!ok && rc == MM_CLI_EXIT_OK) rc = MM_CLI_EXIT_FAILURE;
 done:
-    MPI_Finalize();
-    return rc;
+    lb->rc = rc;
+    mm_error_clear(err); /* reported above; the exit status carries it */
+    return MM_OK;
+}
+#endif
+
+static int run_mpi(const char *cmd, bench_cfg *cfg) {
+    mm_error err;
+    mm_error_clear(&err);
+#ifdef MEGAMOE_HAVE_MPI
+    launched_bench lb = {cmd, cfg, MM_CLI_EXIT_OK};
+    if (mm_comm_launch("mpi", 0, bench_process, &lb, &err) != MM_OK) return cli_report(cmd, &err);
+    return lb.rc;
 #else
     (void)cfg;
-    return cli_mpi_unavailable(cmd);
+    (void)mm_comm_backend_check("mpi", &err); /* the line saying this build lacks it */
+    return cli_report(cmd, &err);
 #endif
 }
 
@@ -411,7 +419,8 @@ int mm_bench_comm_main(int argc, char **argv) {
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
     const char *cmd = "bench comm";
-    int use_mpi = 0, rank_list[16] = {2, 4, 8}, rank_count = 3;
+    const char *backend = "threads";
+    int rank_list[16] = {2, 4, 8}, rank_count = 3;
     int64_t max_rows = 512, repetitions = 7, warmup = 2;
     int opt;
     optind = 0;
@@ -419,7 +428,7 @@ int mm_bench_comm_main(int argc, char **argv) {
     while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
         int bad = 0;
         switch (opt) {
-        case OPT_BACKEND: bad = cli_parse_backend(cmd, optarg, &use_mpi) != 0; break;
+        case OPT_BACKEND: bad = cli_parse_backend(cmd, optarg, &backend) != 0; break;
         case OPT_RANKS: bad = parse_ranks(cmd, optarg, rank_list, &rank_count) != 0; break;
         case OPT_MAX_ROWS:
             bad = cli_parse_int64(cmd, "--max-rows", optarg, 1, 512, &max_rows);
@@ -443,7 +452,7 @@ int mm_bench_comm_main(int argc, char **argv) {
     cfg.per_peer[cfg.points++] = 8;
     for (int64_t rows = 1; rows <= max_rows; rows *= 2)
         cfg.per_peer[cfg.points++] = (size_t)rows * BENCH_ROW_BYTES;
-    if (use_mpi) return run_mpi(cmd, &cfg);
+    if (!cli_backend_is_threads(backend)) return run_mpi(cmd, &cfg);
 
     for (int i = 0; i < rank_count; i++) {
         cfg.ranks = rank_list[i];

@@ -144,7 +144,8 @@ done:
 }
 
 typedef struct bench_cfg {
-    int mpi;
+    const char *backend;
+    int mpi; /* backend mpi: the baseline is MPI_Alltoallv */
     int64_t ranks, hidden, topk, per_rank, quant, reps, warmup;
     int64_t tokens[16];
     int n_tokens;
@@ -231,6 +232,23 @@ done:
     return rc;
 }
 
+typedef struct launched_bench {
+    const char *cmd;
+    const bench_cfg *c;
+    int rc;
+} launched_bench;
+
+/* One process of a launched backend (mpi: under mpirun): its rank of every size; process 0 prints. */
+static mm_status bench_process(mm_comm *comm, void *arg, mm_error *err) {
+    (void)err;
+    launched_bench *lb = arg;
+    int size = mm_comm_size(comm);
+    if (mm_comm_rank(comm) == 0) print_header(lb->c, size);
+    for (int i = 0; i < lb->c->n_tokens && lb->rc == 0; i++)
+        lb->rc = bench_size(lb->cmd, lb->c, comm, size, lb->c->tokens[i]);
+    return MM_OK;
+}
+
 int mm_bench_dispatch_combine_main(int argc, char **argv) {
     enum {
         OPT_BACKEND = 800,
@@ -255,14 +273,15 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
     const char *cmd = "bench dispatch-combine";
-    bench_cfg c = {0, 4, 7168, 8, 8, 0, 7, 2, {1, 2, 4, 8, 16, 32, 128, 512}, 8};
+    bench_cfg c = {"threads", 0, 4, 7168, 8, 8, 0, 7, 2, {1, 2, 4, 8, 16, 32, 128, 512}, 8};
     int opt;
     optind = 0;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
         switch (opt) {
         case OPT_BACKEND:
-            if (cli_parse_backend(cmd, optarg, &c.mpi) != 0) return MM_CLI_EXIT_USAGE;
+            if (cli_parse_backend(cmd, optarg, &c.backend) != 0) return MM_CLI_EXIT_USAGE;
+            c.mpi = strcmp(c.backend, "mpi") == 0;
             break;
         case OPT_RANKS:
             if (cli_parse_int64(cmd, "--ranks", optarg, 1, MM_COMM_MAX_RANKS, &c.ranks))
@@ -308,10 +327,11 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
         }
     }
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-    if (!c.mpi && c.topk > c.ranks * c.per_rank) /* before the header (under MPI the world size decides) */
+    if (cli_backend_is_threads(c.backend) &&
+        c.topk > c.ranks * c.per_rank) /* before the header (under MPI the world size decides) */
         return cli_usage_error(cmd, "--topk %lld exceeds the %lld experts (--ranks x --experts-per-rank)",
                                (long long)c.topk, (long long)(c.ranks * c.per_rank));
-    if (!c.mpi) {
+    if (cli_backend_is_threads(c.backend)) {
         print_header(&c, c.ranks);
         for (int i = 0; i < c.n_tokens; i++) {
             int rc = bench_size(cmd, &c, NULL, c.ranks, c.tokens[i]);
@@ -319,25 +339,9 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
         }
         return MM_CLI_EXIT_OK;
     }
-#ifdef MEGAMOE_HAVE_MPI
-    int initialized = 0, provided = 0, rank = 0, size = 1, rc = MM_CLI_EXIT_OK;
-    MPI_Initialized(&initialized);
-    if (!initialized) MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    mm_comm *comm = NULL;
+    launched_bench lb = {cmd, &c, MM_CLI_EXIT_OK};
     mm_error err;
     mm_error_clear(&err);
-    if (mm_comm_mpi_world(&comm, &err)) {
-        rc = cli_report(cmd, &err);
-    } else {
-        if (rank == 0) print_header(&c, size);
-        for (int i = 0; i < c.n_tokens && rc == 0; i++) rc = bench_size(cmd, &c, comm, size, c.tokens[i]);
-        mm_comm_free(comm, NULL);
-    }
-    if (!initialized) MPI_Finalize();
-    return rc;
-#else
-    return cli_mpi_unavailable(cmd);
-#endif
+    if (mm_comm_launch(c.backend, 0, bench_process, &lb, &err) != MM_OK) return cli_report(cmd, &err);
+    return lb.rc;
 }

@@ -29,10 +29,6 @@
 #include "run_moe.h"
 #include "timing.h"
 
-#ifdef MEGAMOE_HAVE_MPI
-#include <mpi.h>
-#endif
-
 #define MAX_ITERATIONS   32
 #define MAX_DECODE_SIZES 8
 
@@ -246,9 +242,8 @@ static void report(const bench_case *bc, const rank_times *times, int64_t n) {
     fflush(stdout);
 }
 
-#ifdef MEGAMOE_HAVE_MPI
-/* MPI: rank 0 gets the first begin and last end of every call over all ranks, the summed share and
- * rows, in its own times (reported as one rank). */
+/* One rank per process (mpi): rank 0 gets the first begin and last end of every call over all ranks, the
+ * summed share and rows, in its own times (reported as one rank). */
 static mm_status reduce_over_comm(mm_comm *comm, const bench_case *bc, rank_times *t, mm_error *err) {
     mm_status st = MM_OK;
     int64_t R = mm_comm_size(comm);
@@ -269,10 +264,9 @@ static mm_status reduce_over_comm(mm_comm *comm, const bench_case *bc, rank_time
     t->recv_rows = rows;
     return st;
 }
-#endif
 
 typedef struct bench_options {
-    int mpi;
+    const char *backend;
     int64_t ranks, prefill_tokens, iterations, decode[MAX_DECODE_SIZES];
     int n_decode;
     const char *preset, *phase, *scenario;
@@ -364,40 +358,43 @@ static int run_threads(const bench_options *o) {
     return rc;
 }
 
-static int run_mpi(const bench_options *o) {
-#ifdef MEGAMOE_HAVE_MPI
-    int initialized = 0, provided = 0, rc = MM_CLI_EXIT_OK;
-    MPI_Initialized(&initialized);
-    if (!initialized) MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
-    mm_comm *comm = NULL;
+typedef struct launched_bench {
+    const bench_options *o;
+    int rc;
+} launched_bench;
+
+/* One process of a launched backend (mpi: under mpirun): its rank of every case; rank 0 reports. */
+static mm_status bench_process(mm_comm *comm, void *arg, mm_error *err) {
+    launched_bench *lb = arg;
+    const bench_options *o = lb->o;
+    int rank = mm_comm_rank(comm), size = mm_comm_size(comm), rc = MM_CLI_EXIT_OK;
+    char what[64];
+    snprintf(what, sizeof what, "%s processes", mm_comm_backend_name(comm));
+    bench_case cases[2 * (MAX_DECODE_SIZES + 1)];
+    int n = make_cases(o, size, cases, (int)(sizeof cases / sizeof cases[0]));
+    if (n < 0) rc = MM_CLI_EXIT_USAGE;
+    if (rc == MM_CLI_EXIT_OK && rank == 0) print_header(what, size);
+    for (int i = 0; i < n && rc == MM_CLI_EXIT_OK; i++) {
+        rank_times t;
+        memset(&t, 0, sizeof t);
+        mm_status st = rank_main(comm, &cases[i], &t, err);
+        if (st == MM_OK) st = reduce_over_comm(comm, &cases[i], &t, err);
+        if (st != MM_OK)
+            rc = rank == 0 ? cli_report(cmd, err) : cli_exit_status(st);
+        else if (rank == 0)
+            report(&cases[i], &t, 1);
+    }
+    lb->rc = rc;
+    mm_error_clear(err); /* reported above by rank 0; the exit status carries the rest */
+    return MM_OK;
+}
+
+static int run_launched(const bench_options *o) {
+    launched_bench lb = {o, MM_CLI_EXIT_OK};
     mm_error err;
     mm_error_clear(&err);
-    if (mm_comm_mpi_world(&comm, &err) != MM_OK) {
-        rc = cli_report(cmd, &err);
-    } else {
-        int rank = mm_comm_rank(comm), size = mm_comm_size(comm);
-        bench_case cases[2 * (MAX_DECODE_SIZES + 1)];
-        int n = make_cases(o, size, cases, (int)(sizeof cases / sizeof cases[0]));
-        if (n < 0) rc = MM_CLI_EXIT_USAGE;
-        if (rc == MM_CLI_EXIT_OK && rank == 0) print_header("mpi processes", size);
-        for (int i = 0; i < n && rc == MM_CLI_EXIT_OK; i++) {
-            rank_times t;
-            memset(&t, 0, sizeof t);
-            mm_status st = rank_main(comm, &cases[i], &t, &err);
-            if (st == MM_OK) st = reduce_over_comm(comm, &cases[i], &t, &err);
-            if (st != MM_OK)
-                rc = rank == 0 ? cli_report(cmd, &err) : cli_exit_status(st);
-            else if (rank == 0)
-                report(&cases[i], &t, 1);
-        }
-        mm_comm_free(comm, NULL);
-    }
-    if (!initialized) MPI_Finalize();
-    return rc;
-#else
-    (void)o;
-    return cli_mpi_unavailable(cmd);
-#endif
+    if (mm_comm_launch(o->backend, 0, bench_process, &lb, &err) != MM_OK) return cli_report(cmd, &err);
+    return lb.rc;
 }
 
 int mm_bench_layer_main(int argc, char **argv) {
@@ -423,7 +420,7 @@ int mm_bench_layer_main(int argc, char **argv) {
                                               {"seed", required_argument, NULL, OPT_SEED},
                                               {"help", no_argument, NULL, 'h'},
                                               {NULL, 0, NULL, 0}};
-    bench_options o = {0, 4, 0, 9, {1, 8}, 2, "all", "all", NULL, 1};
+    bench_options o = {"threads", 4, 0, 9, {1, 8}, 2, "all", "all", NULL, 1};
     int64_t v = 0;
     optind = 1;
     opterr = 0;
@@ -431,7 +428,7 @@ int mm_bench_layer_main(int argc, char **argv) {
     while ((opt = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
         switch (opt) {
         case OPT_BACKEND:
-            if (cli_parse_backend(cmd, optarg, &o.mpi) != 0) return MM_CLI_EXIT_USAGE;
+            if (cli_parse_backend(cmd, optarg, &o.backend) != 0) return MM_CLI_EXIT_USAGE;
             break;
         case OPT_RANKS:
             if (cli_parse_int64(cmd, "--ranks", optarg, 1, MM_COMM_MAX_RANKS, &o.ranks))
@@ -471,5 +468,5 @@ int mm_bench_layer_main(int argc, char **argv) {
     if (strcmp(o.preset, "all") != 0 && strcmp(o.preset, "qwen3-30b-a3b") != 0 &&
         strcmp(o.preset, "deepseek-v3") != 0)
         return cli_usage_error(cmd, "--preset '%s' is not qwen3-30b-a3b, deepseek-v3 or all", o.preset);
-    return o.mpi ? run_mpi(&o) : run_threads(&o);
+    return cli_backend_is_threads(o.backend) ? run_threads(&o) : run_launched(&o);
 }

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "megamoe/comm.h"
+
 /* Diagnostics must stay one line whatever the message holds, so control characters are flattened. */
 static void print_one_line(const char *command, const char *message, const char *suffix) {
     fputs("megamoe: ", stderr);
@@ -37,11 +39,6 @@ mm_status cli_fail(mm_error *err, mm_status status, const char *fmt, ...) {
         err->status = status;
     }
     return status;
-}
-
-int cli_mpi_unavailable(const char *command) {
-    cli_error(command, "--backend mpi: this build of megamoe has no MPI (build it with Open MPI)");
-    return MM_CLI_EXIT_FAILURE;
 }
 
 int cli_usage_error(const char *command, const char *fmt, ...) {
@@ -101,13 +98,22 @@ int cli_parse_double(const char *command, const char *option, const char *text, 
     return 0;
 }
 
-int cli_parse_backend(const char *command, const char *text, int *use_mpi) {
-    if (strcmp(text, "threads") != 0 && strcmp(text, "mpi") != 0) {
-        cli_usage_error(command, "--backend '%s' is not a backend (threads or mpi)", text);
-        return -1;
-    }
-    *use_mpi = strcmp(text, "mpi") == 0;
-    return 0;
+int cli_parse_backend(const char *command, const char *text, const char **backend) {
+    /* A backend this build lacks is accepted here: running on it then fails with status 1 saying what
+     * is missing (mm_comm_launch), as a build without MPI always did. */
+    for (int i = 0; i < mm_comm_backend_count(); i++)
+        if (strcmp(text, mm_comm_backend_name_at(i)) == 0) {
+            *backend = mm_comm_backend_name_at(i);
+            return 0;
+        }
+    char list[256];
+    mm_comm_backend_list_available(list, sizeof list);
+    cli_usage_error(command, "--backend '%s' is not a backend (available: %s)", text, list);
+    return -1;
+}
+
+int cli_backend_is_threads(const char *backend) {
+    return strcmp(backend, "threads") == 0;
 }
 
 int cli_parse_dtype(const char *command, const char *option, const char *text, mm_dtype *out) {

@@ -41,16 +41,15 @@ int cli_parse_int64(const char *command, const char *option, const char *text, i
 int cli_parse_double(const char *command, const char *option, const char *text, double min, double max,
                      double *out);
 int cli_parse_dtype(const char *command, const char *option, const char *text, mm_dtype *out);
-/* --backend NAME: "threads" sets *use_mpi = 0, "mpi" sets it to 1. */
-int cli_parse_backend(const char *command, const char *text, int *use_mpi);
+/* --backend NAME: a name of the table of backends (megamoe/comm.h), available in this build or not;
+ * *backend points to the table's copy. An unknown name is a usage error naming the available ones. */
+int cli_parse_backend(const char *command, const char *text, const char **backend);
+/* 1 for "threads": every rank a thread of this process (the drivers' own path). */
+int cli_backend_is_threads(const char *backend);
 
 /* Reports what getopt_long returned for an unknown option or a missing value ('?' or ':'); the
  * optstring must start with ':'. Returns MM_CLI_EXIT_USAGE. */
 int cli_option_error(const char *command, int opt, char **argv);
-
-/* Reports "--backend mpi" in a build without MPI (one line naming "no MPI", like the library's case
- * runner). Returns MM_CLI_EXIT_FAILURE: the command line is valid, this build cannot run it. */
-int cli_mpi_unavailable(const char *command);
 
 /* Reports surplus or missing positional arguments. Returns MM_CLI_EXIT_USAGE. */
 int cli_usage_error(const char *command, const char *fmt, ...) MM_CLI_PRINTF(2, 3);

@@ -39,9 +39,9 @@ int mm_cli_case_main(int argc, char **argv) {
         switch (opt) {
         case 'o': out_path = optarg; break;
         case 'b': {
-            int use_mpi;
-            if (cli_parse_backend("case", optarg, &use_mpi) != 0) return MM_CLI_EXIT_USAGE;
-            options.backend = use_mpi ? MM_CASE_BACKEND_MPI : MM_CASE_BACKEND_THREADS;
+            const char *backend;
+            if (cli_parse_backend("case", optarg, &backend) != 0) return MM_CLI_EXIT_USAGE;
+            options.backend = cli_backend_is_threads(backend) ? MM_CASE_BACKEND_THREADS : MM_CASE_BACKEND_MPI;
             break;
         }
         case 't':

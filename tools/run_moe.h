@@ -7,7 +7,7 @@
  *   run_moe_check.c    the samples against the float64 reference (src/ref), on two threads; metrics
  *   run_moe_trace.c    Chrome / Perfetto JSON trace of the stage events
  *   run_moe_report.c   the banner, the table rows, the notes
- *   run_moe_mpi.c      the MPI driver (one rank per process; rank 0 gathers and reports)
+ *   run_moe_mpi.c      the launched driver (mpi: one rank per process; rank 0 gathers and reports)
  *   run_moe_main.c     options, the threads driver */
 #ifndef MEGAMOE_TOOLS_RUN_MOE_H
 #define MEGAMOE_TOOLS_RUN_MOE_H
@@ -182,7 +182,8 @@ int run_moe_trace_close(run_moe_trace *t);
 typedef struct run_moe_options {
     run_moe_config cfg;
     const char *scenario; /* NULL: the preset's */
-    int mpi;
+    const char *backend;  /* a name of the table of backends (megamoe/comm.h) */
+    int ranks_given;      /* --ranks was on the command line (a launched backend must match it) */
     int64_t tokens, experts, check_tokens, hidden, inter; /* -1: the preset's */
     int no_check;
 } run_moe_options;
@@ -194,8 +195,9 @@ int run_moe_finish_config(run_moe_options *o, int speak);
 int run_moe_memory_fits(const run_moe_config *cfg, const run_moe_scenario *sc, int speak);
 /* The scenarios to run (one, or all of them); list has room for run_moe_scenario_count entries. */
 size_t run_moe_scenario_list(const run_moe_options *o, const run_moe_scenario **list);
-/* Runs every scenario with one rank per MPI process; returns the exit status. */
-int run_moe_run_mpi(run_moe_options *o);
+/* Runs every scenario with one rank per process of o->backend (mm_comm_launch: mpi under mpirun);
+ * returns the exit status. */
+int run_moe_run_launched(run_moe_options *o);
 
 /* Per-rank results of one scenario (n entries), or NULL when out of memory. */
 run_moe_rank_result *run_moe_results_alloc(const run_moe_config *cfg, int64_t n, mm_error *err);

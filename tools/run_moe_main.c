@@ -1,5 +1,5 @@
 /* tools/run_moe_main.c: `megamoe run` (--op mega-moe, the default): options and the threads driver
- * (the MPI driver is run_moe_mpi.c, the table run_moe_report.c).
+ * (the driver for launched backends such as MPI is run_moe_mpi.c, the table run_moe_report.c).
  *
  * Per scenario: every rank builds its experts and tokens, runs one warm-up call and --iterations timed
  * calls of mm_mega_moe_run; rank 0 (the main thread with threads) then checks a sample of tokens of
@@ -115,6 +115,7 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
     memset(o, 0, sizeof *o);
     o->cfg.preset = &run_moe_presets[0];
     o->cfg.ranks = 4;
+    o->backend = "threads";
     o->cfg.iterations = 3;
     o->cfg.seed = 1;
     o->cfg.skew = 1.0;
@@ -146,6 +147,7 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
             break;
         case OPT_RANKS:
             if (cli_parse_int64(cmd, "--ranks", optarg, 1, MM_COMM_MAX_RANKS, &o->cfg.ranks) != 0) return -1;
+            o->ranks_given = 1;
             break;
         case OPT_TOKENS:
             if (cli_parse_int64(cmd, "--tokens", optarg, 1, 1 << 20, &o->tokens) != 0) return -1;
@@ -170,7 +172,7 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
             if (cli_parse_double(cmd, "--skew", optarg, 0.0, 10.0, &o->cfg.skew) != 0) return -1;
             break;
         case OPT_BACKEND:
-            if (cli_parse_backend(cmd, optarg, &o->mpi) != 0) return -1;
+            if (cli_parse_backend(cmd, optarg, &o->backend) != 0) return -1;
             break;
         case OPT_TRACE: o->cfg.trace_path = optarg; break;
         case OPT_CHECK_TOKENS:
@@ -345,5 +347,5 @@ int cli_run_mega_moe_main(int argc, char **argv) {
     run_moe_options o;
     int parsed = parse_options(argc, argv, &o);
     if (parsed != 0) return parsed > 0 ? MM_CLI_EXIT_OK : MM_CLI_EXIT_USAGE;
-    return o.mpi ? run_moe_run_mpi(&o) : run_threads(&o);
+    return cli_backend_is_threads(o.backend) ? run_threads(&o) : run_moe_run_launched(&o);
 }

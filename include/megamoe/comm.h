@@ -2,7 +2,9 @@
  *
  * A communicator is a group of ranks that call the same collectives in the same order (SPMD). A rank
  * is either a thread of this process (mm_comm_run_threads: the default, no setup) or an MPI process
- * (mm_comm_from_mpi in megamoe/comm_mpi.h). The model follows NVSHMEM as used by GPU MoE libraries:
+ * (mm_comm_from_mpi in megamoe/comm_mpi.h). mm_comm_launch starts ranks on a backend named at run time
+ * ("threads", "mpi": the table of backends) and agrees on their outcome. The model follows NVSHMEM as used by
+ * GPU MoE libraries:
  *
  *   - symmetric buffers: allocated collectively, same size on every rank, reusable across calls;
  *   - put: copy bytes into a peer's buffer at an offset (or store through a direct pointer when the
@@ -68,6 +70,41 @@ mm_status mm_comm_mpi_world(mm_comm **out, mm_error *err);
  * caller keeps ownership of its MPI_Comm; megamoe works on a duplicate. */
 mm_status mm_comm_from_mpi_ptr(const void *mpi_comm, mm_comm **out, mm_error *err);
 
+/* ---- the table of backends and the launcher -------------------------------------------------- */
+
+/* The backends this library knows, available in this build or not ("threads", "mpi"). */
+int mm_comm_backend_count(void);
+const char *mm_comm_backend_name_at(int index); /* NULL outside [0, count) */
+/* 1 when name is a backend available in this build. */
+int mm_comm_backend_available(const char *name);
+/* The available backends' names, ", "-separated (truncated to cap). */
+void mm_comm_backend_list_available(char *buf, size_t cap);
+/* MM_OK when name is available; else one line naming it and the available ones:
+ * MM_ERR_INVALID_ARGUMENT for an unknown name, MM_ERR_UNSUPPORTED for a backend this build lacks. */
+mm_status mm_comm_backend_check(const char *name, mm_error *err);
+
+/* The world a launch would have: size ranks, of which this process runs ranks
+ * [first_rank, first_rank + local_ranks). */
+typedef struct mm_comm_world {
+    int size, first_rank, local_ranks;
+} mm_comm_world;
+/* Without side effects (MPI is not initialized): threads: nranks ranks, all here; mpi: one rank per
+ * process of MPI_COMM_WORLD (or of the launcher's environment before MPI_Init). nranks = 0 asks for
+ * the backend's own count (mpi: the world size; threads has none). Fails as mm_comm_launch would. */
+mm_status mm_comm_backend_world(const char *backend, int nranks, mm_comm_world *out, mm_error *err);
+
+/* Starts nranks ranks on the backend named `backend` and runs fn on each of them (0 <= nranks <=
+ * MM_COMM_MAX_RANKS; 0: the backend's own count):
+ *   threads: nranks threads of this process (nranks >= 1);
+ *   mpi:     this process is one rank of MPI_COMM_WORLD, whose size must equal nranks (unless 0). MPI is
+ *            initialized when the caller has not done it, and then finalized before returning (such a
+ *            process can launch on MPI once). Asking for more than 1 rank in a process not started by an
+ *            MPI launcher (mpirun) fails with a message saying how to start it.
+ * Every process returns the same result: MM_OK when every rank returned MM_OK, else the status of the
+ * lowest failing rank with its message as that rank wrote it (not prefixed). An unknown or unavailable
+ * backend fails as mm_comm_backend_check. */
+mm_status mm_comm_launch(const char *backend, int nranks, mm_comm_rank_fn fn, void *arg, mm_error *err);
+
 /* ---- identity, settings ---------------------------------------------------------------------- */
 
 int mm_comm_rank(const mm_comm *comm);
@@ -108,6 +145,9 @@ mm_status mm_comm_barrier(mm_comm *comm, mm_error *err);
  * the same result: MM_OK if all were, else the status of the lowest failing rank with its message
  * prefixed "rank N: ". err may be NULL only when local is MM_OK. */
 mm_status mm_comm_agree(mm_comm *comm, mm_status local, mm_error *err);
+/* The same, with the lowest failing rank's message passed on as it wrote it (no "rank N: " prefix):
+ * for messages that already say where they come from (a file, a rank), as mm_comm_launch reports. */
+mm_status mm_comm_agree_as_written(mm_comm *comm, mm_status local, mm_error *err);
 
 /* Byte alltoallv. send_counts/send_displs/recv_counts/recv_displs have size() entries, in bytes.
  * What rank p sends to me must equal recv_counts[p]: a mismatch is MM_ERR_INVALID_ARGUMENT on the

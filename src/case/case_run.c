@@ -212,6 +212,7 @@ mm_status mm_case_run(const char *in_path, const char *out_path, const mm_case_o
     if (!(opts.timeout_seconds >= 0.0))
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "options->timeout_seconds = %g is negative or NaN",
                        opts.timeout_seconds);
-    if (opts.backend == MM_CASE_BACKEND_MPI) return mm_case_run_mpi(in_path, out_path, &opts, err);
-    return run_in_process(in_path, out_path, &opts, err);
+    /* threads: the op's adapter starts its rank threads itself; mpi launches this process's rank. */
+    if (opts.backend == MM_CASE_BACKEND_THREADS) return run_in_process(in_path, out_path, &opts, err);
+    return mm_case_run_launched("mpi", in_path, out_path, &opts, err);
 }

@@ -17,8 +17,9 @@ mm_status mm_case_execute(mm_case_ctx *ctx, const char *out_path, int write_outp
 
 void mm_case_close(mm_case_ctx *ctx);
 
-/* The MPI backend (case_mpi.c); MM_ERR_UNSUPPORTED in builds without MPI. */
-mm_status mm_case_run_mpi(const char *in_path, const char *out_path, const mm_case_options *options,
-                          mm_error *err);
+/* One rank per process of a launched backend ("mpi": case_mpi.c); fails as mm_comm_launch for a
+ * backend this build lacks. */
+mm_status mm_case_run_launched(const char *backend, const char *in_path, const char *out_path,
+                               const mm_case_options *options, mm_error *err);
 
 #endif

@@ -11,7 +11,7 @@
 #include "comm/comm_internal.h"
 #include "core/error.h"
 
-mm_status mm_comm_agree(mm_comm *comm, mm_status local, mm_error *err) {
+static mm_status agree(mm_comm *comm, mm_status local, int name_rank, mm_error *err) {
     mm_status st = mm_comm_enter(comm, "agree", err);
     if (st) return st;
     mm_error mine = {local, ""};
@@ -29,11 +29,22 @@ mm_status mm_comm_agree(mm_comm *comm, mm_status local, mm_error *err) {
     for (int r = 0; r < comm->size; r++) {
         if (!comm->alive[r] || all[r].status == MM_OK) continue;
         all[r].message[sizeof all[r].message - 1] = '\0';
-        st = mm_fail(err, all[r].status, "rank %d: %s", r, all[r].message);
+        if (name_rank)
+            st = mm_fail(err, all[r].status, "rank %d: %s", r, all[r].message);
+        else
+            st = mm_fail(err, all[r].status, "%s", all[r].message);
         goto done;
     }
     st = MM_OK;
 done:
     free(all);
     return st;
+}
+
+mm_status mm_comm_agree(mm_comm *comm, mm_status local, mm_error *err) {
+    return agree(comm, local, 1, err);
+}
+
+mm_status mm_comm_agree_as_written(mm_comm *comm, mm_status local, mm_error *err) {
+    return agree(comm, local, 0, err);
 }

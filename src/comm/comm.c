@@ -31,35 +31,10 @@ void mm_comm_init_common(mm_comm *c, const mm_comm_vtable *vt, void *impl, int r
     c->spin_rounds = mm_comm_spin_rounds_for(size);
 }
 
+/* The MPI backend's row of the backend table says whether this build has it (comm/backends.c). */
 int mm_comm_mpi_available(void) {
-#ifdef MEGAMOE_HAVE_MPI
-    return 1;
-#else
-    return 0;
-#endif
+    return mm_comm_backend_available("mpi");
 }
-
-mm_status mm_comm_from_mpi_ptr(const void *mpi_comm, mm_comm **out, mm_error *err) {
-    if (!out) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "mm_comm_from_mpi: out is NULL");
-    *out = NULL;
-    if (!mpi_comm) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "mm_comm_from_mpi: mpi_comm is NULL");
-#ifdef MEGAMOE_HAVE_MPI
-    return mm_comm_mpi_wrap(mpi_comm, out, err);
-#else
-    return mm_fail(err, MM_ERR_UNSUPPORTED,
-                   "mm_comm_from_mpi: this megamoe was built without MPI (the MPI backend is unavailable; "
-                   "rebuild with Open MPI installed and MEGAMOE_WITH_MPI=ON, or use mm_comm_run_threads)");
-#endif
-}
-
-#ifndef MEGAMOE_HAVE_MPI
-mm_status mm_comm_mpi_world(mm_comm **out, mm_error *err) {
-    if (out) *out = NULL;
-    return mm_fail(err, MM_ERR_UNSUPPORTED,
-                   "mm_comm_mpi_world: this megamoe was built without MPI (the MPI backend is unavailable; "
-                   "rebuild with Open MPI installed and MEGAMOE_WITH_MPI=ON, or use mm_comm_run_threads)");
-}
-#endif
 
 int mm_comm_rank(const mm_comm *comm) {
     return comm ? comm->rank : -1;

@@ -108,7 +108,4 @@ mm_status mm_comm_enter(mm_comm *c, const char *op, mm_error *err);
 /* End of every public collective: copies the backend's local error to err and poisons c on timeout. */
 mm_status mm_comm_leave(mm_comm *c, mm_status st, const mm_error *local, mm_error *err);
 
-/* Backend constructors. */
-mm_status mm_comm_mpi_wrap(const void *mpi_comm, mm_comm **out, mm_error *err);
-
 #endif

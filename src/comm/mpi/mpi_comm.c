@@ -133,6 +133,13 @@ mm_status mm_comm_mpi_wrap(const void *mpi_comm, mm_comm **out, mm_error *err) {
     return st;
 }
 
+mm_status mm_comm_from_mpi_ptr(const void *mpi_comm, mm_comm **out, mm_error *err) {
+    if (!out) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "mm_comm_from_mpi: out is NULL");
+    *out = NULL;
+    if (!mpi_comm) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "mm_comm_from_mpi: mpi_comm is NULL");
+    return mm_comm_mpi_wrap(mpi_comm, out, err);
+}
+
 mm_status mm_comm_mpi_world(mm_comm **out, mm_error *err) {
     if (!out) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "mm_comm_mpi_world: out is NULL");
     *out = NULL;

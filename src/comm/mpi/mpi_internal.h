@@ -45,4 +45,7 @@ mm_status mm_mpi_signal(mm_symm *s, int peer, uint64_t add, mm_error *err);
 uint64_t mm_mpi_signal_value(mm_symm *s, int peer);
 void *mm_mpi_peer_ptr(mm_symm *s, int peer);
 
+/* mm_comm_from_mpi_ptr without its NULL checks. */
+mm_status mm_comm_mpi_wrap(const void *mpi_comm, mm_comm **out, mm_error *err);
+
 #endif

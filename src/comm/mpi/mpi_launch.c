@@ -1,0 +1,120 @@
+/* comm/mpi/mpi_launch.c: the MPI backend's row of the backend table: this process is one rank of
+ * MPI_COMM_WORLD.
+ *
+ * The launcher initializes MPI when the caller has not (and then finalizes it before returning, so such
+ * a process launches on MPI only once; a program that needs more initializes MPI itself). The outcome is
+ * agreed with plain blocking MPI collectives on MPI_COMM_WORLD, not on the megamoe communicator: that
+ * one may be poisoned by a timeout or left early by a rank removed with the elastic API, and every
+ * process must still learn the same result. */
+#include <mpi.h>
+#include <stdlib.h>
+
+#include "comm/backend.h"
+#include "core/error.h"
+
+/* A process started by mpirun (Open MPI), a PMI/PMIx launcher (MPICH's hydra, Slurm's srun) carries
+ * one of these; a process started alone is a singleton world of one rank. */
+static int started_by_launcher(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK",
+                                       "MPI_LOCALNRANKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return 1;
+    }
+    return 0;
+}
+
+static int env_int(const char *name, int fallback) {
+    const char *v = getenv(name);
+    if (!v || !*v) return fallback;
+    char *end = NULL;
+    long x = strtol(v, &end, 10);
+    return end && *end == '\0' && x >= 0 && x <= 1 << 20 ? (int)x : fallback;
+}
+
+static mm_status no_launcher(int nranks, mm_error *err) {
+    return mm_fail(
+        err, MM_ERR_INVALID_ARGUMENT,
+        "backend mpi: %d ranks were asked for, but this process was not started by an MPI launcher "
+        "(none of OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK is set), so it is a world of 1 rank: "
+        "start it with mpirun -n %d megamoe ...",
+        nranks, nranks);
+}
+
+static mm_status wrong_size(int nranks, int size, mm_error *err) {
+    return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                   "backend mpi: %d ranks were asked for, but MPI_COMM_WORLD has %d processes (one rank per "
+                   "process: start it with mpirun -n %d megamoe ...)",
+                   nranks, size, nranks);
+}
+
+static mm_status mpi_world(int nranks, mm_comm_world *out, mm_error *err) {
+    int initialized = 0, finalized = 0, rank = 0, size = 1;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+    } else if (started_by_launcher()) {
+        size = env_int("OMPI_COMM_WORLD_SIZE", env_int("PMI_SIZE", 0));
+        rank = env_int("OMPI_COMM_WORLD_RANK", env_int("PMI_RANK", env_int("PMIX_RANK", 0)));
+        if (size == 0) size = nranks > 0 ? nranks : 1; /* PMIx tells the rank only: trust the request */
+    } else if (nranks > 1) {
+        return no_launcher(nranks, err);
+    }
+    if (nranks > 0 && nranks != size) return wrong_size(nranks, size, err);
+    *out = (mm_comm_world){size, rank, 1};
+    return MM_OK;
+}
+
+/* Every process learns the first failure (lowest process rank) and its message. */
+static mm_status agree(mm_status local_status, mm_error *local, int rank, int size) {
+    int failing = local_status != MM_OK ? rank : size, first = size;
+    if (MPI_Allreduce(&failing, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return mm_fail(local, MM_ERR_INTERNAL,
+                       "backend mpi: MPI_Allreduce failed while agreeing on the outcome");
+    if (first == size) return MM_OK;
+    int status = (int)local_status;
+    MPI_Bcast(&status, 1, MPI_INT, first, MPI_COMM_WORLD);
+    MPI_Bcast(local->message, (int)sizeof local->message, MPI_CHAR, first, MPI_COMM_WORLD);
+    local->message[sizeof local->message - 1] = '\0';
+    local->status = (mm_status)status;
+    return local->status;
+}
+
+static mm_status mpi_launch(int nranks, mm_comm_rank_fn fn, void *arg, mm_error *err) {
+    int initialized = 0, finalized = 0, rank = 0, size = 1;
+    MPI_Finalized(&finalized);
+    if (finalized)
+        return mm_fail(err, MM_ERR_UNSUPPORTED, "backend mpi: MPI is already finalized in this process");
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+        /* Refuse before MPI_Init: a singleton would run the job as 1 rank instead of nranks. */
+        if (nranks > 1 && !started_by_launcher()) return no_launcher(nranks, err);
+        int provided = 0;
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+            return mm_fail(err, MM_ERR_UNSUPPORTED, "backend mpi: MPI_Init_thread failed");
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    mm_error local;
+    mm_error_clear(&local);
+    mm_status st = MM_OK;
+    if (nranks > 0 && nranks != size) {
+        st = wrong_size(nranks, size, &local); /* the same on every process: no agreement needed */
+    } else {
+        mm_comm *comm = NULL;
+        st = mm_comm_mpi_world(&comm, &local);
+        if (st == MM_OK) {
+            st = fn(comm, arg, &local);
+            if (st != MM_OK && local.status == MM_OK) local.status = st;
+            mm_comm_free(comm, NULL);
+        }
+        st = agree(st, &local, rank, size);
+    }
+    if (!initialized) MPI_Finalize();
+    if (st != MM_OK) return mm_fail(err, st, "%s", local.message);
+    return MM_OK;
+}
+
+const mm_comm_provider mm_comm_mpi_provider = {"mpi", 1, "", mpi_world, mpi_launch};
