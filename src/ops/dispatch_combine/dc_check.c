@@ -18,7 +18,7 @@ mm_dc_attrs mm_dc_default_attrs(void) {
     return a;
 }
 
-int dc_token_active(const dc_mask *m, int64_t i) {
+int mm_dc_token_active(const dc_mask *m, int64_t i) {
     if (m->kind == 1) return m->data[i] != 0;
     if (m->kind == 2) {
         for (int64_t k = 0; k < m->K; k++)
@@ -28,7 +28,7 @@ int dc_token_active(const dc_mask *m, int64_t i) {
     return 1;
 }
 
-int64_t dc_bs_bound(const mm_dc_attrs *a, int64_t bs) {
+int64_t mm_dc_bs_bound(const mm_dc_attrs *a, int64_t bs) {
     return a->global_bs ? a->global_bs / a->ep_world_size : bs;
 }
 
@@ -40,7 +40,7 @@ int64_t dc_bs_bound(const mm_dc_attrs *a, int64_t bs) {
                            (int64_t)(lo), (int64_t)(hi));                                                    \
     } while (0)
 
-mm_status dc_check_attrs(const mm_dc_attrs *a, int combine, dc_topology *t, mm_error *err) {
+mm_status mm_dc_check_attrs(const mm_dc_attrs *a, int combine, dc_topology *t, mm_error *err) {
     if (!a) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "attrs is NULL");
     memset(t, 0, sizeof *t);
     RANGE("ep_world_size", a->ep_world_size, 1, DC_MAX_RANKS);
@@ -211,10 +211,10 @@ static mm_status check_elastic_tables(const int32_t *v, const mm_dc_attrs *a, dc
     return MM_OK;
 }
 
-mm_status dc_check_elastic(const mm_tensor *info, const mm_dc_attrs *a, mm_comm *comm, dc_topology *t,
-                           mm_error *err) {
+mm_status mm_dc_check_elastic(const mm_tensor *info, const mm_dc_attrs *a, mm_comm *comm, dc_topology *t,
+                              mm_error *err) {
     if (info) {
-        mm_status st = dc_check_tensor(info, "elastic_info", MM_DTYPE_I32, 1, err);
+        mm_status st = mm_op_check_tensor(info, "elastic_info", MM_DTYPE_I32, 1, err);
         if (st) return st;
         if (info->shape[0] != 4 + 2 * t->R)
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
@@ -255,26 +255,9 @@ mm_status dc_check_elastic(const mm_tensor *info, const mm_dc_attrs *a, mm_comm 
     return MM_OK;
 }
 
-mm_status dc_check_tensor(const mm_tensor *t, const char *name, mm_dtype dtype, int ndim, mm_error *err) {
-    if (!t) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s is missing (NULL)", name);
-    if (t->dtype != dtype)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s has dtype %s, expected %s", name,
-                       mm_dtype_name(t->dtype), mm_dtype_name(dtype));
-    if (t->ndim != ndim)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s has %d dimensions, expected %d", name, t->ndim,
-                       ndim);
-    for (int d = 0; d < ndim; d++)
-        if (t->shape[d] < 0)
-            return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s.shape[%d] = %" PRId64 " is negative", name, d,
-                           t->shape[d]);
-    if (!t->data && mm_tensor_numel(t) > 0)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s has elements but data is NULL", name);
-    return MM_OK;
-}
-
-mm_status dc_check_expert_ids(const mm_tensor *ids, const dc_topology *t, int64_t *bs, int64_t *k,
-                              mm_error *err) {
-    mm_status st = dc_check_tensor(ids, "expert_ids", MM_DTYPE_I32, 2, err);
+mm_status mm_dc_check_expert_ids(const mm_tensor *ids, const dc_topology *t, int64_t *bs, int64_t *k,
+                                 mm_error *err) {
+    mm_status st = mm_op_check_tensor(ids, "expert_ids", MM_DTYPE_I32, 2, err);
     if (st) return st;
     int64_t B = ids->shape[0], K = ids->shape[1];
     int64_t total = t->routed_experts + t->Z + t->C + t->N;
@@ -310,7 +293,7 @@ mm_status dc_check_expert_ids(const mm_tensor *ids, const dc_topology *t, int64_
     return MM_OK;
 }
 
-mm_status dc_check_mask(const mm_tensor *mask, int64_t bs, int64_t k, dc_mask *m, mm_error *err) {
+mm_status mm_dc_check_mask(const mm_tensor *mask, int64_t bs, int64_t k, dc_mask *m, mm_error *err) {
     memset(m, 0, sizeof *m);
     m->K = k;
     if (!mask) return MM_OK;
@@ -352,8 +335,8 @@ static const char *const attr_names[] = {"ep_world_size",     "moe_expert_num", 
                                          "zero_expert_num",   "copy_expert_num",   "const_expert_num",
                                          "norm_eps (bits)",   "comm_alg (set)"};
 
-void dc_summary_fill(dc_summary *s, const mm_dc_attrs *a, int64_t bs, int64_t h, int64_t k, int64_t dtype,
-                     int64_t mask_kind, const mm_tensor *elastic_info) {
+void mm_dc_summary_fill(dc_summary *s, const mm_dc_attrs *a, int64_t bs, int64_t h, int64_t k, int64_t dtype,
+                        int64_t mask_kind, const mm_tensor *elastic_info) {
     memset(s, 0, sizeof *s);
     s->v[DC_SUM_BS] = bs;
     s->v[DC_SUM_H] = h;
@@ -391,8 +374,8 @@ void dc_summary_fill(dc_summary *s, const mm_dc_attrs *a, int64_t bs, int64_t h,
  * before the two would pair their different collectives. */
 static const char *const op_names[] = {"dispatch_v3", "combine_add_rms_norm_v2"};
 
-mm_status dc_exchange(mm_comm *comm, mm_status local, const dc_summary *mine, const char *op, dc_call *call,
-                      mm_error *err) {
+mm_status mm_dc_exchange(mm_comm *comm, mm_status local, const dc_summary *mine, const char *op,
+                         dc_call *call, mm_error *err) {
     memset(call, 0, sizeof *call);
     call->comm = comm;
     dc_summary send = *mine;

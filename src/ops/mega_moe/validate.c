@@ -11,34 +11,10 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "ops/common/tensor_check.h"
 #include "ops/mega_moe/mega_moe_internal.h"
 
-#define DT(d) (UINT64_C(1) << (d))
-
-static int dtype_in(mm_dtype d, uint64_t mask) {
-    return d > MM_DTYPE_INVALID && d < MM_DTYPE_COUNT && (mask & DT(d));
-}
-
-/* A 1-D or 2-D tensor of the given shape (shape[1] ignored for ndim 1). */
-static mm_status check_tensor(const char *name, const mm_tensor *t, uint64_t mask, int ndim, int64_t d0,
-                              int64_t d1, const char *rule, mm_error *err) {
-    if (!dtype_in(t->dtype, mask))
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s dtype %s is not accepted (%s)", name,
-                       mm_dtype_name(t->dtype), rule);
-    if (t->ndim != ndim || t->shape[0] != d0 || (ndim == 2 && t->shape[1] != d1)) {
-        if (ndim == 1)
-            return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                           "%s must have shape (%" PRId64 ") %s (has %d dims, dim 0 = %" PRId64 ")", name, d0,
-                           rule, t->ndim, t->ndim > 0 ? t->shape[0] : -1);
-        return mm_fail(
-            err, MM_ERR_INVALID_ARGUMENT,
-            "%s must have shape (%" PRId64 ", %" PRId64 ") %s (has %d dims: %" PRId64 " x %" PRId64 ")", name,
-            d0, d1, rule, t->ndim, t->ndim > 0 ? t->shape[0] : -1, t->ndim > 1 ? t->shape[1] : -1);
-    }
-    if (!t->data && mm_tensor_nbytes(t) > 0)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s data is NULL", name);
-    return MM_OK;
-}
+#define DT(d) MM_OP_DTYPE(d)
 
 static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_weights *w,
                              const mm_mega_moe_attrs *a, mm_moe_call *c, mm_error *err) {
@@ -181,8 +157,8 @@ static mm_status check_inputs(const mm_mega_moe_buffer *buf, const mm_mega_moe_i
                        buf->sizing.num_max_tokens_per_rank);
     mm_dtype xd = c->prequantized ? c->dispatch_dtype : MM_DTYPE_BF16;
     uint64_t xmask = DT(xd);
-    if ((st = check_tensor(
-             "x", x, xmask, 2, bs, H,
+    if ((st = mm_op_check_shaped(
+             x, "x", xmask, 2, bs, H,
              c->prequantized ? "(BS, H) in dispatch_quant_out_dtype, pre-quantized" : "(BS, H) BF16", err)) !=
         MM_OK)
         return st;
@@ -192,34 +168,34 @@ static mm_status check_inputs(const mm_mega_moe_buffer *buf, const mm_mega_moe_i
                            "scales is required with pre-quantized x (dispatch_quant_mode 0, "
                            "dispatch_quant_out_dtype %s)",
                            mm_dtype_name(c->dispatch_dtype));
-        st = check_tensor("scales", in->scales, DT(MM_DTYPE_E8M0) | DT(MM_DTYPE_U8), 2, bs, (H + 31) / 32,
-                          "(BS, ceil(H/32)) E8M0", err);
+        st = mm_op_check_shaped(in->scales, "scales", DT(MM_DTYPE_E8M0) | DT(MM_DTYPE_U8), 2, bs,
+                                (H + 31) / 32, "(BS, ceil(H/32)) E8M0", err);
         if (st != MM_OK) return st;
     } else if (in->scales) {
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "scales is given but x is not pre-quantized (pass NULL)");
     }
-    if ((st = check_tensor("topk_ids", in->topk_ids, DT(MM_DTYPE_I32), 2, bs, K, "(BS, K) INT32", err)) !=
-        MM_OK)
+    if ((st = mm_op_check_shaped(in->topk_ids, "topk_ids", DT(MM_DTYPE_I32), 2, bs, K, "(BS, K) INT32",
+                                 err)) != MM_OK)
         return st;
-    st = check_tensor("topk_weights", in->topk_weights, DT(MM_DTYPE_F32) | DT(MM_DTYPE_BF16), 2, bs, K,
-                      "(BS, K) F32 or BF16", err);
+    st = mm_op_check_shaped(in->topk_weights, "topk_weights", DT(MM_DTYPE_F32) | DT(MM_DTYPE_BF16), 2, bs, K,
+                            "(BS, K) F32 or BF16", err);
     if (st != MM_OK) return st;
     c->bf16_weights = in->topk_weights->dtype == MM_DTYPE_BF16;
     c->mask = NULL;
     if (in->x_active_mask) {
-        st = check_tensor("x_active_mask", in->x_active_mask, DT(MM_DTYPE_BOOL) | DT(MM_DTYPE_I8), 1, bs, 0,
-                          "(BS,) BOOL or INT8", err);
+        st = mm_op_check_shaped(in->x_active_mask, "x_active_mask", DT(MM_DTYPE_BOOL) | DT(MM_DTYPE_I8), 1,
+                                bs, 0, "(BS,) BOOL or INT8", err);
         if (st != MM_OK) return st;
         c->mask = in->x_active_mask->data;
     }
     if (out) {
         if (!out->y || !out->expert_token_nums)
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "outputs y and expert_token_nums are required");
-        if ((st = check_tensor("y", out->y, DT(MM_DTYPE_BF16), 2, bs, H, "(BS, H) BF16", err)) != MM_OK)
+        if ((st = mm_op_check_shaped(out->y, "y", DT(MM_DTYPE_BF16), 2, bs, H, "(BS, H) BF16", err)) != MM_OK)
             return st;
-        st = check_tensor("expert_token_nums", out->expert_token_nums, DT(MM_DTYPE_I32), 1,
-                          buf->local_experts, 0, "(E / R,) INT32", err);
+        st = mm_op_check_shaped(out->expert_token_nums, "expert_token_nums", DT(MM_DTYPE_I32), 1,
+                                buf->local_experts, 0, "(E / R,) INT32", err);
         if (st != MM_OK) return st;
     }
     const int32_t *ids = in->topk_ids->data;
