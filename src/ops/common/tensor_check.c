@@ -20,7 +20,8 @@ mm_status mm_op_check_dtype(const mm_tensor *t, const char *name, mm_dtype dtype
                             mm_error *err) {
     if (t->dtype == dtype) return MM_OK;
     return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                   w == MM_OP_WORDS_DC ? "%s has dtype %s, expected %s" : "%s dtype %s differs from the required %s",
+                   w == MM_OP_WORDS_DC ? "%s has dtype %s, expected %s"
+                                       : "%s dtype %s differs from the required %s",
                    name, mm_dtype_name(t->dtype), mm_dtype_name(dtype));
 }
 
@@ -47,8 +48,8 @@ mm_status mm_op_check_data(const mm_tensor *t, const char *name, mm_op_wording w
     case MM_OP_WORDS_RR: {
         int64_t nbytes = mm_tensor_nbytes(t);
         if (nbytes > 0)
-            return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s.data is NULL but the tensor holds %" PRId64 " bytes",
-                           name, nbytes);
+            return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                           "%s.data is NULL but the tensor holds %" PRId64 " bytes", name, nbytes);
         return MM_OK;
     }
     case MM_OP_WORDS_MOE:

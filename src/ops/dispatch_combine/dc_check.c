@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "ops/common/exchange.h"
 #include "ops/dispatch_combine/dc_internal.h"
 
 mm_dc_attrs mm_dc_default_attrs(void) {
@@ -374,75 +375,39 @@ void mm_dc_summary_fill(dc_summary *s, const mm_dc_attrs *a, int64_t bs, int64_t
  * before the two would pair their different collectives. */
 static const char *const op_names[] = {"dispatch_v3", "combine_add_rms_norm_v2"};
 
-mm_status mm_dc_exchange(mm_comm *comm, mm_status local, const dc_summary *mine, const char *op,
-                         dc_call *call, mm_error *err) {
-    memset(call, 0, sizeof *call);
-    call->comm = comm;
-    dc_summary send = *mine;
-    send.v[DC_SUM_STATUS] = local;
-    send.v[DC_SUM_OP] = strcmp(op, op_names[0]) == 0 ? 0 : 1;
-    if (!comm) return local ? local : mm_fail(err, MM_ERR_INVALID_ARGUMENT, "comm is NULL");
-    mm_error gather_err = {MM_OK, ""};
-    mm_status st = mm_comm_allgather(comm, &send, sizeof send, call->all, &gather_err);
-    if (st) {
-        /* A communication failure: keep the local validation message when there is one. */
-        if (local) return local;
-        return mm_fail(err, st, "%s: %s", op, gather_err.message);
-    }
-    int size = mm_comm_size(comm), first = -1;
-    for (int r = 0; r < size; r++)
-        if (mm_comm_is_alive(comm, r) && call->all[r].v[DC_SUM_STATUS] != MM_OK) {
-            first = r;
-            break;
-        }
-    if (first >= 0) return mm_comm_agree(comm, local, err); /* everyone learns the lowest failing message */
-    /* Every rank sees the same table, so every rank reaches the same verdict and message. */
-    int ref = -1;
-    for (int r = 0; r < size; r++) {
-        if (!mm_comm_is_alive(comm, r)) continue;
-        const dc_summary *s = &call->all[r];
-        if (ref < 0) {
-            ref = r;
-        } else {
-            const dc_summary *f = &call->all[ref];
-            if (s->v[DC_SUM_OP] != f->v[DC_SUM_OP])
-                return mm_fail(
-                    err, MM_ERR_INVALID_ARGUMENT,
-                    "rank %d called %s but rank %d called %s (every rank must call the same operator)", ref,
-                    op_names[f->v[DC_SUM_OP]], r, op_names[s->v[DC_SUM_OP]]);
-            for (int i = 0; i < 14; i++)
-                if (s->v[DC_SUM_ATTR0 + i] != f->v[DC_SUM_ATTR0 + i])
-                    return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                                   "%s: attribute %s = %" PRId64 " on rank %d but %" PRId64
-                                   " on rank %d (attributes must be equal on every rank)",
-                                   op, attr_names[i], f->v[DC_SUM_ATTR0 + i], ref, s->v[DC_SUM_ATTR0 + i], r);
-            static const struct {
-                int idx;
-                const char *what;
-            } same[] = {{DC_SUM_H, "H (hidden size)"},
-                        {DC_SUM_K, "K (expert_ids.shape[1])"},
-                        {DC_SUM_DTYPE, "the dtype of x"},
-                        {DC_SUM_MASK, "the x_active_mask form (0 none, 1 per token, 2 per pair)"},
-                        {DC_SUM_ELASTIC, "elastic_info (content hash)"}};
-            for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
-                if (s->v[same[i].idx] != f->v[same[i].idx])
-                    return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                                   "%s: %s is %" PRId64 " on rank %d but %" PRId64
-                                   " on rank %d (it must be equal on every rank)",
-                                   op, same[i].what, f->v[same[i].idx], ref, s->v[same[i].idx], r);
-        }
-        if (s->v[DC_SUM_BS] > call->bs_max) call->bs_max = s->v[DC_SUM_BS];
-    }
-    const int64_t *attrs = call->all[ref].v + DC_SUM_ATTR0;
-    int64_t R = attrs[0], gbs = attrs[7];
-    for (int r = 0; r < size; r++) {
-        if (!mm_comm_is_alive(comm, r)) continue;
-        int64_t bs = call->all[r].v[DC_SUM_BS];
-        if (gbs == 0 && bs != call->all[ref].v[DC_SUM_BS])
+/* The cross-rank rules, from the exchanged records: every rank sees the same records, so every rank
+ * reaches the same verdict and message. */
+static mm_status compare(const mm_op_exchange *x, const char *op, dc_call *call, mm_error *err) {
+    int ref = x->ref, i = mm_op_exchange_differing(x, 1);
+    if (i >= 0) {
+        int r = x->differ_rank[i];
+        int64_t a = mm_op_exchange_fields_of(x, ref)[i], b = mm_op_exchange_fields_of(x, r)[i];
+        if (i == DC_SUM_OP)
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                           "%s: Bs = %" PRId64 " on rank %d but %" PRId64
-                           " on rank %d (with global_bs = 0 every rank has the same Bs)",
-                           op, call->all[ref].v[DC_SUM_BS], ref, bs, r);
+                           "rank %d called %s but rank %d called %s (every rank must call the same operator)",
+                           ref, op_names[a], r, op_names[b]);
+        if (i < DC_SUM_ATTR0 + DC_SUM_ATTRS)
+            return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                           "%s: attribute %s = %" PRId64 " on rank %d but %" PRId64
+                           " on rank %d (attributes must be equal on every rank)",
+                           op, attr_names[i - DC_SUM_ATTR0], a, ref, b, r);
+        static const char *const what[] = {"H (hidden size)", "K (expert_ids.shape[1])", "the dtype of x",
+                                           "the x_active_mask form (0 none, 1 per token, 2 per pair)",
+                                           "elastic_info (content hash)"};
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "%s: %s is %" PRId64 " on rank %d but %" PRId64
+                       " on rank %d (it must be equal on every rank)",
+                       op, what[i - DC_SUM_H], a, ref, b, r);
+    }
+    const int64_t *attrs = mm_op_exchange_fields_of(x, ref) + DC_SUM_ATTR0;
+    int64_t R = attrs[0], gbs = attrs[7], ref_bs = mm_op_exchange_fields_of(x, ref)[DC_SUM_BS];
+    call->bs_max = x->hi[DC_SUM_BS] > 0 ? x->hi[DC_SUM_BS] : 0;
+    if (gbs == 0 && x->differ_rank[DC_SUM_BS] >= 0) {
+        int r = x->differ_rank[DC_SUM_BS];
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "%s: Bs = %" PRId64 " on rank %d but %" PRId64
+                       " on rank %d (with global_bs = 0 every rank has the same Bs)",
+                       op, ref_bs, ref, mm_op_exchange_fields_of(x, r)[DC_SUM_BS], r);
     }
     if (gbs != 0 && gbs != call->bs_max * R)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
@@ -451,4 +416,31 @@ mm_status mm_dc_exchange(mm_comm *comm, mm_status local, const dc_summary *mine,
                        op, gbs, call->bs_max, R, call->bs_max * R);
     if (gbs) call->bs_max = gbs / R; /* the bound every rank used for its own checks */
     return MM_OK;
+}
+
+mm_status mm_dc_exchange(mm_comm *comm, mm_status local, const dc_summary *mine, const char *op,
+                         dc_call *call, mm_error *err) {
+    memset(call, 0, sizeof *call);
+    call->comm = comm;
+    dc_summary send = *mine;
+    send.v[DC_SUM_OP] = strcmp(op, op_names[0]) == 0 ? 0 : 1;
+    if (!comm) return local ? local : mm_fail(err, MM_ERR_INVALID_ARGUMENT, "comm is NULL");
+    mm_op_exchange x = {.local = local,
+                        .message = err ? err->message : NULL,
+                        .fields = send.v,
+                        .nfields = DC_SUM_COUNT,
+                        .ncompare = DC_SUM_COMPARED};
+    mm_error ex_err = {MM_OK, ""};
+    mm_status st = mm_op_exchange_run(comm, &x, &ex_err);
+    if (st == MM_OK) {
+        st = compare(&x, op, call, err);
+    } else if (x.failed_rank >= 0) {
+        st = mm_fail(err, st, "%s", ex_err.message); /* "rank N: ..." */
+    } else if (!local) {
+        st = mm_fail(err, st, "%s: %s", op, ex_err.message);
+    } else {
+        st = local; /* a communication failure after a local one: keep the local validation message */
+    }
+    mm_op_exchange_done(&x);
+    return st;
 }

@@ -96,17 +96,20 @@ int64_t mm_dc_bs_bound(const mm_dc_attrs *a, int64_t bs);
 
 /* ---- the cross-rank summary: one allgather per call checks attributes are equal everywhere ---- */
 
+/* The fields every rank contributes, in the order mismatches are reported: which operator, the
+ * attributes, then the shapes; Bs last, as ranks may differ there. */
 enum {
-    DC_SUM_STATUS,
-    DC_SUM_BS,
-    DC_SUM_H,
+    DC_SUM_OP,    /* which operator the rank called (mm_dc_exchange's op) */
+    DC_SUM_ATTR0, /* attributes from here */
+    DC_SUM_ATTRS = 14,
+    DC_SUM_H = DC_SUM_ATTR0 + DC_SUM_ATTRS,
     DC_SUM_K,
     DC_SUM_DTYPE,
     DC_SUM_MASK,
     DC_SUM_ELASTIC,
-    DC_SUM_OP,    /* which operator the rank called (mm_dc_exchange's op) */
-    DC_SUM_ATTR0, /* attributes from here */
-    DC_SUM_COUNT = DC_SUM_ATTR0 + 14
+    DC_SUM_COMPARED, /* the fields above must be equal on every rank */
+    DC_SUM_BS = DC_SUM_COMPARED,
+    DC_SUM_COUNT
 };
 typedef struct dc_summary {
     int64_t v[DC_SUM_COUNT];
@@ -115,15 +118,14 @@ typedef struct dc_summary {
 typedef struct dc_call {
     mm_comm *comm;
     int64_t bs_max; /* max Bs over the alive ranks */
-    dc_summary all[DC_MAX_RANKS];
 } dc_call;
 
 /* Fills the attribute part of s. */
 void mm_dc_summary_fill(dc_summary *s, const mm_dc_attrs *a, int64_t bs, int64_t h, int64_t k, int64_t dtype,
                         int64_t mask_kind, const mm_tensor *elastic_info);
-/* Allgathers the summaries. When any rank failed locally (local != MM_OK), every rank returns that
- * failure (the lowest failing rank's message). Otherwise checks that the ranks agree on attributes
- * and shapes and fills call->bs_max. */
+/* Exchanges the summaries (ops/common/exchange.h). When any rank failed locally (local != MM_OK, its
+ * message in err), every rank returns that failure (the lowest failing rank's message). Otherwise checks that
+ * the ranks agree on attributes and shapes and fills call->bs_max. */
 mm_status mm_dc_exchange(mm_comm *comm, mm_status local, const dc_summary *mine, const char *op,
                          dc_call *call, mm_error *err);
 
