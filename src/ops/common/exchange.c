@@ -41,8 +41,8 @@ void mm_op_exchange_done(mm_op_exchange *x) {
 
 mm_status mm_op_exchange_run(mm_comm *comm, mm_op_exchange *x, mm_error *err) {
     if (x->nfields < 0 || x->nfields > MM_OP_EXCHANGE_MAX_FIELDS || x->ncompare > x->nfields)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "exchange: %d fields (%d compared), at most %d", x->nfields,
-                       x->ncompare, MM_OP_EXCHANGE_MAX_FIELDS);
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "exchange: %d fields (%d compared), at most %d",
+                       x->nfields, x->ncompare, MM_OP_EXCHANGE_MAX_FIELDS);
     x->comm = comm;
     x->failed_rank = -1;
     x->size = mm_comm_size(comm);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "ops/common/exchange.h"
 #include "ops/common/tensor_check.h"
 #include "ops/mega_moe/mega_moe_internal.h"
 
@@ -279,27 +280,12 @@ static void attr_vector(const mm_mega_moe_attrs *a, const mm_mega_moe_weights *w
     memcpy(v, vals, sizeof vals);
 }
 
-/* What every rank contributes to the one allgather of a call: its local verdict, its attributes, how
- * many received rows its workspace holds, then its row of the count matrix (stride values). */
-typedef struct check_record {
-    int64_t status, ws_rows, attrs[N_ATTR];
-    char message[MM_ERROR_MESSAGE_MAX];
-} check_record;
+/* What every rank contributes to the one exchange of a call (ops/common/exchange.h): its attributes,
+ * how many received rows its workspace holds, then, as payload, its row of the count matrix. */
+enum { F_WS_ROWS = N_ATTR, N_FIELDS };
 
 size_t mm_moe_check_record_bytes(int64_t E) {
-    return sizeof(check_record) + (size_t)MM_MOE_COUNT_STRIDE(E) * sizeof(int64_t);
-}
-
-/* The lowest failing rank's error ("rank N: ..."), as mm_comm_agree reports it; MM_OK if none. */
-static mm_status first_failure(const uint8_t *all, size_t bytes, int64_t R, mm_error *err) {
-    for (int64_t r = 0; r < R; r++) {
-        check_record rec;
-        memcpy(&rec, all + (size_t)r * bytes, sizeof rec);
-        if (rec.status == MM_OK) continue;
-        rec.message[sizeof rec.message - 1] = '\0';
-        return mm_fail(err, (mm_status)rec.status, "rank %" PRId64 ": %s", r, rec.message);
-    }
-    return MM_OK;
+    return mm_op_exchange_record_bytes(N_FIELDS, (size_t)MM_MOE_COUNT_STRIDE(E) * sizeof(int64_t));
 }
 
 mm_status mm_moe_validate(mm_mega_moe_buffer *buf, const mm_mega_moe_weights *weights,
@@ -311,14 +297,8 @@ mm_status mm_moe_validate(mm_mega_moe_buffer *buf, const mm_mega_moe_weights *we
     memset(c, 0, sizeof *c);
     if (!buf) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "buffer is NULL");
     int64_t E = buf->sizing.moe_expert_num, R = buf->world, stride = MM_MOE_COUNT_STRIDE(E);
-    size_t bytes = mm_moe_check_record_bytes(E);
     int64_t *counts = calloc((size_t)(R * stride), sizeof *counts);
     int32_t *stamp = malloc((size_t)E * sizeof *stamp);
-    /* The records live in the buffer, so that a rank short of memory still sends its verdict. */
-    uint8_t *all = buf->check_area, *mine = all + (size_t)R * bytes;
-    check_record rec;
-    memset(&rec, 0, sizeof rec);
-    memset(mine, 0, bytes);
     mm_status st = MM_OK;
     if (!counts || !stamp)
         st = mm_fail(&local, MM_ERR_OUT_OF_MEMORY, "count matrix: out of memory");
@@ -327,35 +307,28 @@ mm_status mm_moe_validate(mm_mega_moe_buffer *buf, const mm_mega_moe_weights *we
     if (st == MM_OK) st = check_attrs(buf, weights, attrs, c, &local);
     if (st == MM_OK) st = check_inputs(buf, in, out, c, counts + buf->rank * stride, stamp, &local);
     free(stamp);
-    /* One allgather carries the verdicts, the attributes and the counts (it was agree, two allreduces
-     * and an allgather: each collective of rank-threads on 2 cores can wait a time slice for a peer). */
-    rec.status = st;
+    /* One exchange carries the verdicts, the attributes and the counts (it was agree, two allreduces
+     * and an allgather: each collective of rank-threads on 2 cores can wait a time slice for a peer).
+     * The records live in the buffer, so that a rank short of memory still sends its verdict. */
+    int64_t fields[N_FIELDS];
     if (st == MM_OK) {
-        attr_vector(attrs, weights, rec.attrs);
-        rec.ws_rows = ws_rows ? ws_rows(buf, weights, c) : INT64_MAX;
-        memcpy(mine + sizeof rec, counts + buf->rank * stride, (size_t)stride * sizeof *counts);
-    } else {
-        memcpy(rec.message, local.message, sizeof rec.message);
+        attr_vector(attrs, weights, fields);
+        fields[F_WS_ROWS] = ws_rows ? ws_rows(buf, weights, c) : INT64_MAX;
     }
-    memcpy(mine, &rec, sizeof rec);
-    /* Blocks of ranks removed from the communicator stay untouched: they read as this rank's. */
-    for (int64_t r = 0; r < R; r++) memcpy(all + (size_t)r * bytes, mine, bytes);
-    st = mm_comm_allgather(buf->comm, mine, bytes, all, &local);
-    if (st == MM_OK) st = first_failure(all, bytes, R, &local);
+    mm_op_exchange x = {.local = st,
+                        .message = local.message,
+                        .fields = st == MM_OK ? fields : NULL,
+                        .nfields = N_FIELDS,
+                        .ncompare = N_ATTR,
+                        .payload = st == MM_OK ? counts + buf->rank * stride : NULL,
+                        .payload_bytes = (size_t)stride * sizeof *counts,
+                        .area = buf->check_area};
+    st = mm_op_exchange_run(buf->comm, &x, &local);
     if (st != MM_OK) goto fail;
+    for (int64_t r = 0; r < R; r++)
+        memcpy(counts + r * stride, mm_op_exchange_payload_of(&x, (int)r), (size_t)stride * sizeof *counts);
     /* Attributes equal on all ranks. */
-    int64_t lo[N_ATTR], hi[N_ATTR];
-    memcpy(lo, rec.attrs, sizeof lo);
-    memcpy(hi, rec.attrs, sizeof hi);
-    for (int64_t r = 0; r < R; r++) {
-        check_record other;
-        memcpy(&other, all + (size_t)r * bytes, sizeof other);
-        for (int i = 0; i < N_ATTR; i++) {
-            lo[i] = other.attrs[i] < lo[i] ? other.attrs[i] : lo[i];
-            hi[i] = other.attrs[i] > hi[i] ? other.attrs[i] : hi[i];
-        }
-        memcpy(counts + r * stride, all + (size_t)r * bytes + sizeof rec, (size_t)stride * sizeof *counts);
-    }
+    const int64_t *lo = x.lo, *hi = x.hi;
     for (int i = 0; i < N_ATTR; i++) {
         int differ = lo[i] != hi[i];
         if (i == 14) differ = lo[14] != INT64_MAX && lo[14] != hi[15]; /* among ranks with shared experts */
@@ -375,9 +348,7 @@ mm_status mm_moe_validate(mm_mega_moe_buffer *buf, const mm_mega_moe_weights *we
             for (int64_t j = 0; j < El; j++) rows += counts[s * stride + d * El + j];
         if (d == buf->rank) c->recv_rows = rows;
         if (rows > c->max_recv_rows) c->max_recv_rows = rows;
-        check_record other;
-        memcpy(&other, all + (size_t)d * bytes, sizeof other);
-        if (rows > other.ws_rows) c->workspace_grows = 1;
+        if (rows > mm_op_exchange_fields_of(&x, (int)d)[F_WS_ROWS]) c->workspace_grows = 1;
         if (rows > buf->recv_capacity) {
             st = mm_fail(&local, MM_ERR_INVALID_ARGUMENT,
                          "rank %" PRId64 " would receive %" PRId64 " rows, above %s = %" PRId64
