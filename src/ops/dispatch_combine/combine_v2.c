@@ -382,7 +382,7 @@ static mm_status exchange(mm_dc_workspace *ws, const combine_plan *p, const dc_c
     int size = mm_comm_size(comm);
     int64_t slots = call->bs_max * (p->k + t->S);
     size_t bytes = dc_combine_bytes(t->tpw, call->bs_max, p->k, t->S, p->h);
-    mm_status st = mm_dc_buffer_ensure(ws, &ws->combine, bytes, err);
+    mm_status st = mm_op_symm_area_ensure(ws->comm, &ws->combine, bytes, MM_OP_GROW_HALF_AGAIN, err);
     if (st) return st;
     mm_symm *symm = ws->combine.symm;
     int direct = 1;

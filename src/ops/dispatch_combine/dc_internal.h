@@ -9,6 +9,7 @@
 
 #include "format/bf16_inline.h"
 #include "megamoe/dispatch_combine.h"
+#include "ops/common/symm_area.h"
 #include "ops/common/tensor_check.h"
 
 #define DC_MAX_RANKS MM_COMM_MAX_RANKS
@@ -136,23 +137,15 @@ void mm_dc_run_tasks(int64_t n, void (*fn)(void *, int64_t), void *ctx, size_t b
 
 /* ---- workspace (dc_workspace.c) ---- */
 
-typedef struct dc_buffer {
-    mm_symm *symm;
-    uint64_t epoch; /* data phases run on this buffer since it was allocated */
-} dc_buffer;
-
 struct mm_dc_workspace {
     mm_comm *comm;
-    dc_buffer dispatch, combine;
-    void *staging; /* for peers without a direct pointer */
+    mm_op_symm_area dispatch, combine; /* grown by half again when a call needs more */
+    void *staging;                     /* for peers without a direct pointer */
     size_t staging_bytes;
     float *scratch; /* per-task F32 rows */
     size_t scratch_floats;
 };
 
-/* Collective: all ranks reach the same decision from the same summaries. Ensures buf has at least
- * bytes; a regrown buffer restarts its epoch. */
-mm_status mm_dc_buffer_ensure(mm_dc_workspace *ws, dc_buffer *buf, size_t bytes, mm_error *err);
 /* Local scratch buffers (grown on demand). */
 mm_status mm_dc_staging_ensure(mm_dc_workspace *ws, size_t bytes, mm_error *err);
 mm_status mm_dc_scratch_ensure(mm_dc_workspace *ws, size_t floats, mm_error *err);

@@ -347,7 +347,8 @@ static mm_status exchange(mm_dc_workspace *ws, const dispatch_plan *p, const dc_
     mm_comm *comm = ws->comm;
     int size = mm_comm_size(comm), me = mm_comm_rank(comm);
     region_layout lay = region_of(p, call->bs_max);
-    mm_status st = mm_dc_buffer_ensure(ws, &ws->dispatch, lay.bytes * (size_t)size, err);
+    mm_status st =
+        mm_op_symm_area_ensure(ws->comm, &ws->dispatch, lay.bytes * (size_t)size, MM_OP_GROW_HALF_AGAIN, err);
     if (st) return st;
     mm_symm *symm = ws->dispatch.symm;
     int64_t max_items = p->bs * (p->k + t->S);

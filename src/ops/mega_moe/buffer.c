@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "ops/common/exchange.h"
+#include "ops/common/symm_area.h"
 #include "ops/mega_moe/mega_moe_internal.h"
 
 static size_t round_up(size_t v, size_t a) {
@@ -123,8 +124,11 @@ mm_status mm_mega_moe_buffer_create(mm_comm *comm, const mm_mega_moe_sizing *siz
     b->comb_slot_bytes = round_up((size_t)(2 * H), 64);
     b->relay_slot_bytes = round_up(sizeof(mm_moe_relay_header) + (size_t)(2 * H), 64);
     b->relay_slots = (int64_t)world * M * K;
-    st = mm_symm_alloc(comm, (size_t)b->recv_capacity * b->recv_slot_bytes, &b->recv, &local);
-    if (st == MM_OK) st = mm_symm_alloc(comm, (size_t)(M * K) * b->comb_slot_bytes, &b->comb, &local);
+    st = mm_op_symm_grow(comm, &b->recv, (size_t)b->recv_capacity * b->recv_slot_bytes, MM_OP_GROW_EXACT,
+                         NULL, &local);
+    if (st == MM_OK)
+        st = mm_op_symm_grow(comm, &b->comb, (size_t)(M * K) * b->comb_slot_bytes, MM_OP_GROW_EXACT, NULL,
+                             &local);
     if (st != MM_OK) goto fail;
     *out = b;
     return MM_OK;
@@ -139,9 +143,10 @@ fail:
 }
 
 mm_status mm_moe_relay_area(mm_mega_moe_buffer *buf, mm_error *err) {
-    if (buf->relay) return MM_OK;
-    /* Collective: every rank reaches this in the same call (the attributes were checked equal). */
-    return mm_symm_alloc(buf->comm, (size_t)buf->relay_slots * buf->relay_slot_bytes, &buf->relay, err);
+    /* Collective: every rank reaches this in the same call (the attributes were checked equal). Its
+     * size never changes, so the area is allocated once and its epoch never restarts. */
+    return mm_op_symm_grow(buf->comm, &buf->relay, (size_t)buf->relay_slots * buf->relay_slot_bytes,
+                           MM_OP_GROW_EXACT, NULL, err);
 }
 
 mm_status mm_mega_moe_buffer_free(mm_mega_moe_buffer *buffer, mm_error *err) {
