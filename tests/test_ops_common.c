@@ -25,12 +25,15 @@ static void test_tensor_checks(void) {
     mm_tensor t = mm_tensor_make(MM_DTYPE_I32, 2, s23, buf);
     CHECK_OK(mm_op_check_tensor(&t, "ids", MM_DTYPE_I32, 2, &e), &e);
     expect_message(mm_op_check_tensor(NULL, "ids", MM_DTYPE_I32, 2, &e), &e, "ids is missing (NULL)");
-    expect_message(mm_op_check_tensor(&t, "ids", MM_DTYPE_F32, 2, &e), &e, "ids has dtype int32, expected f32");
-    expect_message(mm_op_check_tensor(&t, "ids", MM_DTYPE_I32, 1, &e), &e, "ids has 2 dimensions, expected 1");
+    expect_message(mm_op_check_tensor(&t, "ids", MM_DTYPE_F32, 2, &e), &e,
+                   "ids has dtype int32, expected f32");
+    expect_message(mm_op_check_tensor(&t, "ids", MM_DTYPE_I32, 1, &e), &e,
+                   "ids has 2 dimensions, expected 1");
     mm_tensor n = mm_tensor_make(MM_DTYPE_I32, 2, neg, buf);
     expect_message(mm_op_check_tensor(&n, "ids", MM_DTYPE_I32, 2, &e), &e, "ids.shape[1] = -1 is negative");
     mm_tensor nod = mm_tensor_make(MM_DTYPE_I32, 2, s23, NULL);
-    expect_message(mm_op_check_tensor(&nod, "ids", MM_DTYPE_I32, 2, &e), &e, "ids has elements but data is NULL");
+    expect_message(mm_op_check_tensor(&nod, "ids", MM_DTYPE_I32, 2, &e), &e,
+                   "ids has elements but data is NULL");
 
     /* MoeReRouting's wording. */
     expect_message(mm_op_check_present(NULL, "tokens", MM_OP_WORDS_RR, &e), &e, "tokens is NULL");
@@ -39,8 +42,8 @@ static void test_tensor_checks(void) {
     mm_tensor zero_d = mm_tensor_make(MM_DTYPE_I32, 0, NULL, buf);
     expect_message(mm_op_check_layout(&zero_d, "tokens", &e), &e, "tokens has 0 dimensions, expected 1 to 8");
     mm_tensor want = mm_tensor_make(MM_DTYPE_I32, 2, s22, NULL);
-    CHECK_OK(mm_op_check_like(&(mm_tensor){.dtype = MM_DTYPE_I32, .ndim = 2, .shape = {2, 2}, .data = buf}, &want,
-                              "output idx", &e),
+    CHECK_OK(mm_op_check_like(&(mm_tensor){.dtype = MM_DTYPE_I32, .ndim = 2, .shape = {2, 2}, .data = buf},
+                              &want, "output idx", &e),
              &e);
     expect_message(mm_op_check_like(&t, &want, "output idx", &e), &e,
                    "output idx shape (2, 3) differs from the required (2, 2)");
@@ -76,8 +79,8 @@ static mm_status exchange_rank(mm_comm *c, void *arg, mm_error *err) {
     int r = mm_comm_rank(c), n = mm_comm_size(c);
     int64_t fields[4] = {7, 8, 9, 100 + r}; /* the last field is not compared: ranks may differ there */
     int64_t payload[3] = {r, 2 * r, 3 * r};
-    mm_op_exchange x = {.fields = fields, .nfields = 4, .ncompare = 3, .payload = payload,
-                        .payload_bytes = sizeof payload};
+    mm_op_exchange x = {
+        .fields = fields, .nfields = 4, .ncompare = 3, .payload = payload, .payload_bytes = sizeof payload};
     mm_error e = {MM_OK, ""};
     if (a->scenario == SCEN_FAILING) {
         /* Ranks 1 and 2 fail: every rank learns rank 1's message and status. */
@@ -125,7 +128,8 @@ static mm_status exchange_rank(mm_comm *c, void *arg, mm_error *err) {
                     rm >= 0 ? x.differ_rank[rm] : -1);
     } else {
         SCEN_EXPECT(err, fm == -1 && rm == -1, "records differ: field %d / %d", fm, rm);
-        SCEN_EXPECT(err, x.differ_rank[3] == (n > 1 && last > 0 ? (a->scenario == SCEN_SURVIVORS ? 2 : 1) : -1),
+        SCEN_EXPECT(err,
+                    x.differ_rank[3] == (n > 1 && last > 0 ? (a->scenario == SCEN_SURVIVORS ? 2 : 1) : -1),
                     "uncompared field 3 first differs on rank %d", x.differ_rank[3]);
     }
     mm_op_exchange_done(&x);
@@ -161,12 +165,14 @@ static mm_status area_rank(mm_comm *c, void *arg, mm_error *err) {
     mm_error e = {MM_OK, ""};
     SCEN_EXPECT(err, mm_op_symm_area_ensure(c, &a, 0, MM_OP_GROW_HALF_AGAIN, &e) == MM_OK, "%s", e.message);
     SCEN_EXPECT(err, a.symm && mm_symm_size(a.symm) >= 64, "empty area of %zu bytes", mm_symm_size(a.symm));
-    SCEN_EXPECT(err, mm_op_symm_area_ensure(c, &a, 1000, MM_OP_GROW_HALF_AGAIN, &e) == MM_OK, "%s", e.message);
+    SCEN_EXPECT(err, mm_op_symm_area_ensure(c, &a, 1000, MM_OP_GROW_HALF_AGAIN, &e) == MM_OK, "%s",
+                e.message);
     size_t size = mm_symm_size(a.symm);
     SCEN_EXPECT(err, size >= 1500, "grown by half again: %zu bytes", size);
     a.epoch = 5; /* as if five data phases ran */
     mm_symm *before = a.symm;
-    SCEN_EXPECT(err, mm_op_symm_area_ensure(c, &a, 1400, MM_OP_GROW_HALF_AGAIN, &e) == MM_OK, "%s", e.message);
+    SCEN_EXPECT(err, mm_op_symm_area_ensure(c, &a, 1400, MM_OP_GROW_HALF_AGAIN, &e) == MM_OK, "%s",
+                e.message);
     SCEN_EXPECT(err, a.symm == before && a.epoch == 5, "an area large enough was reallocated");
     SCEN_EXPECT(err, mm_op_symm_area_ensure(c, &a, 4000, MM_OP_GROW_EXACT, &e) == MM_OK, "%s", e.message);
     SCEN_EXPECT(err, mm_symm_size(a.symm) >= 4000 && a.epoch == 0, "regrown: %zu bytes, epoch %llu",

@@ -144,7 +144,7 @@ static mm_combine_v2_inputs inputs_of(dcc_rank *r) {
 
 static mm_status alloc_rank(mm_case_ctx *ctx, const mm_dc_attrs *attrs, dcc_rank *r, mm_error *err) {
     mm_combine_v2_inputs in = inputs_of(r);
-    mm_status st = mm_combine_v2_shapes_of(&in, attrs, &r->out[0], &r->out[1], &r->out[2], err);
+    mm_status st = mm_combine_v2_plan(&in, attrs, &r->out[0], &r->out[1], &r->out[2], err);
     if (st) return st;
     for (int o = 0; o < 3; o++) {
         r->out_on[o] = 1;

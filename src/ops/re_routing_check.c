@@ -121,11 +121,12 @@ static mm_status check_counts(const mm_tensor *counts, mm_rr_geometry *g, mm_err
 }
 
 static mm_status check_attrs(const mm_re_routing_attrs *attrs, mm_error *err) {
-    if (attrs->expert_token_num_type != 0 && attrs->expert_token_num_type != 1)
+    if (attrs->expert_token_num_type != MM_RE_ROUTING_TOKEN_NUM_CUMULATIVE &&
+        attrs->expert_token_num_type != MM_RE_ROUTING_TOKEN_NUM_COUNTS)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "expert_token_num_type = %" PRId64 " is not 0 (cumulative sum) or 1 (counts)",
                        attrs->expert_token_num_type);
-    if (attrs->idx_type != 0 && attrs->idx_type != 1)
+    if (attrs->idx_type != MM_RE_ROUTING_IDX_GATHER && attrs->idx_type != MM_RE_ROUTING_IDX_SCATTER)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "idx_type = %" PRId64 " is not 0 (gather) or 1 (scatter)", attrs->idx_type);
     return MM_OK;

@@ -223,8 +223,8 @@ static mm_status combine_check(mm_comm *comm, const mm_combine_v2_inputs *in, co
     return MM_OK;
 }
 
-mm_status mm_combine_v2_shapes_of(const mm_combine_v2_inputs *in, const mm_dc_attrs *attrs, mm_tensor *y,
-                                  mm_tensor *rstd, mm_tensor *x, mm_error *err) {
+mm_status mm_combine_v2_plan(const mm_combine_v2_inputs *in, const mm_dc_attrs *attrs, mm_tensor *y,
+                             mm_tensor *rstd, mm_tensor *x, mm_error *err) {
     combine_plan p;
     mm_status st = combine_check(NULL, in, attrs, NULL, &p, err);
     if (st) return st;
@@ -233,6 +233,11 @@ mm_status mm_combine_v2_shapes_of(const mm_combine_v2_inputs *in, const mm_dc_at
     if (x) *x = mm_tensor_make(MM_DTYPE_BF16, 3, s, NULL);
     if (rstd) *rstd = mm_tensor_make(MM_DTYPE_F32, 3, r, NULL);
     return MM_OK;
+}
+
+mm_status mm_combine_v2_shapes_of(const mm_combine_v2_inputs *in, const mm_dc_attrs *attrs, mm_tensor *y,
+                                  mm_tensor *rstd, mm_tensor *x, mm_error *err) {
+    return mm_combine_v2_plan(in, attrs, y, rstd, x, err);
 }
 
 /* ---- the data phase ---- */

@@ -14,14 +14,14 @@ mm_dc_attrs mm_dc_default_attrs(void) {
     memset(&a, 0, sizeof a);
     a.ep_world_size = 1;
     a.moe_expert_num = 1;
-    a.expert_token_nums_type = 1;
+    a.expert_token_nums_type = MM_DC_TOKEN_NUMS_COUNTS;
     a.norm_eps = 1e-6f;
     return a;
 }
 
 int mm_dc_token_active(const dc_mask *m, int64_t i) {
-    if (m->kind == 1) return m->data[i] != 0;
-    if (m->kind == 2) {
+    if (m->kind == DC_MASK_PER_TOKEN) return m->data[i] != 0;
+    if (m->kind == DC_MASK_PER_PAIR) {
         for (int64_t k = 0; k < m->K; k++)
             if (m->data[i * m->K + k]) return 1;
         return 0;
@@ -53,7 +53,7 @@ mm_status mm_dc_check_attrs(const mm_dc_attrs *a, int combine, dc_topology *t, m
                        a->ep_world_size * tpw, DC_MAX_RANKS);
     RANGE("ep_rank_id", a->ep_rank_id, 0, a->ep_world_size - 1);
     RANGE("tp_rank_id", a->tp_rank_id, 0, tpw - 1);
-    if (a->expert_shard_type != 0)
+    if (a->expert_shard_type != MM_DC_SHARD_SHARED_FIRST)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "expert_shard_type = %" PRId64 " is not supported (only 0: shared-expert ranks first)",
                        a->expert_shard_type);
@@ -76,7 +76,7 @@ mm_status mm_dc_check_attrs(const mm_dc_attrs *a, int combine, dc_topology *t, m
                        "moe_expert_num = %" PRId64 " is not divisible by the %" PRId64
                        " routed-expert ranks (ep_world_size - shared_expert_rank_num)",
                        a->moe_expert_num, moe_ranks);
-    if (a->quant_mode != 0 && a->quant_mode != 2)
+    if (a->quant_mode != MM_DC_QUANT_NONE && a->quant_mode != MM_DC_QUANT_INT8_PER_TOKEN)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "quant_mode = %" PRId64 " is not supported (0: none, 2: dynamic INT8 per token)",
                        a->quant_mode);
@@ -84,7 +84,8 @@ mm_status mm_dc_check_attrs(const mm_dc_attrs *a, int combine, dc_topology *t, m
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "global_bs = %" PRId64 " must be 0 or a positive multiple of ep_world_size = %" PRId64,
                        a->global_bs, a->ep_world_size);
-    if (a->expert_token_nums_type != 0 && a->expert_token_nums_type != 1)
+    if (a->expert_token_nums_type != MM_DC_TOKEN_NUMS_CUMULATIVE &&
+        a->expert_token_nums_type != MM_DC_TOKEN_NUMS_COUNTS)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "expert_token_nums_type = %" PRId64 " is not 0 (cumulative) or 1 (counts)",
                        a->expert_token_nums_type);
@@ -302,9 +303,9 @@ mm_status mm_dc_check_mask(const mm_tensor *mask, int64_t bs, int64_t k, dc_mask
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "x_active_mask has dtype %s, expected bool",
                        mm_dtype_name(mask->dtype));
     if (mask->ndim == 1 && mask->shape[0] == bs) {
-        m->kind = 1;
+        m->kind = DC_MASK_PER_TOKEN;
     } else if (mask->ndim == 2 && mask->shape[0] == bs && mask->shape[1] == k) {
-        m->kind = 2;
+        m->kind = DC_MASK_PER_PAIR;
     } else {
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "x_active_mask must have shape (Bs,) = (%" PRId64 ") or (Bs, K) = (%" PRId64
@@ -313,12 +314,12 @@ mm_status mm_dc_check_mask(const mm_tensor *mask, int64_t bs, int64_t k, dc_mask
     }
     if (!mask->data && bs > 0) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "x_active_mask data is NULL");
     m->data = mask->data;
-    int64_t n = m->kind == 1 ? bs : bs * k;
+    int64_t n = m->kind == DC_MASK_PER_TOKEN ? bs : bs * k;
     for (int64_t i = 0; i < n; i++)
         if (m->data[i] > 1)
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                            "x_active_mask element %" PRId64 " = %u is not 0 or 1", i, m->data[i]);
-    if (m->kind == 1)
+    if (m->kind == DC_MASK_PER_TOKEN)
         for (int64_t i = 1; i < bs; i++)
             if (m->data[i] && !m->data[i - 1])
                 return mm_fail(err, MM_ERR_INVALID_ARGUMENT,

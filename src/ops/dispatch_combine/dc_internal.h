@@ -66,15 +66,16 @@ static inline int64_t dc_rank_local_experts(const dc_topology *t, int64_t o) {
  * every copy of a token on its own, and the library's general routine costs ~5 ns an element. */
 void mm_dc_int8_quantize_row(const float *x, int64_t n, int8_t *q, float *scale);
 
-/* Mask helpers: mask_kind 0 none, 1 per token, 2 per (token, k). */
+/* Mask helpers. The kind's numbers enter the exchanged call summary and its mismatch message. */
+enum { DC_MASK_NONE = 0, DC_MASK_PER_TOKEN = 1, DC_MASK_PER_PAIR = 2 };
 typedef struct dc_mask {
     int kind;
     const uint8_t *data;
     int64_t K;
 } dc_mask;
 static inline int dc_pair_active(const dc_mask *m, int64_t i, int64_t k) {
-    if (m->kind == 1) return m->data[i] != 0;
-    if (m->kind == 2) return m->data[i * m->K + k] != 0;
+    if (m->kind == DC_MASK_PER_TOKEN) return m->data[i] != 0;
+    if (m->kind == DC_MASK_PER_PAIR) return m->data[i * m->K + k] != 0;
     return 1;
 }
 int mm_dc_token_active(const dc_mask *m, int64_t i);

@@ -77,7 +77,7 @@ static mm_status dispatch_check(mm_comm *comm, const mm_dispatch_v3_inputs *in, 
                        "Bs = %" PRId64 " exceeds global_bs / ep_world_size = %" PRId64, p->bs,
                        attrs->global_bs / attrs->ep_world_size);
     if ((st = mm_dc_check_mask(in->x_active_mask, p->bs, p->k, &p->mask, err))) return st;
-    p->quant = attrs->quant_mode == 2;
+    p->quant = attrs->quant_mode == MM_DC_QUANT_INT8_PER_TOKEN;
     if (in->scales) {
         if (!p->quant)
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
@@ -117,8 +117,8 @@ static mm_status dispatch_check(mm_comm *comm, const mm_dispatch_v3_inputs *in, 
     return MM_OK;
 }
 
-mm_status mm_dispatch_v3_shapes_of(const mm_dispatch_v3_inputs *in, const mm_dc_attrs *attrs,
-                                   mm_dispatch_v3_shapes *shapes, mm_error *err) {
+mm_status mm_dispatch_v3_plan(const mm_dispatch_v3_inputs *in, const mm_dc_attrs *attrs,
+                              mm_dispatch_v3_shapes *shapes, mm_error *err) {
     if (!shapes) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "shapes is NULL");
     memset(shapes, 0, sizeof *shapes);
     dispatch_plan p;
@@ -137,6 +137,11 @@ mm_status mm_dispatch_v3_shapes_of(const mm_dispatch_v3_inputs *in, const mm_dc_
     shapes->ep_recv_counts = mm_tensor_make(MM_DTYPE_I32, 1, &n, NULL);
     shapes->tp_recv_counts = mm_tensor_make(MM_DTYPE_I32, 1, &attrs->tp_world_size, NULL);
     return MM_OK;
+}
+
+mm_status mm_dispatch_v3_shapes_of(const mm_dispatch_v3_inputs *in, const mm_dc_attrs *attrs,
+                                   mm_dispatch_v3_shapes *shapes, mm_error *err) {
+    return mm_dispatch_v3_plan(in, attrs, shapes, err);
 }
 
 /* ---- send side ---- */
@@ -492,7 +497,7 @@ mm_status mm_dispatch_v3(mm_dc_workspace *ws, const mm_dispatch_v3_inputs *in, c
     }
     int64_t rows = 0;
     if ((st = exchange(ws, &p, call, in, out, &rows, err))) goto done;
-    if (attrs->expert_token_nums_type == 0) {
+    if (attrs->expert_token_nums_type == MM_DC_TOKEN_NUMS_CUMULATIVE) {
         int64_t *n = out->expert_token_nums->data;
         for (int64_t le = 1; le < p.t.my_L; le++) n[le] += n[le - 1];
     }

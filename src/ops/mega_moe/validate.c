@@ -29,7 +29,7 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
     mm_dtype dd = a->dispatch_quant_out_dtype;
     if (dd == MM_DTYPE_BF16) dd = MM_DTYPE_INVALID; /* "same as the BF16 weights" means no quantization */
     switch (a->dispatch_quant_mode) {
-    case 0:
+    case MM_MEGA_MOE_DISPATCH_QUANT_NONE:
         if (dd != MM_DTYPE_INVALID && !mm_moe_is_mx(dd))
             return mm_fail(
                 err, MM_ERR_INVALID_ARGUMENT,
@@ -38,7 +38,7 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
                 mm_dtype_name(dd));
         c->prequantized = dd != MM_DTYPE_INVALID;
         break;
-    case 2:
+    case MM_MEGA_MOE_DISPATCH_QUANT_INT8:
         if (dd == MM_DTYPE_INVALID) dd = MM_DTYPE_I8;
         if (dd != MM_DTYPE_I8)
             return mm_fail(
@@ -46,7 +46,7 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
                 "dispatch_quant_out_dtype = %s with dispatch_quant_mode 2 (INT8 per token): must be int8",
                 mm_dtype_name(dd));
         break;
-    case 4:
+    case MM_MEGA_MOE_DISPATCH_QUANT_MX:
         if (!mm_moe_is_mx(dd))
             return mm_fail(
                 err, MM_ERR_INVALID_ARGUMENT,
@@ -71,10 +71,13 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
             "shared_expert_quant_out_dtype = %s must be undefined or equal dispatch_quant_out_dtype = %s "
             "with pre-quantized x",
             mm_dtype_name(sd), mm_dtype_name(dd));
-    if (a->combine_quant_mode != 0 && a->combine_quant_mode != 3 && a->combine_quant_mode != 4)
+    if (a->combine_quant_mode != MM_MEGA_MOE_COMBINE_QUANT_NONE &&
+        a->combine_quant_mode != MM_MEGA_MOE_COMBINE_QUANT_MX_E5M2 &&
+        a->combine_quant_mode != MM_MEGA_MOE_COMBINE_QUANT_MX_E4M3)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "combine_quant_mode = %d is not 0, 3 or 4",
                        a->combine_quant_mode);
-    if (a->topk_weights_type != 0 && a->topk_weights_type != 1)
+    if (a->topk_weights_type != MM_MEGA_MOE_WEIGHTS_AT_COMBINE &&
+        a->topk_weights_type != MM_MEGA_MOE_WEIGHTS_AFTER_ACTIVATION)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "topk_weights_type = %d is not 0 or 1",
                        a->topk_weights_type);
     int64_t rps = a->rank_num_per_server, R = buf->world;
@@ -87,22 +90,24 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
                        " (layered topology)",
                        rps, R);
     switch (a->combine_comm_mode) {
-    case 0: break;
-    case 1:
-    case 2:
-        if ((a->combine_comm_mode == 2) != c->layered || a->combine_quant_mode != 0)
+    case MM_MEGA_MOE_COMBINE_COMM_DIRECT: break;
+    case MM_MEGA_MOE_COMBINE_COMM_FLAT:
+    case MM_MEGA_MOE_COMBINE_COMM_LAYERED:
+        if ((a->combine_comm_mode == MM_MEGA_MOE_COMBINE_COMM_LAYERED) != c->layered ||
+            a->combine_quant_mode != MM_MEGA_MOE_COMBINE_QUANT_NONE)
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                            "combine_comm_mode = %d needs a %s topology and combine_quant_mode 0 (have "
                            "rank_num_per_server = %" PRId64 " of %" PRId64
                            " ranks: %s; combine_quant_mode = %d)",
-                           a->combine_comm_mode, a->combine_comm_mode == 2 ? "layered" : "flat", rps, R,
-                           c->layered ? "layered" : "flat", a->combine_quant_mode);
+                           a->combine_comm_mode,
+                           a->combine_comm_mode == MM_MEGA_MOE_COMBINE_COMM_LAYERED ? "layered" : "flat", rps,
+                           R, c->layered ? "layered" : "flat", a->combine_quant_mode);
         break;
     default:
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "combine_comm_mode = %d is not 0, 1 or 2",
                        a->combine_comm_mode);
     }
-    c->group_size = a->combine_comm_mode == 2 ? rps : 1;
+    c->group_size = a->combine_comm_mode == MM_MEGA_MOE_COMBINE_COMM_LAYERED ? rps : 1;
     if ((st = mm_moe_act_resolve(a, &c->act, err)) != MM_OK) return st;
     if (a->activation_out_dtype != MM_DTYPE_INVALID && a->activation_out_dtype != MM_DTYPE_FP8_E4M3FN &&
         a->activation_out_dtype != MM_DTYPE_FP8_E5M2)
@@ -125,7 +130,8 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
             mm_mega_moe_activation_name(a->activation), k2, I,
             a->activation == MM_MEGA_MOE_GELU ? ", times 2 for gelu" : "");
     int any_mx = mm_moe_is_mx(dd) || mm_moe_is_mx(sd) || mm_moe_is_mx(w->routed.dtype) ||
-                 (c->has_shared && mm_moe_is_mx(w->shared.dtype)) || a->combine_quant_mode != 0;
+                 (c->has_shared && mm_moe_is_mx(w->shared.dtype)) ||
+                 a->combine_quant_mode != MM_MEGA_MOE_COMBINE_QUANT_NONE;
     if (any_mx && H % 32 != 0)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "hidden = %" PRId64 " must be a multiple of 32 with MX quantization", H);
