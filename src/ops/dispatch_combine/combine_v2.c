@@ -438,17 +438,9 @@ mm_status mm_combine_v2(mm_dc_workspace *ws, const mm_combine_v2_inputs *in, con
     mm_error local = {MM_OK, ""};
     mm_status st = out ? combine_check(ws->comm, in, attrs, out, &p, &local)
                        : mm_fail(&local, MM_ERR_INVALID_ARGUMENT, "outputs is NULL");
-    dc_summary mine;
-    mm_dc_summary_fill(&mine, st ? NULL : attrs, p.bs, p.h, p.k, MM_DTYPE_BF16, p.mask.kind,
-                       in ? in->elastic_info : NULL);
-    dc_call *call = malloc(sizeof *call);
-    if (!call) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "combine: out of memory");
-    if ((st = mm_dc_exchange(ws->comm, st, &mine, "combine_add_rms_norm_v2", call, &local))) {
-        mm_fail(err, st, "%s", local.message);
-        goto done;
-    }
-    st = exchange(ws, &p, call, out, err);
-done:
-    free(call);
-    return st;
+    dc_call call;
+    st = mm_dc_call_begin(ws->comm, st, &local, attrs, p.bs, p.h, p.k, MM_DTYPE_BF16, p.mask.kind,
+                          in ? in->elastic_info : NULL, "combine_add_rms_norm_v2", &call, err);
+    if (st) return st;
+    return exchange(ws, &p, &call, out, err);
 }

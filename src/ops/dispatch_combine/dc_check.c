@@ -337,8 +337,8 @@ static const char *const attr_names[] = {"ep_world_size",     "moe_expert_num", 
                                          "zero_expert_num",   "copy_expert_num",   "const_expert_num",
                                          "norm_eps (bits)",   "comm_alg (set)"};
 
-void mm_dc_summary_fill(dc_summary *s, const mm_dc_attrs *a, int64_t bs, int64_t h, int64_t k, int64_t dtype,
-                        int64_t mask_kind, const mm_tensor *elastic_info) {
+static void summary_fill(dc_summary *s, const mm_dc_attrs *a, int64_t bs, int64_t h, int64_t k, int64_t dtype,
+                         int64_t mask_kind, const mm_tensor *elastic_info) {
     memset(s, 0, sizeof *s);
     s->v[DC_SUM_BS] = bs;
     s->v[DC_SUM_H] = h;
@@ -419,8 +419,8 @@ static mm_status compare(const mm_op_exchange *x, const char *op, dc_call *call,
     return MM_OK;
 }
 
-mm_status mm_dc_exchange(mm_comm *comm, mm_status local, const dc_summary *mine, const char *op,
-                         dc_call *call, mm_error *err) {
+static mm_status exchange(mm_comm *comm, mm_status local, const dc_summary *mine, const char *op,
+                          dc_call *call, mm_error *err) {
     memset(call, 0, sizeof *call);
     call->comm = comm;
     dc_summary send = *mine;
@@ -443,5 +443,18 @@ mm_status mm_dc_exchange(mm_comm *comm, mm_status local, const dc_summary *mine,
         st = local; /* a communication failure after a local one: keep the local validation message */
     }
     mm_op_exchange_done(&x);
+    return st;
+}
+
+mm_status mm_dc_call_begin(mm_comm *comm, mm_status local, const mm_error *local_err, const mm_dc_attrs *a,
+                           int64_t bs, int64_t h, int64_t k, int64_t dtype, int64_t mask_kind,
+                           const mm_tensor *elastic_info, const char *op, dc_call *call, mm_error *err) {
+    dc_summary mine;
+    summary_fill(&mine, local ? NULL : a, bs, h, k, dtype, mask_kind, elastic_info);
+    mm_error e = {MM_OK, ""};
+    if (local_err) e = *local_err;
+    /* Every rank takes part in the exchange, failed or not, so that all learn the same verdict. */
+    mm_status st = exchange(comm, local, &mine, op, call, &e);
+    if (st) mm_fail(err, st, "%s", e.message);
     return st;
 }

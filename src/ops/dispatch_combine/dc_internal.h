@@ -101,7 +101,7 @@ int64_t mm_dc_bs_bound(const mm_dc_attrs *a, int64_t bs);
 /* The fields every rank contributes, in the order mismatches are reported: which operator, the
  * attributes, then the shapes; Bs last, as ranks may differ there. */
 enum {
-    DC_SUM_OP,    /* which operator the rank called (mm_dc_exchange's op) */
+    DC_SUM_OP,    /* which operator the rank called (mm_dc_call_begin's op) */
     DC_SUM_ATTR0, /* attributes from here */
     DC_SUM_ATTRS = 14,
     DC_SUM_H = DC_SUM_ATTR0 + DC_SUM_ATTRS,
@@ -122,14 +122,14 @@ typedef struct dc_call {
     int64_t bs_max; /* max Bs over the alive ranks */
 } dc_call;
 
-/* Fills the attribute part of s. */
-void mm_dc_summary_fill(dc_summary *s, const mm_dc_attrs *a, int64_t bs, int64_t h, int64_t k, int64_t dtype,
-                        int64_t mask_kind, const mm_tensor *elastic_info);
-/* Exchanges the summaries (ops/common/exchange.h). When any rank failed locally (local != MM_OK, its
- * message in err), every rank returns that failure (the lowest failing rank's message). Otherwise checks that
- * the ranks agree on attributes and shapes and fills call->bs_max. */
-mm_status mm_dc_exchange(mm_comm *comm, mm_status local, const dc_summary *mine, const char *op,
-                         dc_call *call, mm_error *err);
+/* The start of every call of both operators, collective: exchanges this rank's summary (its
+ * attributes only when its local checks passed) and verdict (ops/common/exchange.h). When any rank
+ * failed locally (local != MM_OK, its message in local_err), every rank returns that failure (the
+ * lowest failing rank's message). Otherwise checks that the ranks agree on attributes and shapes and
+ * fills call->bs_max. */
+mm_status mm_dc_call_begin(mm_comm *comm, mm_status local, const mm_error *local_err, const mm_dc_attrs *a,
+                           int64_t bs, int64_t h, int64_t k, int64_t dtype, int64_t mask_kind,
+                           const mm_tensor *elastic_info, const char *op, dc_call *call, mm_error *err);
 
 /* Runs fn over n tasks: on the pool when the work (bytes) is worth waking it, else in this thread (a
  * decode-sized call moves a few rows, and a pool round trip costs more than copying them). */

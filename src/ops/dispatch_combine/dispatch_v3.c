@@ -485,24 +485,16 @@ mm_status mm_dispatch_v3(mm_dc_workspace *ws, const mm_dispatch_v3_inputs *in, c
     mm_error local = {MM_OK, ""};
     mm_status st = out ? dispatch_check(ws->comm, in, attrs, out, &p, &local)
                        : mm_fail(&local, MM_ERR_INVALID_ARGUMENT, "outputs is NULL");
-    dc_summary mine;
-    mm_dc_summary_fill(&mine, st ? NULL : attrs, p.bs, p.h, p.k, p.x_dtype, p.mask.kind,
-                       in ? in->elastic_info : NULL);
-    dc_call *call = malloc(sizeof *call);
-    if (!call) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "dispatch: out of memory");
-    /* Every rank takes part in the exchange, failed or not, so that all learn the same verdict. */
-    if ((st = mm_dc_exchange(ws->comm, st, &mine, "dispatch_v3", call, &local))) {
-        mm_fail(err, st, "%s", local.message);
-        goto done;
-    }
+    dc_call call;
+    st = mm_dc_call_begin(ws->comm, st, &local, attrs, p.bs, p.h, p.k, p.x_dtype, p.mask.kind,
+                          in ? in->elastic_info : NULL, "dispatch_v3", &call, err);
+    if (st) return st;
     int64_t rows = 0;
-    if ((st = exchange(ws, &p, call, in, out, &rows, err))) goto done;
+    if ((st = exchange(ws, &p, &call, in, out, &rows, err))) return st;
     if (attrs->expert_token_nums_type == MM_DC_TOKEN_NUMS_CUMULATIVE) {
         int64_t *n = out->expert_token_nums->data;
         for (int64_t le = 1; le < p.t.my_L; le++) n[le] += n[le - 1];
     }
     if (rows_out) *rows_out = rows;
-done:
-    free(call);
-    return st;
+    return MM_OK;
 }
