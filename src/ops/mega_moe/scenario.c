@@ -1,4 +1,5 @@
-/* ops/mega_moe/scenario.c: the scenario table, activation parameters and the fast F32 activations.
+/* ops/mega_moe/scenario.c: the scenario path (from scenario_table.c), activation parameters and the fast F32
+ * activations.
  *
  * The activations are evaluated in F32 (the spec says "activation in F32") with the operator's own
  * exp (mm_moe_exp_f32, which the AVX-512 row version repeats bit for bit) and the C library's tanhf;
@@ -8,6 +9,7 @@
 #include <math.h>
 
 #include "core/error.h"
+#include "format/format_table.h"
 #include "megamoe/formats.h"
 #include "ops/mega_moe/mega_moe_internal.h"
 
@@ -27,60 +29,19 @@ int mm_mega_moe_activation_from_name(const char *name) {
     return -1;
 }
 
-const char *mm_moe_scenario_name(mm_moe_scenario scenario) {
-    switch (scenario) {
-    case MM_MOE_SCENARIO_A16W16: return "A16W16";
-    case MM_MOE_SCENARIO_A8W8_INT: return "A8W8-INT";
-    case MM_MOE_SCENARIO_A8W4_INT: return "A8W4-INT";
-    case MM_MOE_SCENARIO_A8W8_FP: return "A8W8-FP";
-    case MM_MOE_SCENARIO_A8W4_FP: return "A8W4-FP";
-    case MM_MOE_SCENARIO_A4W4_FP: return "A4W4-FP";
-    default: return "invalid";
-    }
-}
-
-int mm_moe_is_mx(mm_dtype d) {
-    return d == MM_DTYPE_FP8_E4M3FN || d == MM_DTYPE_FP8_E5M2 || d == MM_DTYPE_FP4_E2M1;
-}
-
-static mm_moe_scenario scenario_of(mm_dtype weight, mm_dtype input) {
-    switch (weight) {
-    case MM_DTYPE_BF16: return input == MM_DTYPE_INVALID ? MM_MOE_SCENARIO_A16W16 : MM_MOE_SCENARIO_INVALID;
-    case MM_DTYPE_I8: return input == MM_DTYPE_I8 ? MM_MOE_SCENARIO_A8W8_INT : MM_MOE_SCENARIO_INVALID;
-    case MM_DTYPE_INT4: return input == MM_DTYPE_I8 ? MM_MOE_SCENARIO_A8W4_INT : MM_MOE_SCENARIO_INVALID;
-    case MM_DTYPE_FP8_E4M3FN:
-    case MM_DTYPE_FP8_E5M2: return input == weight ? MM_MOE_SCENARIO_A8W8_FP : MM_MOE_SCENARIO_INVALID;
-    case MM_DTYPE_FP4_E2M1:
-        if (input == MM_DTYPE_FP8_E4M3FN) return MM_MOE_SCENARIO_A8W4_FP;
-        if (input == MM_DTYPE_FP4_E2M1) return MM_MOE_SCENARIO_A4W4_FP;
-        return MM_MOE_SCENARIO_INVALID;
-    default: return MM_MOE_SCENARIO_INVALID;
-    }
-}
-
 mm_status mm_moe_path_make(mm_dtype weight_dtype, mm_dtype input_dtype, mm_dtype activation_out_dtype,
                            const char *what, mm_moe_path *path, mm_error *err) {
-    mm_moe_path p = {scenario_of(weight_dtype, input_dtype), input_dtype, MM_DTYPE_INVALID};
-    switch (p.scenario) {
-    case MM_MOE_SCENARIO_INVALID:
+    const mm_moe_scenario_row *row = mm_moe_scenario_find(weight_dtype, input_dtype);
+    if (!row)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "%s weight dtype %s does not pair with dispatch dtype %s (scenario table: bf16 with "
                        "none, int8/int4 with int8, fp8 with the same fp8, fp4_e2m1 with fp8_e4m3fn or "
                        "fp4_e2m1)",
                        what, mm_dtype_name(weight_dtype),
                        input_dtype == MM_DTYPE_INVALID ? "none" : mm_dtype_name(input_dtype));
-    case MM_MOE_SCENARIO_A16W16:
-        p.input_dtype = MM_DTYPE_BF16;
-        p.gemm2_dtype = MM_DTYPE_BF16;
-        break;
-    case MM_MOE_SCENARIO_A8W8_INT:
-    case MM_MOE_SCENARIO_A8W4_INT: p.gemm2_dtype = MM_DTYPE_I8; break;
-    case MM_MOE_SCENARIO_A8W8_FP: p.gemm2_dtype = input_dtype; break;
-    case MM_MOE_SCENARIO_A8W4_FP:
-    case MM_MOE_SCENARIO_A4W4_FP: p.gemm2_dtype = MM_DTYPE_FP8_E4M3FN; break;
-    }
+    mm_moe_path p = {row->kind, row->gemm1_input, row->gemm2_input};
     if (activation_out_dtype != MM_DTYPE_INVALID) {
-        int fp = mm_moe_is_mx(p.gemm2_dtype);
+        int fp = mm_format_is_mx(p.gemm2_dtype);
         if (!fp || (activation_out_dtype != MM_DTYPE_FP8_E4M3FN && activation_out_dtype != MM_DTYPE_FP8_E5M2))
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                            "activation_out_dtype = %s: only fp8_e4m3fn or fp8_e5m2, and only in an FP "
@@ -230,7 +191,7 @@ void mm_moe_quantize_input(mm_dtype dtype, const uint16_t *x, int64_t hidden, ui
         ops->int8_quantize(f32_row, hidden, 0, (int8_t *)data, int8_scale);
         return;
     }
-    if (mm_moe_is_mx(dtype)) {
+    if (mm_format_is_mx(dtype)) {
         mm_mx_quantize_row_bf16(x, hidden, dtype, data, mx, NULL);
         return;
     }

@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "gemm/format_luts.h"
+#include "format/decode_tables.h"
 #include "gemm/kernels/kernels.h"
 
 typedef struct mx_decoder {
@@ -61,8 +61,8 @@ static inline __m512i mx_decoder_perm(void) {
 }
 
 static inline void mx_decoder_make(mx_decoder *d, mm_dtype w_dtype) {
-    const uint16_t *lut = mm_gemm_lut_bf16(w_dtype);
-    d->f32 = mm_gemm_lut(w_dtype);
+    const uint16_t *lut = mm_format_lut_bf16(w_dtype);
+    d->f32 = mm_format_lut_f32(w_dtype);
     d->is_fp4 = w_dtype == MM_DTYPE_FP4_E2M1;
     /* The scale bytes for which every finite nonzero scaled value is a normal BF16 (mx_avx512.c). */
     switch (w_dtype) {

@@ -25,7 +25,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "gemm/format_luts.h"
+#include "format/decode_tables.h"
 #include "gemm/kernels/kernels.h"
 
 /* Accumulator vectors per row: FP8 2 (16 columns each), FP4 4 (8 columns x 2 K pairs each). */
@@ -39,7 +39,7 @@ typedef struct byte_tables {
 } byte_tables;
 
 static void tables_make(mm_dtype w_dtype, byte_tables *bt) {
-    const uint16_t *lut = mm_gemm_lut_bf16(w_dtype);
+    const uint16_t *lut = mm_format_lut_bf16(w_dtype);
     _Alignas(64) uint8_t bytes[4][64];
     for (int i = 0; i < 128; i++) {
         uint16_t v = w_dtype == MM_DTYPE_FP4_E2M1 ? lut[i & 15] : lut[i];
@@ -125,7 +125,7 @@ static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_ar
     const int n_vecs = is_fp4 ? 4 : 2, pairs_per_step = is_fp4 ? 2 : 1;
     byte_tables bt;
     tables_make(p->w_dtype, &bt);
-    const float *lut_f32 = mm_gemm_lut(p->w_dtype);
+    const float *lut_f32 = mm_format_lut_f32(p->w_dtype);
     __m512i idx[MAX_VECS];
     for (int v = 0; v < n_vecs; v++) {
         _Alignas(64) int32_t cols[16];
