@@ -22,29 +22,30 @@ typedef enum mm_moe_scenario {
 } mm_moe_scenario;
 
 typedef struct mm_moe_scenario_row {
-    const char *name;     /* spec name (docs/mega_moe.md, `megamoe case-gen --scenario`): "a8w8-fp-e4m3" */
-    const char *run_name; /* the `megamoe run --scenario` spelling (an alias where it differs): "a8w8-fp8" */
-    const char *label;    /* report label: "A8W8-FP (E4M3)" */
-    mm_moe_scenario kind; /* precision class; its name is mm_moe_scenario_name(kind): "A8W8-FP" */
-    mm_dtype weight;      /* routed / shared weight dtype */
-    mm_dtype input;       /* the dispatch dtype these weights accept; INVALID = none (BF16 x) */
-    int dispatch_quant_mode;       /* the mode producing `input`: 0 (none), 2 (INT8 per token) or 4 (MX) */
-    mm_dtype gemm1_input;          /* GEMM1 activation dtype */
-    mm_dtype gemm2_input;          /* GEMM2 activation dtype (unless activation_out_dtype overrides it) */
-    int bias;                      /* weights carry bias1/bias2 (A8W4-INT) */
-    double tolerance;              /* tests: max |y - y_ref| / max |y_ref| over one rank (see tolerance.h) */
-    double run_tolerance_relative; /* `megamoe run` check: |y - y_ref| <= a |y_ref| + b rms(y_ref), a */
-    double run_tolerance_rms;      /* b */
+    const char *name;          /* the `megamoe run --scenario` spelling: "a8w8-fp8" (an alias of spec_name) */
+    const char *spec_name;     /* docs/mega_moe.md's name, `megamoe case-gen --scenario`: "a8w8-fp-e4m3" */
+    const char *label;         /* report label: "A8W8-FP (E4M3)" */
+    mm_moe_scenario kind;      /* precision class; its name is mm_moe_scenario_name(kind): "A8W8-FP" */
+    mm_dtype weight_dtype;     /* routed / shared weight dtype */
+    int dispatch_quant_mode;   /* the mode producing dispatch_dtype: 0 (none), 2 (INT8 per token), 4 (MX) */
+    mm_dtype dispatch_dtype;   /* the dispatch dtype these weights accept; INVALID = none (BF16 x) */
+    mm_dtype gemm1_input;      /* GEMM1 activation dtype */
+    mm_dtype gemm2_input;      /* GEMM2 activation dtype (unless activation_out_dtype overrides it) */
+    int bias;                  /* weights carry bias1/bias2 (A8W4-INT) */
+    double test_tolerance;     /* tests: max |y - y_ref| / max |y_ref| over one rank (see tolerance.h) */
+    double tolerance_relative; /* `megamoe run` check: |y - y_ref| <= a |y_ref| + b rms(y_ref): a */
+    double tolerance_rms;      /* b */
 } mm_moe_scenario_row;
 
 extern const mm_moe_scenario_row mm_moe_scenario_table[];
 extern const int mm_moe_scenario_count;
 
-/* The row of weights `weight` fed `input` (INVALID = none), or NULL when the pair is no scenario. */
+/* The row of weights `weight` fed dispatch dtype `input` (INVALID = none), or NULL when the pair is no
+ * scenario. */
 const mm_moe_scenario_row *mm_moe_scenario_find(mm_dtype weight, mm_dtype input);
 /* The first row with weights `weight`, or NULL when no scenario uses that dtype for weights. */
 const mm_moe_scenario_row *mm_moe_scenario_of_weight(mm_dtype weight);
-/* The row whose name or run_name is `name`, or NULL. */
+/* The row whose name or spec_name is `name`, or NULL. */
 const mm_moe_scenario_row *mm_moe_scenario_by_name(const char *name);
 
 const char *mm_moe_scenario_name(mm_moe_scenario scenario);

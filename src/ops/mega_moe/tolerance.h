@@ -19,7 +19,7 @@
 static inline double mm_mega_moe_tolerance_one(mm_dtype weight, mm_dtype dispatch) {
     const mm_moe_scenario_row *row = mm_moe_scenario_find(weight, dispatch);
     if (!row) row = mm_moe_scenario_of_weight(weight);
-    return row ? row->tolerance : 0.0;
+    return row ? row->test_tolerance : 0.0;
 }
 
 /* Tolerance of a call with routed weights `weight` fed `dispatch`, and shared weights (INVALID =

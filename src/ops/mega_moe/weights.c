@@ -90,7 +90,7 @@ static const uint8_t *view_data(const weight_view *v, int64_t e) {
 /* The weight dtypes of the scenario table. */
 static uint64_t weight_dtypes(void) {
     uint64_t mask = 0;
-    for (int i = 0; i < mm_moe_scenario_count; i++) mask |= DT(mm_moe_scenario_table[i].weight);
+    for (int i = 0; i < mm_moe_scenario_count; i++) mask |= DT(mm_moe_scenario_table[i].weight_dtype);
     return mask;
 }
 
