@@ -38,9 +38,13 @@ static void check_format_row(mm_dtype d) {
     CHECK(t->scale_dtype == MM_DTYPE_INVALID || mm_format_traits_of(t->scale_dtype) != NULL);
     CHECK_EQ_INT(t->block_size, t->scale_dtype == MM_DTYPE_E8M0 ? MM_MX_BLOCK : 1);
     CHECK(!(mm_format_is_mx(d) && mm_format_is_int_quant(d)));
+    CHECK(mm_format_is_mx(d) || t->mx_emax <= 0); /* only MX elements (and the carried E1M2: 0) have one */
     if (mm_format_is_mx(d)) {
         CHECK(t->to_f32 && t->from_f32);
-        CHECK(mm_mx_code_table_of(d) != NULL);
+        const mm_mx_code_table *code_table = mm_mx_code_table_of(d);
+        CHECK(code_table != NULL);
+        CHECK(t->mx_emax > 0 && t->mx_emax - t->mx_min_exp + 1 <= MM_MX_TABLE_MAX_EXPS);
+        if (code_table) CHECK(code_table->min_exp == t->mx_min_exp && code_table->max_exp == t->mx_emax);
         CHECK(mm_format_traits_of(MM_DTYPE_E8M0)->decode_entries == 256);
     }
     /* decode tables: one entry per code, the decoder's value; the process-wide tables agree */

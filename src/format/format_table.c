@@ -7,13 +7,14 @@
 #include "format/convert.h"
 
 /* Shorthands for the columns most rows share. */
-#define PLAIN(b)  .bits = (b), .per_byte = 1, .block_size = 1
-#define NIBBLE    .bits = 4, .per_byte = 2
-#define MX_ELEM   .block_size = MM_MX_BLOCK, .scale_dtype = MM_DTYPE_E8M0
-#define INT_QUANT .block_size = 1, .scale_dtype = MM_DTYPE_F32
+#define PLAIN(b) .bits = (b), .per_byte = 1, .block_size = 1, .mx_emax = -1
+#define NIBBLE   .bits = 4, .per_byte = 2
+#define MX_ELEM(emax, emin)                                                                                  \
+    .block_size = MM_MX_BLOCK, .scale_dtype = MM_DTYPE_E8M0, .mx_emax = (emax), .mx_min_exp = (emin)
+#define INT_QUANT .block_size = 1, .scale_dtype = MM_DTYPE_F32, .mx_emax = -1
 
 const mm_format_traits mm_format_table[MM_DTYPE_COUNT] = {
-    [MM_DTYPE_INVALID] = {.name = "invalid"},
+    [MM_DTYPE_INVALID] = {.name = "invalid", .mx_emax = -1},
     [MM_DTYPE_BOOL] = {.name = "bool", .safetensors = "BOOL", PLAIN(8)},
     [MM_DTYPE_U8] =
         {.name = "u8", .safetensors = "U8", PLAIN(8), .decode_entries = 256, .to_f32 = mm_table_u8_to_f32},
@@ -48,7 +49,7 @@ const mm_format_traits mm_format_table[MM_DTYPE_COUNT] = {
                              .safetensors = "F8_E4M3",
                              .bits = 8,
                              .per_byte = 1,
-                             MX_ELEM,
+                             MX_ELEM(8, -10),
                              .decode_entries = 256,
                              .to_f32 = mm_table_fp8_e4m3fn_to_f32,
                              .from_f32 = mm_table_f32_to_fp8_e4m3fn},
@@ -56,7 +57,7 @@ const mm_format_traits mm_format_table[MM_DTYPE_COUNT] = {
                            .safetensors = "F8_E5M2",
                            .bits = 8,
                            .per_byte = 1,
-                           MX_ELEM,
+                           MX_ELEM(15, -17),
                            .decode_entries = 256,
                            .to_f32 = mm_table_fp8_e5m2_to_f32,
                            .from_f32 = mm_table_f32_to_fp8_e5m2},
@@ -68,13 +69,14 @@ const mm_format_traits mm_format_table[MM_DTYPE_COUNT] = {
     [MM_DTYPE_FP4_E2M1] = {.name = "fp4_e2m1",
                            .safetensors = "F4",
                            NIBBLE,
-                           MX_ELEM,
+                           MX_ELEM(2, -2),
                            .decode_entries = 16,
                            .to_f32 = mm_table_fp4_e2m1_to_f32,
                            .from_f32 = mm_table_f32_to_fp4_e2m1},
     [MM_DTYPE_FP4_E1M2] = {.name = "fp4_e1m2",
                            NIBBLE,
                            .block_size = 1,
+                           .mx_emax = 0,
                            .decode_entries = 16,
                            .to_f32 = mm_table_fp4_e1m2_to_f32},
     [MM_DTYPE_HIFLOAT8] = {.name = "hifloat8", PLAIN(8)},

@@ -27,16 +27,14 @@ static uint32_t api_code(const mm_gemm_weight_desc *d, int64_t k, int64_t n) {
     int64_t row = d->transposed ? n : k, col = d->transposed ? k : n;
     int64_t row_len = d->transposed ? d->k : d->n;
     const uint8_t *bytes = d->data;
-    switch (d->dtype) {
-    case MM_DTYPE_BF16: {
+    if (mm_dtype_bits(d->dtype) == 16) {
         uint16_t v;
         memcpy(&v, bytes + 2 * (row * row_len + col), sizeof v);
         return v;
     }
-    case MM_DTYPE_INT4:
-    case MM_DTYPE_FP4_E2M1: return mm_nibble_get(bytes + row * ((row_len + 1) / 2), col);
-    default: return bytes[row * row_len + col];
-    }
+    if (mm_format_is_nibble(d->dtype))
+        return mm_nibble_get(bytes + row * mm_dtype_row_bytes(d->dtype, row_len), col);
+    return bytes[row * row_len + col];
 }
 
 /* The inverse of mm_packed_code: stores a code at (k, c) of a zero-initialised panel. */

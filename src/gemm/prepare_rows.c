@@ -5,6 +5,7 @@
  * MX row to BF16 once, with the scale folded in, loses nothing in practice and lets the BF16 dot-product
  * instructions do the MX arithmetic. Decoding goes through the tables of format/decode_tables.c. */
 #include "format/decode_tables.h"
+#include "format/format_table.h"
 #include "gemm/kernels/kernels.h"
 #include "megamoe/formats.h"
 
@@ -12,7 +13,7 @@ void mm_gemm_mx_row_to_bf16(mm_dtype a_dtype, const uint8_t *row, const uint8_t 
                             uint16_t *out) {
     const float *lut = mm_format_lut_f32(a_dtype);
     const float *e8m0 = mm_format_lut_f32(MM_DTYPE_E8M0);
-    int nibbles = a_dtype == MM_DTYPE_FP4_E2M1;
+    int nibbles = mm_format_is_nibble(a_dtype);
     for (int64_t i = 0; i < k; i++) {
         uint32_t code = nibbles ? (uint32_t)(row[i >> 1] >> ((i & 1) * 4)) & 0x0Fu : row[i];
         out[i] = mm_f32_to_bf16(lut[code] * e8m0[mx_scales[i >> 5]]);

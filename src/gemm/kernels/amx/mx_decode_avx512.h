@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "format/decode_tables.h"
+#include "format/format_table.h"
 #include "gemm/kernels/kernels.h"
 
 typedef struct mx_decoder {
@@ -63,7 +64,7 @@ static inline __m512i mx_decoder_perm(void) {
 static inline void mx_decoder_make(mx_decoder *d, mm_dtype w_dtype) {
     const uint16_t *lut = mm_format_lut_bf16(w_dtype);
     d->f32 = mm_format_lut_f32(w_dtype);
-    d->is_fp4 = w_dtype == MM_DTYPE_FP4_E2M1;
+    d->is_fp4 = mm_format_is_nibble(w_dtype);
     /* The scale bytes for which every finite nonzero scaled value is a normal BF16 (mx_avx512.c). */
     switch (w_dtype) {
     case MM_DTYPE_FP8_E4M3FN: d->s_min = 10, d->s_max = 246; break; /* 2^-9 .. 448 */

@@ -16,6 +16,7 @@
  *   |c_avx512 - c_ref| <= 2 * K * 2^-24 * sum_k |a'_k * w'_k|
  * plus, only for scales that push a value below 2^-126, the flushing of BF16 subnormals. */
 #include "format/decode_tables.h"
+#include "format/format_table.h"
 #include "gemm/kernels/avx512/bf16_tile_avx512.h"
 
 void mm_ukernel_mx_avx512(const mm_ukernel_args *p) {
@@ -35,7 +36,7 @@ typedef struct weight_format {
 } weight_format;
 
 static weight_format weight_format_of(mm_dtype dtype) {
-    weight_format f = {dtype == MM_DTYPE_FP4_E2M1, mm_format_lut_bf16(dtype), mm_format_lut_f32(dtype), 0, 0};
+    weight_format f = {mm_format_is_nibble(dtype), mm_format_lut_bf16(dtype), mm_format_lut_f32(dtype), 0, 0};
     switch (dtype) {
     case MM_DTYPE_FP8_E4M3FN: f.s_min = 10, f.s_max = 246; break; /* 2^-9 .. 448 */
     case MM_DTYPE_FP8_E5M2: f.s_min = 17, f.s_max = 239; break;   /* 2^-16 .. 57344 */

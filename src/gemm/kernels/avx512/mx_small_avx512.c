@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "format/decode_tables.h"
+#include "format/format_table.h"
 #include "gemm/kernels/kernels.h"
 
 /* Accumulator vectors per row: FP8 2 (16 columns each), FP4 4 (8 columns x 2 K pairs each). */
@@ -42,7 +43,7 @@ static void tables_make(mm_dtype w_dtype, byte_tables *bt) {
     const uint16_t *lut = mm_format_lut_bf16(w_dtype);
     _Alignas(64) uint8_t bytes[4][64];
     for (int i = 0; i < 128; i++) {
-        uint16_t v = w_dtype == MM_DTYPE_FP4_E2M1 ? lut[i & 15] : lut[i];
+        uint16_t v = mm_format_is_nibble(w_dtype) ? lut[i & 15] : lut[i];
         bytes[i / 64][i % 64] = (uint8_t)(v >> 8);
         bytes[2 + i / 64][i % 64] = (uint8_t)v;
     }
@@ -213,7 +214,7 @@ static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_ar
 }
 
 void mm_ukernel_mx_small_avx512(const mm_ukernel_args *p) {
-    int is_fp4 = p->w_dtype == MM_DTYPE_FP4_E2M1;
+    int is_fp4 = mm_format_is_nibble(p->w_dtype);
     switch (p->m * 2 + is_fp4) {
     case 2: small_tile(p, 1, 0); break;
     case 3: small_tile(p, 1, 1); break;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "format/decode_tables.h"
+#include "format/format_table.h"
 #include "gemm/kernels/kernels.h"
 
 static uint32_t activation_code(const uint8_t *row, int64_t k, int nibbles) {
@@ -22,7 +23,7 @@ static void mx_tile(const mm_ukernel_args *p) {
     const float *a_lut = mm_format_lut_f32(p->a_dtype);
     const float *w_lut = mm_format_lut_f32(p->w_dtype);
     const float *e8m0 = mm_format_lut_f32(MM_DTYPE_E8M0);
-    int a_nibbles = p->a_dtype == MM_DTYPE_FP4_E2M1;
+    int a_nibbles = mm_format_is_nibble(p->a_dtype);
     if (p->first)
         memset(acc, 0, sizeof acc);
     else
