@@ -64,9 +64,7 @@ static uint32_t random_code(mm_dtype t, uint64_t *s) {
     case MM_DTYPE_BF16: return mm_f32_to_bf16((float)uniform(s, -0.5, 0.5));
     case MM_DTYPE_I8: return (uint8_t)(int8_t)((int)(cli_rand_u64(s) % 255) - 127);
     case MM_DTYPE_INT4: return (uint32_t)(cli_rand_u64(s) % 16);
-    case MM_DTYPE_FP8_E4M3FN: return mm_f32_to_fp8_e4m3fn((float)uniform(s, -4, 4));
-    case MM_DTYPE_FP8_E5M2: return mm_f32_to_fp8_e5m2((float)uniform(s, -4, 4));
-    default: return mm_f32_to_fp4_e2m1((float)uniform(s, -4, 4));
+    default: return mm_dtype_from_f32(t, (float)uniform(s, -4, 4)); /* an MX element type */
     }
 }
 
