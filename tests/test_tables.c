@@ -45,6 +45,17 @@ static void check_format_row(mm_dtype d) {
         CHECK(code_table != NULL);
         CHECK(t->mx_emax > 0 && t->mx_emax - t->mx_min_exp + 1 <= MM_MX_TABLE_MAX_EXPS);
         if (code_table) CHECK(code_table->min_exp == t->mx_min_exp && code_table->max_exp == t->mx_emax);
+        /* the kernels' BF16 scale window: the smallest nonzero and largest finite magnitudes stay normal
+         * BF16 inside it and leave the normal range one byte outside it */
+        double lo = INFINITY, hi = 0.0;
+        for (uint32_t code = 0; code < (uint32_t)t->decode_entries; code++) {
+            double v = fabs((double)t->to_f32(code));
+            if (v > 0.0 && isfinite(v) && v < lo) lo = v;
+            if (isfinite(v) && v > hi) hi = v;
+        }
+        int s_lo = mm_format_mx_bf16_scale_lowest(d), s_hi = mm_format_mx_bf16_scale_highest(d);
+        CHECK(ldexp(lo, s_lo - 127) >= 0x1p-126 && ldexp(lo, s_lo - 128) < 0x1p-126);
+        CHECK(ldexp(hi, s_hi - 127) < 0x1p128 && ldexp(hi, s_hi - 126) >= 0x1p128);
         CHECK(mm_format_traits_of(MM_DTYPE_E8M0)->decode_entries == 256);
     }
     /* decode tables: one entry per code, the decoder's value; the process-wide tables agree */

@@ -59,4 +59,16 @@ static inline int mm_format_is_nibble(mm_dtype dtype) {
     return t && t->per_byte == 2;
 }
 
+/* The E8M0 scale bytes [lowest, highest] for which every finite nonzero element of an MX type, times
+ * 2^(s - 127), is a normal BF16 (the fast MX kernels fold the scale into BF16 inside that window): the
+ * smallest subnormal is 2^(mx_min_exp + 1), so s >= -mx_min_exp keeps it >= 2^-126; the largest finite
+ * value is below 2^(mx_emax + 1), so s <= 254 - mx_emax keeps it below 2^128. E4M3: 10 .. 246, E5M2:
+ * 17 .. 239, E2M1: 2 .. 252. */
+static inline int mm_format_mx_bf16_scale_lowest(mm_dtype dtype) {
+    return -mm_format_traits_of(dtype)->mx_min_exp;
+}
+static inline int mm_format_mx_bf16_scale_highest(mm_dtype dtype) {
+    return 254 - mm_format_traits_of(dtype)->mx_emax;
+}
+
 #endif

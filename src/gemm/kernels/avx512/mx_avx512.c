@@ -37,11 +37,8 @@ typedef struct weight_format {
 
 static weight_format weight_format_of(mm_dtype dtype) {
     weight_format f = {mm_format_is_nibble(dtype), mm_format_lut_bf16(dtype), mm_format_lut_f32(dtype), 0, 0};
-    switch (dtype) {
-    case MM_DTYPE_FP8_E4M3FN: f.s_min = 10, f.s_max = 246; break; /* 2^-9 .. 448 */
-    case MM_DTYPE_FP8_E5M2: f.s_min = 17, f.s_max = 239; break;   /* 2^-16 .. 57344 */
-    default: f.s_min = 2, f.s_max = 252; break;                   /* FP4: 0.5 .. 6 */
-    }
+    f.s_min = (uint8_t)mm_format_mx_bf16_scale_lowest(dtype);
+    f.s_max = (uint8_t)mm_format_mx_bf16_scale_highest(dtype);
     return f;
 }
 

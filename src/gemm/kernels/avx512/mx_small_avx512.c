@@ -49,11 +49,8 @@ static void tables_make(mm_dtype w_dtype, byte_tables *bt) {
     }
     for (int i = 0; i < 4; i++) bt->t[i] = _mm512_load_si512(bytes[i]);
     /* As in mx_avx512.c: the scale bytes for which every finite nonzero scaled value is a normal BF16. */
-    switch (w_dtype) {
-    case MM_DTYPE_FP8_E4M3FN: bt->s_min = 10, bt->s_max = 246; break;
-    case MM_DTYPE_FP8_E5M2: bt->s_min = 17, bt->s_max = 239; break;
-    default: bt->s_min = 2, bt->s_max = 252; break;
-    }
+    bt->s_min = (uint8_t)mm_format_mx_bf16_scale_lowest(w_dtype);
+    bt->s_max = (uint8_t)mm_format_mx_bf16_scale_highest(w_dtype);
 }
 
 /* Panel column held by dword lane j of accumulator vector v. FP8: vector 0 = unpacklo of the 64 code
