@@ -39,7 +39,7 @@ static void print_usage(void) {
         printf(", %s\n", p->default_scenario);
     }
     printf("      --scenario NAME    one of");
-    for (size_t i = 0; i < run_moe_scenario_count; i++) printf(" %s", run_moe_scenarios[i].name);
+    for (int i = 0; i < mm_moe_scenario_count; i++) printf(" %s", mm_moe_scenario_table[i].name);
     printf(",\n"
            "                         or all (default: the preset's)\n"
            "      --ranks R          ranks as threads (default 4; --backend mpi: the processes)\n"
@@ -269,8 +269,8 @@ int run_moe_memory_fits(const run_moe_config *cfg, const run_moe_scenario *sc, i
 size_t run_moe_scenario_list(const run_moe_options *o, const run_moe_scenario **list) {
     const char *name = o->scenario ? o->scenario : o->cfg.preset->default_scenario;
     if (strcmp(name, "all") == 0) {
-        for (size_t i = 0; i < run_moe_scenario_count; i++) list[i] = &run_moe_scenarios[i];
-        return run_moe_scenario_count;
+        for (int i = 0; i < mm_moe_scenario_count; i++) list[i] = &mm_moe_scenario_table[i];
+        return (size_t)mm_moe_scenario_count;
     }
     list[0] = run_moe_find_scenario(name);
     return 1;

@@ -31,7 +31,7 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
     if (dd == MM_DTYPE_BF16) dd = MM_DTYPE_INVALID; /* "same as the BF16 weights" means no quantization */
     switch (a->dispatch_quant_mode) {
     case MM_MEGA_MOE_DISPATCH_QUANT_NONE:
-        if (dd != MM_DTYPE_INVALID && !mm_moe_is_mx(dd))
+        if (dd != MM_DTYPE_INVALID && !mm_format_is_mx(dd))
             return mm_fail(
                 err, MM_ERR_INVALID_ARGUMENT,
                 "dispatch_quant_out_dtype = %s with dispatch_quant_mode 0: only none/bf16, or an MX "
@@ -48,7 +48,7 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
                 mm_dtype_name(dd));
         break;
     case MM_MEGA_MOE_DISPATCH_QUANT_MX:
-        if (!mm_moe_is_mx(dd))
+        if (!mm_format_is_mx(dd))
             return mm_fail(
                 err, MM_ERR_INVALID_ARGUMENT,
                 "dispatch_quant_out_dtype = %s with dispatch_quant_mode 4 (MX): must be fp8_e4m3fn, "
@@ -62,7 +62,7 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
     mm_dtype sd = a->shared_expert_quant_out_dtype;
     if (sd == MM_DTYPE_BF16) sd = MM_DTYPE_INVALID;
     if (sd == MM_DTYPE_INVALID) sd = dd;
-    if (sd != MM_DTYPE_INVALID && sd != MM_DTYPE_I8 && !mm_moe_is_mx(sd))
+    if (sd != MM_DTYPE_INVALID && sd != MM_DTYPE_I8 && !mm_format_is_mx(sd))
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "shared_expert_quant_out_dtype = %s is not int8, fp8_e4m3fn, fp8_e5m2 or fp4_e2m1",
                        mm_dtype_name(sd));
@@ -136,15 +136,15 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
             w->routed.k2 != k2 ? "routed" : "shared", w->routed.k2 != k2 ? w->routed.k2 : w->shared.k2,
             mm_mega_moe_activation_name(a->activation), k2, I, factor);
     }
-    int any_mx = mm_moe_is_mx(dd) || mm_moe_is_mx(sd) || mm_moe_is_mx(w->routed.dtype) ||
-                 (c->has_shared && mm_moe_is_mx(w->shared.dtype)) ||
+    int any_mx = mm_format_is_mx(dd) || mm_format_is_mx(sd) || mm_format_is_mx(w->routed.dtype) ||
+                 (c->has_shared && mm_format_is_mx(w->shared.dtype)) ||
                  a->combine_quant_mode != MM_MEGA_MOE_COMBINE_QUANT_NONE;
     if (any_mx && H % 32 != 0)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "hidden = %" PRId64 " must be a multiple of 32 with MX quantization", H);
-    int any_4bit = dd == MM_DTYPE_FP4_E2M1 || sd == MM_DTYPE_FP4_E2M1 ||
-                   mm_dtype_bits(w->routed.dtype) == 4 ||
-                   (c->has_shared && mm_dtype_bits(w->shared.dtype) == 4);
+    int any_4bit = mm_format_is_nibble(dd) || mm_format_is_nibble(sd) ||
+                   mm_format_is_nibble(w->routed.dtype) ||
+                   (c->has_shared && mm_format_is_nibble(w->shared.dtype));
     if (any_4bit && H % 2 != 0)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "hidden = %" PRId64 " must be even with 4-bit values",
                        H);
