@@ -24,7 +24,7 @@ gen() { # gen OP NAME OPTIONS...
   local op=$1 name=$2
   shift 2
   mkdir -p "$corpus/case_$op"
-  "$cli" case-gen "$op" -o "$corpus/case_$op/$name.safetensors" "$@" >/dev/null
+  "$cli" case-gen "$op" -o "$corpus/case_$op/${op}_$name.safetensors" "$@" >/dev/null
 }
 gen re_routing small --tokens 8 --hidden 16 --ranks 2 --experts 4
 gen re_routing fp4_scales --tokens 6 --hidden 7 --ranks 2 --experts 3 --dtype fp4_e2m1 --scales e8m0 --scale-cols 2
@@ -43,6 +43,8 @@ cp tests/fuzz/seeds/safetensors/* "$corpus"/case_*/*.safetensors "$corpus/safete
 # -timeout: one input taking longer is a hang (the harness gives the library 5 s for a collective);
 # -rss_limit_mb / -malloc_limit_mb: the resource cap, so a small case that makes the runner allocate
 # gigabytes is reported as such instead of taking the machine down.
+# UBSan: fatal, with a stack, except the known issues held back in known-issues.supp.
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=$PWD/tests/fuzz/known-issues.supp
 flags=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 -print_final_stats=1)
 run() { # run TARGET LABEL CORPUS...: libFuzzer's log goes to build-fuzz/artifacts/LABEL.log
   local target=$1 label=$2
@@ -50,7 +52,7 @@ run() { # run TARGET LABEL CORPUS...: libFuzzer's log goes to build-fuzz/artifac
   local log=$out/artifacts/$label.log start=$SECONDS
   mkdir -p "$out/artifacts/$target"
   echo "fuzz: $label (fuzz_$target) for ${seconds}s"
-  if ! "$out/fuzz_$target" "${flags[@]}" -artifact_prefix="$out/artifacts/$target/" "$@" \
+  if ! "$out/tests/fuzz/fuzz_$target" "${flags[@]}" -artifact_prefix="$out/artifacts/$target/" "$@" \
     tests/fuzz/seeds/"$target" tests/fuzz/regressions/"$target" >"$log" 2>&1; then
     tail -n 80 "$log"
     echo "fuzz: $label FAILED; the input is in $out/artifacts/$target/ (log: $log)" >&2
