@@ -210,7 +210,7 @@ static void write_item(const send_ctx *c, const send_item *it, unsigned char *ba
 
 static void send_task(void *ctx, int64_t task) {
     const send_ctx *c = ctx;
-    float *f32 = c->scratch + task * c->p->h;
+    float *f32 = c->scratch ? c->scratch + task * c->p->h : NULL; /* no scratch without quantization */
     int64_t end = (task + 1) * c->chunk < c->n_items ? (task + 1) * c->chunk : c->n_items;
     quant_memo memo = {-1, NULL, 0.0f};
     for (int64_t i = task * c->chunk; i < end; i++) {
