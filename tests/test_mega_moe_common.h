@@ -11,11 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/format_table.h"
 #include "megamoe/comm.h"
 #include "megamoe/formats.h"
 #include "megamoe/mega_moe.h"
-#include "ops/mega_moe/mega_moe_internal.h"
 #include "ops/mega_moe/tolerance.h"
+#include "ops/mega_moe/weights.h"
 #include "ref/mega_moe_ref.h"
 #include "ref/ref_case.h"
 #include "testlib.h"
@@ -313,7 +314,7 @@ typedef struct moe_run_arg {
     void (*breaker)(mm_mega_moe_attrs *attrs, mm_tensor *ids, mm_tensor *x, int64_t *max_tokens);
     int plan_only;
     mm_mega_moe_plan_info info[8];
-    int unfused; /* weights packed without the fused activation (ops/mega_moe/mega_moe_internal.h) */
+    int unfused; /* weights packed without the fused activation (ops/mega_moe/weights.h) */
 } moe_run_arg;
 
 static inline mm_status moe_rank_fn(mm_comm *comm, void *arg_, mm_error *err) {

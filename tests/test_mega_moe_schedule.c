@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/parallel.h"
+#include "ops/mega_moe/gate.h"
 #include "test_mega_moe_common.h"
 
 /* ---- fused vs unfused ------------------------------------------------------------------------- */

@@ -9,7 +9,7 @@
 #include "format/format_table.h"
 #include "format/mx_code_table.h"
 #include "megamoe/formats.h"
-#include "ops/mega_moe/mega_moe_internal.h"
+#include "ops/mega_moe/path.h"
 #include "ops/mega_moe/tolerance.h"
 #include "testlib.h"
 

@@ -1,45 +1,16 @@
-/* ops/mega_moe/buffer.c: the MegaMoE buffer: sizing checks, the symmetric areas, the private
- * workspace (grown on demand, kept across calls) and the timing of the last run. */
+/* ops/mega_moe/buffer.c: the lifetime of a MegaMoE buffer: sizing checks, the symmetric areas, the
+ * private workspace (grown on demand, kept across calls) and validation's record area. */
 #include <inttypes.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "core/error.h"
 #include "ops/common/exchange.h"
 #include "ops/common/symm_area.h"
-#include "ops/mega_moe/mega_moe_internal.h"
+#include "ops/mega_moe/buffer.h"
+#include "ops/mega_moe/plan.h"
 
 static size_t round_up(size_t v, size_t a) {
     return (v + a - 1) / a * a;
-}
-
-void mm_moe_stats_event(mm_mega_moe_buffer *buf, mm_mega_moe_stage stage, double begin, double end) {
-    mm_mega_moe_stats *s = &buf->stats;
-    s->seconds[stage] += end - begin;
-    if (s->event_count < MM_MEGA_MOE_MAX_EVENTS)
-        s->events[s->event_count++] = (mm_mega_moe_event){stage, begin, end};
-}
-
-const char *mm_mega_moe_stage_name(mm_mega_moe_stage stage) {
-    static const char *const names[] = {"dispatch", "gemm1", "activation", "gemm2", "shared", "combine"};
-    if ((int)stage < 0 || stage >= MM_MEGA_MOE_STAGE_COUNT) return "invalid";
-    return names[stage];
-}
-
-mm_status mm_mega_moe_last_stats(const mm_mega_moe_buffer *buffer, mm_mega_moe_stats *stats, mm_error *err) {
-    if (!buffer || !stats) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "buffer and stats must not be NULL");
-    *stats = buffer->stats;
-    return MM_OK;
-}
-
-mm_mega_moe_attrs mm_mega_moe_default_attrs(void) {
-    mm_mega_moe_attrs a;
-    memset(&a, 0, sizeof a);
-    a.dispatch_quant_out_dtype = MM_DTYPE_INVALID;
-    a.shared_expert_quant_out_dtype = MM_DTYPE_INVALID;
-    a.activation_out_dtype = MM_DTYPE_INVALID;
-    a.activation = MM_MEGA_MOE_SWIGLU;
-    return a;
 }
 
 static mm_status check_sizing(const mm_mega_moe_sizing *s, int world, mm_error *err) {

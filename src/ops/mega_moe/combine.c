@@ -1,14 +1,16 @@
 /* ops/mega_moe/combine.c: the receiving half of combine on one rank: the relay reduction of combine
  * mode 2, the combine signal and wait, and the home rank's final sums into y. The sums follow the
- * reference's order exactly (ref/mega_moe_ref.h step 8); the row loops are the rowops of
- * mega_moe_internal.h (AVX-512 when allowed, the same bits either way). */
+ * reference's order exactly (ref/mega_moe_ref.h step 8); the row loops are the rowops of ffn/rowops.h
+ * (AVX-512 when allowed, the same bits either way). The sending half is combine_send.c. */
+#include "ops/mega_moe/combine.h"
+
 #include <string.h>
 
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "megamoe/formats.h"
-#include "ops/mega_moe/run_internal.h"
+#include "ops/mega_moe/stats.h"
 
 typedef struct relay_task_ctx {
     run_state *s;

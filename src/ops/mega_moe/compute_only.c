@@ -7,7 +7,11 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "ops/mega_moe/mega_moe_internal.h"
+#include "ops/mega_moe/buffer.h"
+#include "ops/mega_moe/compute_only.h"
+#include "ops/mega_moe/ffn_call.h"
+#include "ops/mega_moe/path.h"
+#include "ops/mega_moe/weights.h"
 
 struct mm_moe_compute_only {
     const mm_mega_moe_weights *w;

@@ -2,7 +2,10 @@
  * experts from its scenario path, the compute gate around it (gate.c), and the timing callback that
  * records the FFN's stages into the buffer's stats (the module itself knows no buffer). */
 #include "core/error.h"
-#include "ops/mega_moe/mega_moe_internal.h"
+#include "ops/mega_moe/buffer.h"
+#include "ops/mega_moe/ffn_call.h"
+#include "ops/mega_moe/gate.h"
+#include "ops/mega_moe/stats.h"
 
 static void record_stage(void *ctx, mm_ffn_stage stage, double begin, double end) {
     static const mm_mega_moe_stage stages[] = {MM_MEGA_MOE_STAGE_GEMM1, MM_MEGA_MOE_STAGE_ACTIVATION,

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "core/parallel.h"
-#include "ops/mega_moe/mega_moe_internal.h"
+#include "ops/mega_moe/gate.h"
 
 static struct {
     pthread_mutex_t mutex;

@@ -4,7 +4,7 @@
 #include "core/error.h"
 #include "format/format_table.h"
 #include "megamoe/formats.h"
-#include "ops/mega_moe/mega_moe_internal.h"
+#include "ops/mega_moe/path.h"
 
 mm_status mm_moe_path_make(mm_dtype weight_dtype, mm_dtype input_dtype, mm_dtype activation_out_dtype,
                            const char *what, mm_moe_path *path, mm_error *err) {

@@ -12,9 +12,13 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "format/format_table.h"
 #include "ops/common/exchange.h"
 #include "ops/common/tensor_check.h"
-#include "ops/mega_moe/mega_moe_internal.h"
+#include "ops/mega_moe/buffer.h"
+#include "ops/mega_moe/layout.h"
+#include "ops/mega_moe/plan.h"
+#include "ops/mega_moe/weights.h"
 
 #define DT(d) MM_OP_DTYPE(d)
 
@@ -394,8 +398,19 @@ mm_status mm_mega_moe_plan(mm_mega_moe_buffer *buffer, const mm_mega_moe_weights
         info->recv_rows = c.recv_rows;
         info->max_recv_rows = c.max_recv_rows;
         info->recv_capacity = buffer->recv_capacity;
-        info->workspace_bytes = mm_moe_run_workspace_bytes(buffer, weights, &c);
+        info->workspace_bytes = mm_moe_layout_bytes(buffer, weights, &c);
     }
     free(c.counts);
     return MM_OK;
+}
+
+/* The attributes a caller starts from: no quantization, swiglu, weights at combine, direct combine. */
+mm_mega_moe_attrs mm_mega_moe_default_attrs(void) {
+    mm_mega_moe_attrs a;
+    memset(&a, 0, sizeof a);
+    a.dispatch_quant_out_dtype = MM_DTYPE_INVALID;
+    a.shared_expert_quant_out_dtype = MM_DTYPE_INVALID;
+    a.activation_out_dtype = MM_DTYPE_INVALID;
+    a.activation = MM_MEGA_MOE_SWIGLU;
+    return a;
 }

@@ -9,8 +9,11 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "format/format_table.h"
 #include "megamoe/formats.h"
-#include "ops/mega_moe/mega_moe_internal.h"
+#include "ops/mega_moe/buffer.h"
+#include "ops/mega_moe/scenario_table.h"
+#include "ops/mega_moe/weights.h"
 
 /* One of the six tensors of a group, stacked or listed. */
 typedef struct weight_view {

@@ -1,0 +1,31 @@
+/* ops/mega_moe/weights.h: the packed expert weights of MegaMoE (weights.c packs them). */
+#ifndef MEGAMOE_OPS_MEGA_MOE_WEIGHTS_H
+#define MEGAMOE_OPS_MEGA_MOE_WEIGHTS_H
+
+#include <stdint.h>
+
+#include "gemm/gemm.h"
+#include "megamoe/mega_moe.h"
+
+/* Packed weights of one group of experts. */
+typedef struct mm_moe_expert_set {
+    int64_t count;
+    mm_dtype dtype;
+    int64_t k2; /* GEMM2 reduction length: I, or 2I for gelu weights */
+    mm_gemm_packed_weights **w1, **w2;
+} mm_moe_expert_set;
+
+struct mm_mega_moe_weights {
+    int64_t hidden, inter, local_experts;
+    mm_moe_expert_set routed, shared;
+};
+
+/* mm_mega_moe_weights_create with a choice: fuse_activation 1 (what the public function does) packs
+ * gated GEMM1 weights gate/up interleaved so the activation runs in GEMM1's epilogue; 0 keeps the plain
+ * layout and the separate activation pass (the unfused path, kept for gelu and as the tests' baseline). */
+mm_status mm_moe_weights_create_with(const mm_mega_moe_buffer *buffer,
+                                     const mm_mega_moe_expert_weights *routed,
+                                     const mm_mega_moe_expert_weights *shared, int fuse_activation,
+                                     mm_mega_moe_weights **out, mm_error *err);
+
+#endif
