@@ -157,7 +157,6 @@ static mm_status reduce_source(run_state *s, int64_t src, mm_error *err) {
     return st;
 }
 
-
 mm_status mm_moe_combine_send_batch(run_state *s, const int64_t *experts, int64_t n_experts, mm_error *err) {
     double t0 = mm_now_seconds();
     int64_t n_rows = 0;

@@ -99,4 +99,3 @@ mm_status mm_moe_dispatch(run_state *s, mm_error *err) {
     s->b->recv_epoch++;
     return st;
 }
-
