@@ -76,7 +76,8 @@ static void from_bf16(float *dst, const uint16_t *src, int64_t n) {
  * patterns (ordered like the values), t = x / s or x * m as one rounded F32 operation, t clamped to
  * [-128, 128], rounded (half away: truncate, then one step away when the exact fraction is >= 0.5;
  * half even: the hardware's round-to-nearest-even), clamped to [-127, 127], NaN t to 0. Rows with NaN
- * or Inf, all-zero and empty rows go to the scalar code (their scale rules live there). */
+ * or Inf, all-zero and empty rows go to the scalar code of formats.h (their scale rules live there; the
+ * portable table holds the same functions). */
 static void int8_quantize(const float *x, int64_t n, int half_even, mm_int8_scale_form form, int8_t *q,
                           float *scale) {
     __m512i vmax = _mm512_setzero_si512();
@@ -90,9 +91,9 @@ static void int8_quantize(const float *x, int64_t n, int half_even, mm_int8_scal
     uint32_t amax_bits = (uint32_t)_mm512_reduce_max_epu32(vmax);
     if (bad || amax_bits == 0) {
         if (half_even)
-            mm_rowops_portable()->int8_mul_even(x, n, form, q, scale);
+            mm_int8_quantize_row_mul_even(x, n, form, q, scale);
         else
-            mm_rowops_portable()->int8_div_away(x, n, q, scale);
+            mm_int8_quantize_row_div_away(x, n, q, scale);
         return;
     }
     float amax;
