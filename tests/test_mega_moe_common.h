@@ -1,5 +1,5 @@
 /* tests/test_mega_moe_common.h: random MegaMoE cases, run through the operator on R thread ranks and
- * through the float64 reference (src/ref), and the comparison (header-only: the test glob compiles
+ * through the float64 reference (support/ref), and the comparison (header-only: the test glob compiles
  * test_*.c files only).
  *
  * A case is built once as a reference case (ref/ref_case.h: every rank's buffers); the operator gets

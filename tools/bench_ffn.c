@@ -272,9 +272,9 @@ done:
     bench_dnnl_ffn_free(d);
 }
 
-/* One untimed FFN on every expert: the first read of freshly packed weights is up to 2x slower than
- * later ones on this VM (seen as a slow first --rows entry), and a model's weights are read many times
- * after loading. */
+/* One untimed FFN on every expert: the first read of freshly packed weights is slower than later ones
+ * (seen as a slow first --rows entry; measured: docs/gemm.md, 'Benchmarks'), and a model's weights are
+ * read many times after loading. */
 static int touch_experts(bench_ffn_expert *x, int64_t experts) {
     bench_ffn_choice automatic;
     bench_ffn_choose(x, LEVEL_AUTO, &automatic);

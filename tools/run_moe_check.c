@@ -1,6 +1,6 @@
 /* tools/run_moe_check.c: checks the sampled tokens of `megamoe run` against the float64 reference.
  *
- * The reference (src/ref/mega_moe_ref.h, private: this is the one CLI file that includes src/) works on
+ * The reference (support/ref/mega_moe_ref.h, private: this is the one CLI file that includes src/) works on
  * a global view. A token's y depends only on its own row, its experts' weights and its home rank's
  * shared experts, and in combine mode 0 not on where the experts live; so the samples of all ranks are
  * checked as one world of a single rank that holds just the experts the samples touch (relabelled

@@ -41,7 +41,7 @@ static double uniform01(uint64_t *state) {
  * its palette (the values k * step for |k| <= the row's largest |k|, which has the row's amax) with the
  * formats API once and looking the codes up: the same codes as quantizing the whole row, since the
  * per-element rule depends only on the value and the row's scale. This keeps INT8 generation at table
- * speed (the per-element formats call costs ~20 ns here; 128 experts hold 600 M weights). */
+ * speed (128 experts hold 600 M weights; the per-element call's cost: docs/mega_moe.md, `megamoe run`). */
 enum { LEVELS = 256, LEVEL_BIAS = 128 };
 
 typedef struct row_scratch {

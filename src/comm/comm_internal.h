@@ -65,8 +65,8 @@ double mm_comm_default_timeout(void);
 
 /* ---- waiting ------------------------------------------------------------------------------------
  * Spin briefly, then yield, then sleep in growing steps: several ranks per core must let the rank
- * they wait for run (a pure spin barrier with 4 threads on 2 cores costs ~4 ms here, spin-then-yield
- * ~3 us), while a short wait must not pay the ~24 us of waking a sleeping thread. */
+ * they wait for run, while a short wait must not pay for waking a sleeping thread (measured:
+ * docs/comm.md, 'Measured wait costs'). */
 typedef struct mm_waiter {
     uint64_t rounds, sleeps, spin_rounds;
     double start, deadline;

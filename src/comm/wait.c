@@ -17,14 +17,15 @@
 #include "core/clock.h"
 #include "core/error.h"
 
-/* Rounds of spinning (4 pauses and one poll each, 70 ns or more) before yielding, when every rank has
- * its own core: about 100 us, as MPI's own collectives poll. A rank that yields on a machine shared
+/* Rounds of spinning (4 pauses and one poll each) before yielding, when every rank has its own core:
+ * about 100 us (measured: docs/comm.md, 'Measured wait costs'), as MPI's own collectives poll.
+ * A rank that yields on a machine shared
  * with other jobs can lose its core for a whole time slice, and MPI progress (rendezvous, CMA reads)
  * needs the receiver inside MPI_Test. With more ranks than cores there is no spinning at all (see
  * mm_comm_spin_rounds_for). */
 #define MM_WAIT_SPIN_ROUNDS 1000
 /* Yield (rather than sleep) for this long: a rank descheduled on a shared core is back within a few
- * time slices, and a sleeping waiter costs ~24 us to wake. */
+ * time slices, and a sleeping waiter is slow to wake (measured: docs/comm.md, 'Measured wait costs'). */
 #define MM_WAIT_YIELD_SECONDS 2e-3
 /* Sleep steps grow to this cap, which bounds the extra latency of a long wait (without a doorbell). */
 #define MM_WAIT_SLEEP_MAX_NS 200000L

@@ -6,8 +6,8 @@
  * own job; idle workers attach to any job that still has unclaimed tasks and fewer helpers than the
  * thread count allows. Waiting always goes spin (with a pause) -> sched_yield -> condition variable,
  * because this machine has 2 cores and often more runnable rank-threads than cores: a pure spinner
- * would hold the core that the thread it waits for needs, while sleeping at once costs ~24 us per
- * wake-up.
+ * would hold the core that the thread it waits for needs, while sleeping at once pays a slow wake-up
+ * each time (measured: docs/comm.md, 'Measured wait costs').
  *
  * Workers hold no heap memory (the pool state is static, jobs live on callers' stacks), so
  * LeakSanitizer has nothing to report when the process exits with workers still parked. */
@@ -29,8 +29,9 @@
 
 enum {
     MM_MAX_THREADS = 1024,
-    /* About 30-60 us of pause instructions: long enough to catch the next call of a tight loop of
-     * parallel calls, short enough not to starve oversubscribed rank-threads. */
+    /* Pause instructions long enough to catch the next call of a tight loop of parallel calls, short
+     * enough not to starve oversubscribed rank-threads (their duration: docs/comm.md, 'Measured wait
+     * costs'). */
     MM_SPIN_ROUNDS = 2000,
     MM_YIELD_ROUNDS = 64,
 };

@@ -1,8 +1,9 @@
 /* core/parallel.h: the process-wide worker pool and its parallel-for.
  *
  * One pool per process, created on first use, whose workers stay alive across calls (waking a
- * sleeping thread costs ~24 us here, so the hot path never sleeps: workers spin briefly, then yield,
- * then sleep). Several callers may submit at once (ranks running as threads): each call is a job with
+ * sleeping thread is slow: docs/comm.md, 'Measured wait costs'; so the hot path never sleeps: workers
+ * spin briefly, then yield, then sleep).
+ * Several callers may submit at once (ranks running as threads): each call is a job with
  * an atomic task counter; the calling thread works on its own job, and idle workers help whichever job
  * has tasks left. Calls may nest (a task may call mm_parallel_for); nested calls run serially in the
  * calling thread. */

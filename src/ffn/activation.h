@@ -7,7 +7,7 @@
  * has one, its AVX-512 row form (activation_avx512.c), bit-identical to the scalar form.
  *
  * Adding an activation: the enum value in include/megamoe/mega_moe.h, one row here (activation.c), its
- * vector form in activation_avx512.c if it has one, its float64 definition in src/ref/activation_ref.c.
+ * vector form in activation_avx512.c if it has one, its float64 definition in support/ref/activation_ref.c.
  *
  * The fast forms evaluate in F32 (the spec says "activation in F32") with the exp below, which the
  * vector forms repeat operation for operation, and the C library's tanhf; the float64 reference rounds

@@ -26,8 +26,8 @@
 
 #define ACT_ROWS_PER_TASK 8
 /* GEMM1's epilogue quantizes an INT8 / MX GEMM2 input when a batch has at most this many rows per
- * expert on average (bench layer, Qwen3 shape: decode 1 token/rank -20 % expert compute, prefill 256
- * tokens/rank +7-9 % with the fused quantization, so prefill keeps the separate pass). */
+ * expert on average: fused, decode saves the separate pass's pool round trip, while prefill was slower
+ * with it, so it keeps the separate pass (measured: docs/mega_moe.md, Performance, 'Fused activation'). */
 #define FUSED_QUANT_MAX_ROWS_PER_GROUP 16
 
 static size_t round_up(size_t v, size_t a) {
@@ -201,7 +201,8 @@ mm_status mm_ffn_run(const mm_ffn_job *job, mm_error *err) {
     }
     /* INT8 / MX GEMM2 input with the fused activation: quantized by GEMM1's epilogue when the groups are
      * small (decode), where the separate pass cost a pool round trip per batch; with many rows per group
-     * the separate pass, split evenly over the cores, measured faster (row counts start from 0). */
+     * the separate pass, split evenly over the cores, is faster (measured: docs/mega_moe.md, Performance,
+     * 'Fused activation'; row counts start from 0). */
     int64_t total_rows = 0;
     for (int64_t i = 0; i < n; i++) total_rows += job->groups[i].rows;
     epilogue_ctx ectx = {job, fused && job->gemm2_dtype != MM_DTYPE_BF16 &&

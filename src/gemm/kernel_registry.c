@@ -31,9 +31,9 @@ typedef struct registration {
             mm_gemm_mx_row_to_bf16, prepare_panel, 0, 0                                                      \
     }
 
-/* AMX tiles pay off from a few rows on (measured on the development VM: BF16 and MX from ~4 rows,
- * INT8 from ~3 since the AMX kernels take long K blocks, grouped.c; with K blocks of 8192, AMX / AVX-512
- * time at 2 rows 1.03, at 3 rows 0.93); fewer rows stream weights faster through the AVX-512 kernels. */
+/* AMX tiles pay off from a few rows on (INT8 from fewer than BF16, since the AMX kernels take long K
+ * blocks, grouped.c; the min_rows of the registrations below are the measured crossovers: docs/gemm.md,
+ * 'AMX row thresholds'); fewer rows stream weights faster through the AVX-512 kernels. */
 #define AMX(fn, label, min_rows)                                                                             \
     { label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, fn, NULL, NULL, min_rows, MM_GEMM_AMX_KC }
 #define AMX_MX(prepare_panel, label)                                                                         \
@@ -43,10 +43,9 @@ typedef struct registration {
     }
 
 /* INT8 x INT4 few-rows kernel (below): the raw panel straight into vpdpbusd (i4_small_avx512.c), 8-row
- * tiles. Up to I4_SMALL_MAX_ROWS rows it beats the general AVX-512 kernel (by 25-45 % with cold weights,
- * 1..8 rows) and the AMX kernel, whose panel decode to INT8 and tile set-up cost more than ten rows of
- * dot products (measured, GEMM1 7168 -> 4096 + GEMM2 2048 -> 7168, cold, AMX / small time: 8 rows
- * 1.2-1.3, 10 rows 1.02, 12 rows 0.94, 16 rows 0.76; with K blocks of 2048 the crossover was ~12-14). */
+ * tiles. Up to I4_SMALL_MAX_ROWS rows it beats the general AVX-512 kernel and the AMX kernel, whose
+ * panel decode to INT8 and tile set-up cost more than ten rows of dot products (measured: docs/gemm.md,
+ * 'AMX row thresholds'). */
 #define I4_SMALL_MAX_ROWS 10
 
 /* Every supported pair, reference first. The FP8 pairs cover the mixed E4M3/E5M2 cases that an

@@ -16,6 +16,13 @@ if [ -n "$lib" ] && [ -n "$pc" ] && [ -x "$PREFIX/bin/megamoe" ] && [ -f "$PREFI
     bad "install tree incomplete: lib '$lib', pc '$pc'"
 fi
 
+# Nothing else is installed: no support library (support/: reference, bench-only code), no private header.
+(cd "$PREFIX" && find . -type f -o -type l) | sed 's#^\./##' | grep -vE '^bin/megamoe$|^lib[^/]*/(.*/)?libmegamoe\.(a|so[.0-9]*)$' \
+    | grep -vE '^lib[^/]*/(.*/)?pkgconfig/megamoe\.pc$' | while read -r f; do
+        if [[ $f == include/megamoe/*.h ]] && [ -f "$SOURCE_DIR/$f" ]; then :; else echo "$f"; fi
+    done >"$WORK/extra_installed"
+if [ ! -s "$WORK/extra_installed" ]; then ok; else bad "installed beyond the public library, headers, CLI and megamoe.pc: $(tr '\n' ' ' <"$WORK/extra_installed")"; fi
+
 # A sanitizer build's library needs the sanitizer runtime in the program too.
 extra=()
 if grep -q "^MEGAMOE_SANITIZE:BOOL=ON" "$BUILD/CMakeCache.txt" 2>/dev/null; then extra=(-fsanitize=address,undefined); fi

@@ -23,9 +23,8 @@ void mm_gemm_mx_row_to_bf16(mm_dtype a_dtype, const uint8_t *row, const uint8_t 
 void mm_ukernel_bf16_bf16_avx512(const mm_ukernel_args *args);
 /* K per call of the AVX-512 INT kernels (INT8, INT4, few-rows INT4): any K up to 8192 in one call. A call
  * moves its INT32 sums through `partial` and pays its dispatch, while the vpdpbusd kernels gain nothing
- * from a 256-K slice in L1 (at 64 rows the slice is read from L2 at well below its bandwidth). Measured,
- * GEMM1 7168 -> 4096 + GEMM2 2048 -> 7168, cold weights, paired time 8192 / 256: INT8 1 row 1.00, 2 rows
- * 0.92 (2 threads), 64 rows 0.95; INT4 2 rows 0.96-0.98, 8 rows 0.91, 16 rows 0.94, 64 rows 0.91. */
+ * from a 256-K slice in L1 (at 64 rows the slice is read from L2 at well below its bandwidth; measured:
+ * docs/gemm.md, 'K per call'). */
 #define MM_GEMM_AVX512_INT_KC 8192
 void mm_ukernel_i8_i8_avx512(const mm_ukernel_args *args);
 void mm_ukernel_i8_i4_avx512(const mm_ukernel_args *args);
@@ -49,15 +48,14 @@ void mm_ukernel_i8_i4_small_avx512(const mm_ukernel_args *args);
 /* K per call of the AMX kernels that read the packed panel directly: each call reloads the tile
  * configuration and moves its C tiles through `partial`, which at MM_GEMM_KC (8 tile products per call)
  * costs about as much as the products; at 2048 the panel slice (64 KiB INT8, 128 KiB BF16) stays in L2
- * while the M tiles pass (measured, 64 rows, K 7168: INT8 +30 %, BF16 +15 %). */
+ * while the M tiles pass (measured: docs/gemm.md, 'K per call'). */
 #define MM_GEMM_AMX_KC 2048
 void mm_ukernel_bf16_bf16_amx(const mm_ukernel_args *args);
 /* K per call of the AMX INT kernels: any K up to 8192 (hidden sizes up to 8192) in one call. Each call
  * loads the tile configuration and, between blocks, moves its four C tiles through `partial`: a tile store
- * then a tile load of the same lines costs ~1400 cycles per call, as much as 13 of the 2 x 2 steps
- * (measured in a tile loop), so at 2048 (INT8 K 7168: four calls per tile) they took ~20 % of the hot
- * kernel. The panel slice of a call (8192 x 32 bytes = 256 KiB INT8) still stays in L2 for the next M
- * tile. */
+ * then a tile load of the same lines, which at 2048 (INT8 K 7168: four calls per tile) was a sizeable
+ * share of the hot kernel (measured: docs/gemm.md, 'AMX call overhead'). The panel slice of a call
+ * (8192 x 32 bytes = 256 KiB INT8) still stays in L2 for the next M tile. */
 #define MM_GEMM_AMX_INT_KC 8192
 void mm_ukernel_i8_i8_amx(const mm_ukernel_args *args);
 /* INT8 x INT4: the INT8 tile over panel blocks decoded to INT8 by mm_prepare_panel_i4_amx. */
@@ -76,8 +74,8 @@ void mm_prepare_panel_fp4_amx(const mm_ukernel_args *args, uint8_t *block);
  * the raw panel into two B tiles in L1 and multiplied at once, no prepared block. */
 #define MM_GEMM_MX_FEW_AMX_MR 16
 /* Its K per call: it needs no prepared block, and every call costs a tile configuration, a release and
- * (between calls) a C round trip through `partial` (~1500 cycles together), so one call per panel for
- * any usual K. */
+ * (between calls) a C round trip through `partial` (measured: docs/gemm.md, 'AMX call overhead'), so one
+ * call per panel for any usual K. */
 #define MM_GEMM_MX_FEW_AMX_KC 16384
 void mm_ukernel_mx_few_amx(const mm_ukernel_args *args);
 

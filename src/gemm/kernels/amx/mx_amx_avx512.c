@@ -48,9 +48,7 @@ void mm_prepare_panel_fp4_amx(const mm_ukernel_args *p, uint8_t *block) {
 
 /* Bytes ahead of the decoder that the few-rows kernel prefetches (it is the weight-streaming loop): into
  * L1 2 KiB ahead, and into L2 8 KiB ahead, which keeps more lines in flight than the L1 fill buffers
- * allow (measured, GEMM1 7168 -> 4096 + GEMM2 2048 -> 7168, 1 thread, cold, 1 / 8 rows: mxfp8 4.21-4.55 /
- * 4.73-5.15 ms -> 3.69-3.69 / 3.90-4.11 ms with the L2 prefetch, mxfp4 2.34-2.57 / 2.52-2.63 ->
- * 2.19-2.40 / 2.30-2.50; 6 KiB (with 1 KiB to L1), 12 KiB and 16 KiB measured alike). */
+ * allow (measured: docs/gemm.md, 'MX few-rows prefetch'). */
 #define FEW_PREFETCH    2048
 #define FEW_PREFETCH_L2 8192
 
@@ -74,7 +72,7 @@ static inline __attribute__((always_inline)) void few_decode_step(const mx_decod
 
 /* Tiles of the few-rows kernel. A step's two products take 2 x 16 x 32 BF16 products whatever the row
  * count, but each also waits for the previous product into the same C tile: with one C pair the steps
- * ran at the tdpbf16ps latency (~65 cycles per step at 1 row, measured). Even and odd steps therefore
+ * ran at the tdpbf16ps latency (measured: docs/gemm.md, 'AMX call overhead'). Even and odd steps therefore
  * accumulate into separate C pairs, added at the end (a fixed order: K blocks start on multiples of 8
  * steps, so a step's parity does not depend on the block size), and take separate A tiles. */
 #define FEW_C0_0 0

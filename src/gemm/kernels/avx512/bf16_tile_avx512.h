@@ -37,8 +37,8 @@ bf16_tile_body(const mm_ukernel_args *p, const __m512i *b, int64_t n_pairs, cons
         acc[r][1] = p->first ? _mm512_setzero_ps() : _mm512_loadu_ps(partial + r * MM_GEMM_NR + 16);
     }
     for (int64_t i = 0; i < n_pairs; i++) {
-        /* With few rows this loop streams the weights: fetch ahead of the hardware prefetcher (2 KiB
-         * ahead measured 5-30 % faster than 4 KiB at 1-8 rows with cold weights). */
+        /* With few rows this loop streams the weights: fetch 2 KiB ahead of the hardware prefetcher
+         * (measured: docs/gemm.md, 'AVX-512 prefetch distance'). */
         _mm_prefetch((const char *)(b + 2 * i + 32), _MM_HINT_T0);
         _mm_prefetch((const char *)(b + 2 * i + 33), _MM_HINT_T0);
         __m512bh b0 = (__m512bh)_mm512_load_si512(b + 2 * i);

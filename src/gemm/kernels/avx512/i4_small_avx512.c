@@ -28,8 +28,9 @@
  * accumulators of _mm512_dpbusd_epi32 every iteration (see i4_avx512.c), and the embedded broadcast
  * saves the broadcast uop. The quad's address goes in a register and the read is not declared to GCC:
  * with an "m" operand GCC must assume the read may alias the accumulator array, and stored every
- * accumulator to the stack before each instruction (16 stores per K group at 8 rows, which held the
- * kernel to ~11 GB/s of weights even with hot weights). This is safe because the activation rows are
+ * accumulator to the stack before each instruction (16 stores per K group at 8 rows, which bound the
+ * kernel even with hot weights; measured: docs/gemm.md, 'vpdpbusd in inline asm'). This is safe because
+ * the activation rows are
  * input only: nothing in the kernel writes them. */
 static inline __m512i dpbusd_bcst(__m512i acc, __m512i weights, const uint8_t *quad) {
     __asm__("vpdpbusd (%2)%{1to16%}, %1, %0" : "+v"(acc) : "v"(weights), "r"(quad));

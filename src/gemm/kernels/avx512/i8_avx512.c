@@ -17,7 +17,8 @@
 
 /* acc + dot(u8 a, s8 b) per 32-bit lane. Written as inline asm because GCC 12 does not tie the
  * accumulator of _mm512_dpbusd_epi32 to its destination and copies all 16 accumulators every
- * iteration (measured: 30 % slower); the asm operand "+v" keeps each accumulator in its register. */
+ * iteration (measured: docs/gemm.md, 'vpdpbusd in inline asm'); the asm operand "+v" keeps each
+ * accumulator in its register. */
 static inline __m512i dpbusd(__m512i acc, __m512i a, __m512i b) {
     __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
     return acc;
@@ -44,8 +45,8 @@ static inline __attribute__((always_inline)) void i8_body(const mm_ukernel_args 
     int64_t quads = p->k_end / 4;
     for (int64_t q = p->k_begin / 4; q < quads; q++) {
         /* Prefetch: few rows do little work per weight byte, and the hardware prefetcher alone keeps
-         * too few reads in flight to reach the streaming bandwidth (2 KiB ahead: +20-50 % at 2-8 rows
-         * with cold weights, measured). */
+         * too few reads in flight to reach the streaming bandwidth (2 KiB ahead; measured: docs/gemm.md,
+         * 'AVX-512 prefetch distance'). */
         _mm_prefetch((const char *)(b + 2 * q) + 2048, _MM_HINT_T0);
         _mm_prefetch((const char *)(b + 2 * q) + 2048 + 64, _MM_HINT_T0);
         __m512i b0 = _mm512_load_si512(b + 2 * q);
