@@ -296,7 +296,8 @@ mm_status mm_case_dc_run(mm_case_ctx *ctx, const dcc_op *op, const mm_dc_attrs *
     for (int64_t g = 0; run->tpw > 1 && g < run->ranks; g++)
         if (!run->alive[g]) /* a global rank: ep_rank g / 2, tp_rank g % 2 */
             return mm_fail(err, MM_ERR_INVALID_FILE,
-                           "tensor \"rank%" PRId64 ".expert_ids\" is missing (required by %s: tp_world_size = "
+                           "tensor \"rank%" PRId64
+                           ".expert_ids\" is missing (required by %s: tp_world_size = "
                            "2 allows no elastic scale-in, so every rank has its tensors)",
                            g, ctx->op->name);
     run->rank = mm_case_alloc(ctx, sizeof(dcc_rank) * (size_t)run->ranks);
