@@ -36,4 +36,38 @@ for op in dispatch_v3 combine_v2; do
         if [ "$status" -eq 2 ] && grep -qF "tensor \"rank$g.expert_ids\" is missing" "$WORK/log"; then ok; else bad "$op without rank $g under mpirun: exit $status, $(head -c 600 "$WORK/log")"; fi
     done
 done
+# 5. The receive plan of Dispatch is linear in L (local experts per rank): moe_expert_num = 2^22 on two
+# ranks (L = 2^21) finishes in seconds (the quadratic prefix sum ran for hours), with the results of the
+# small-L path: the same ids (all below 4) sent to rank 0 with L = 4 and with L = 2^21.
+expect 0 "case-gen dispatch_v3 8 experts" case-gen dispatch_v3 -o "$WORK/small_l.st" --ranks 2 --experts 8 \
+    --topk 2 --tokens 4 --hidden 32
+python3 - "$WORK/small_l.st" "$WORK/big_l.st" <<'PY'
+import struct, sys
+from safetensors_io import load, save
+m, t = load(sys.argv[1])
+for g in range(2):
+    ids = [v for i in range(4) for v in (i % 4, (i + 1 + g) % 4)]
+    t["rank%d.expert_ids" % g] = ("I32", [4, 2], struct.pack("<8i", *ids))
+save(sys.argv[1], m, t)
+m["moe_expert_num"] = str(1 << 22)
+save(sys.argv[2], m, t)
+PY
+expect 0 "small L" case "$WORK/small_l.st" -o "$WORK/small_l_out.st"
+start=$(date +%s)
+timeout 60 "$MEGAMOE" case "$WORK/big_l.st" -o "$WORK/big_l_out.st" 2>"$WORK/err"
+status=$?
+if [ "$status" -eq 0 ] && [ $(($(date +%s) - start)) -lt 30 ]; then ok; else bad "moe_expert_num 2^22: exit $status after $(($(date +%s) - start)) s: $(head -c 400 "$WORK/err")"; fi
+python3 - "$WORK/small_l_out.st" "$WORK/big_l_out.st" <<'PY' || bad "moe_expert_num 2^22 differs from the small-L results"
+import struct, sys
+from safetensors_io import load
+_, a = load(sys.argv[1]); _, b = load(sys.argv[2])
+def v(t, f): return list(struct.unpack("<%d%s" % (len(t[2]) // struct.calcsize(f), f), t[2]))
+for name in ("expand_x", "assist_info_for_combine"):
+    assert a["rank0." + name] == b["rank0." + name], name
+assert b["rank1.expand_x"][1][0] == 0
+na, nb = v(a["rank0.expert_token_nums"], "q"), v(b["rank0.expert_token_nums"], "q")
+assert nb[:4] == na and not any(nb[4:]), "expert_token_nums"
+ca, cb = v(a["rank0.ep_recv_counts"], "i"), v(b["rank0.ep_recv_counts"], "i")
+assert cb[:8] == ca and set(cb[8:]) == {ca[-1]}, "ep_recv_counts"
+PY
 cli_finish case_reliability
