@@ -57,7 +57,7 @@ start=$(date +%s)
 timeout 60 "$MEGAMOE" case "$WORK/big_l.st" -o "$WORK/big_l_out.st" 2>"$WORK/err"
 status=$?
 if [ "$status" -eq 0 ] && [ $(($(date +%s) - start)) -lt 30 ]; then ok; else bad "moe_expert_num 2^22: exit $status after $(($(date +%s) - start)) s: $(head -c 400 "$WORK/err")"; fi
-python3 - "$WORK/small_l_out.st" "$WORK/big_l_out.st" <<'PY' || bad "moe_expert_num 2^22 differs from the small-L results"
+python3 - "$WORK/small_l_out.st" "$WORK/big_l_out.st" <<'PY' && ok || bad "moe_expert_num 2^22 differs from the small-L results"
 import struct, sys
 from safetensors_io import load
 _, a = load(sys.argv[1]); _, b = load(sys.argv[2])
@@ -85,5 +85,32 @@ expect 2 "a 2 GB case over a 1 GB budget" case "$WORK/huge_e.st" -o "$WORK/huge_
 stderr_is_one_line "expert_token_num: the case needs 2.15 GB, more than the budget of 1.00 GB"
 if [ $(($(date +%s) - start)) -lt 5 ] && [ ! -e "$WORK/huge_e_out.st" ]; then ok; else bad "the refused case took $(($(date +%s) - start)) s or wrote output"; fi
 expect 2 "--memory-budget 0" case "$WORK/huge_e.st" -o "$WORK/huge_e_out.st" --memory-budget 0
+
+# 8. norm_eps = 0 is accepted; a token whose sum is all zero (expert weights 0, residual 0) gets
+# rstd = +inf and y = NaN (0 x inf), as docs/dispatch_combine.md says; the other tokens stay finite.
+expect 0 "case-gen combine_v2 norm_eps 0" case-gen combine_v2 -o "$WORK/eps0.st" --ranks 2 --tokens 4 \
+    --hidden 32 --norm-eps 0
+python3 - "$WORK/eps0.st" <<'PY'
+import struct, sys
+from safetensors_io import load, save
+m, t = load(sys.argv[1])
+assert float(m["norm_eps"]) == 0.0
+dt, shape, raw = t["rank0.expert_scales"]; k = shape[1]
+t["rank0.expert_scales"] = (dt, shape, b"\0" * 4 * k + raw[4 * k:])
+dt, shape, raw = t["rank0.residual_x"]; h = shape[2]
+t["rank0.residual_x"] = (dt, shape, b"\0" * 2 * h + raw[2 * h:])
+save(sys.argv[1], m, t)
+PY
+expect 0 "norm_eps 0 with an all-zero token" case "$WORK/eps0.st" -o "$WORK/eps0_out.st"
+python3 - "$WORK/eps0_out.st" <<'PY' && ok || bad "norm_eps 0: rstd or y of the all-zero token"
+import math, struct, sys
+from safetensors_io import load
+_, o = load(sys.argv[1])
+rstd = struct.unpack("<%df" % (len(o["rank0.rstd"][2]) // 4), o["rank0.rstd"][2])
+assert rstd[0] == math.inf and all(math.isfinite(v) for v in rstd[1:]), rstd
+dt, shape, raw = o["rank0.y"]; h = shape[-1]
+y = [struct.unpack("<f", struct.pack("<I", b << 16))[0] for b in struct.unpack("<%dH" % (len(raw) // 2), raw)]
+assert all(math.isnan(v) for v in y[:h]) and all(math.isfinite(v) for v in y[h:]), "y"
+PY
 
 cli_finish case_reliability
