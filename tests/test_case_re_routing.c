@@ -60,7 +60,7 @@ static int file_exists(const char *path) {
 }
 
 static mm_status run_case(mm_error *err) {
-    mm_case_options options = {MM_CASE_BACKEND_THREADS, 0.0};
+    mm_case_options options = {MM_CASE_BACKEND_THREADS, 0.0, 0};
     mm_error_clear(err);
     return mm_case_run(in_path, out_path, &options, err);
 }
@@ -475,7 +475,7 @@ static void test_broken_cases(void) {
 
 static void test_other_failures(void) {
     mm_error err_record, *err = &err_record;
-    mm_case_options options = {MM_CASE_BACKEND_THREADS, 0.0};
+    mm_case_options options = {MM_CASE_BACKEND_THREADS, 0.0, 0};
     /* A missing input file is an I/O error (exit 1), not an input error. */
     CHECK_STATUS(mm_case_run("/nonexistent/megamoe/case.safetensors", out_path, &options, err), MM_ERR_IO,
                  err);

@@ -159,6 +159,9 @@ int main(void) {
     cap.max_tokens = 5;
     expect_failure(&cap, 2, small_capacity, MM_ERR_INVALID_ARGUMENT, "sizing num_max_tokens_per_rank differs",
                    NULL);
+    /* the message names the ranks that differ, not only the range */
+    expect_failure(&cap, 2, small_capacity, MM_ERR_INVALID_ARGUMENT,
+                   "(from 2 to 5): it must be equal (rank 0 has 5, rank 2 has 2)", NULL);
     cap.bs[2] = 6;
     expect_failure(&cap, -1, NULL, MM_ERR_INVALID_ARGUMENT, "BS = 6 rows, above num_max_tokens_per_rank = 5",
                    NULL);

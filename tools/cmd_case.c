@@ -19,19 +19,20 @@ static const char case_usage[] =
     "      --backend NAME     threads (default: all ranks as threads of this process) or mpi (one rank\n"
     "                         per MPI process: mpirun -n RANKS megamoe case IN -o OUT --backend mpi)\n"
     "      --timeout SECONDS  how long a rank waits for its peers before failing (0 = library default)\n"
+    "      --memory-budget GB memory the case may take for inputs and outputs (default 3/4 of physical\n"
+    "                         memory); a case that needs more exits 2 naming both figures\n"
     "  -h, --help             show this help\n"
     "\n"
     "Exit status: 0 success; 2 the case file is broken or breaks an operator rule (one line on stderr\n"
     "names the tensor or attribute and the rule); 1 any other failure (I/O, memory).\n";
 
 int mm_cli_case_main(int argc, char **argv) {
-    static const struct option long_options[] = {{"output", required_argument, NULL, 'o'},
-                                                 {"backend", required_argument, NULL, 'b'},
-                                                 {"timeout", required_argument, NULL, 't'},
-                                                 {"help", no_argument, NULL, 'h'},
-                                                 {NULL, 0, NULL, 0}};
+    static const struct option long_options[] = {
+        {"output", required_argument, NULL, 'o'},  {"backend", required_argument, NULL, 'b'},
+        {"timeout", required_argument, NULL, 't'}, {"memory-budget", required_argument, NULL, 'm'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     const char *out_path = NULL;
-    mm_case_options options = {MM_CASE_BACKEND_THREADS, 0.0};
+    mm_case_options options = {MM_CASE_BACKEND_THREADS, 0.0, 0};
     int opt;
     optind = 0;
     opterr = 0;
@@ -48,6 +49,13 @@ int mm_cli_case_main(int argc, char **argv) {
             if (cli_parse_double("case", "--timeout", optarg, 0.0, 1e9, &options.timeout_seconds) != 0)
                 return MM_CLI_EXIT_USAGE;
             break;
+        case 'm': {
+            double gb;
+            if (cli_parse_double("case", "--memory-budget", optarg, 1e-6, 1e9, &gb) != 0)
+                return MM_CLI_EXIT_USAGE;
+            options.memory_budget_bytes = (uint64_t)(gb * 1e9);
+            break;
+        }
         case 'h': fputs(case_usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error("case", opt, argv);
         }

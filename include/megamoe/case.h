@@ -5,6 +5,8 @@
 #ifndef MEGAMOE_CASE_H
 #define MEGAMOE_CASE_H
 
+#include <stdint.h>
+
 #include "megamoe/status.h"
 
 #ifdef __cplusplus
@@ -19,6 +21,10 @@ typedef enum mm_case_backend {
 typedef struct mm_case_options {
     mm_case_backend backend;
     double timeout_seconds; /* collective wait limit; 0 = library default */
+    /* Memory the case may take for its inputs and outputs (an output counts twice: the writer holds a
+     * copy), in bytes; 0 = 3/4 of physical memory. A case that needs more fails before allocating, with
+     * an input error naming both figures. */
+    uint64_t memory_budget_bytes;
 } mm_case_options;
 
 /* Runs the case in in_path and writes the outputs to out_path (via a temporary file and rename; on any

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "io/io_util.h"
@@ -39,10 +40,29 @@ void *mm_case_alloc(mm_case_ctx *ctx, size_t nbytes) {
     return p;
 }
 
+/* Counts need bytes against the memory budget, before they are allocated: a tiny file whose attributes
+ * or shapes ask for gigabytes is refused with both figures instead of running out of memory. */
+static mm_status charge(mm_case_ctx *ctx, uint64_t need, const char *what, mm_error *err) {
+    if (!ctx->budget) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        uint64_t phys = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX / 4 * 3;
+        ctx->budget = ctx->options.memory_budget_bytes ? ctx->options.memory_budget_bytes : phys / 4 * 3;
+    }
+    if (need > ctx->budget - (ctx->used < ctx->budget ? ctx->used : ctx->budget))
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "%s: the case needs %.2f GB, more than the budget of %.2f GB (the memory budget of "
+                       "the case options)",
+                       what, ((double)ctx->used + (double)need) / 1e9, (double)ctx->budget / 1e9);
+    ctx->used += need;
+    return MM_OK;
+}
+
 mm_status mm_case_alloc_tensor(mm_case_ctx *ctx, mm_tensor *t, const char *what, mm_error *err) {
     int64_t nbytes = mm_tensor_nbytes(t);
     if (nbytes < 0 || (uint64_t)nbytes > SIZE_MAX)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s: size of the output overflows", what);
+    mm_status st = charge(ctx, 2 * (uint64_t)nbytes, what, err); /* the writer copies each output */
+    if (st) return st;
     t->data = mm_case_alloc(ctx, (size_t)nbytes);
     if (!t->data)
         return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "%s: cannot allocate %" PRId64 " bytes", what, nbytes);
@@ -111,6 +131,8 @@ mm_status mm_case_input(mm_case_ctx *ctx, int64_t rank, const char *name, int re
     mm_tensor t = mm_tensor_make(info->dtype, info->ndim, info->shape, NULL);
     if (info->nbytes > SIZE_MAX)
         return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "tensor \"%s\" is too large", full);
+    mm_status charged = charge(ctx, info->nbytes, full, err);
+    if (charged) return charged;
     t.data = mm_case_alloc(ctx, (size_t)info->nbytes);
     if (!t.data)
         return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "tensor \"%s\": cannot allocate %" PRIu64 " bytes", full,

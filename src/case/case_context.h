@@ -25,13 +25,14 @@ struct mm_case_ctx {
     const mm_case_op *op;
     mm_case_options options;
     mm_st_reader *reader;
-    mm_st_writer *writer; /* outputs; created by the runner before run */
-    int64_t ranks;        /* "ranks" of a collective op; 0 otherwise */
-    int process_rank;     /* this process under the MPI backend; 0 otherwise */
-    int process_count;    /* MPI processes; 1 otherwise */
-    int output_process;   /* the process that writes the output file: 0 unless the op moves it (an op whose
-                           * process 0 may hold no outputs, e.g. a rank removed by elastic scale-in) */
-    void **owned;         /* buffers freed with the context */
+    mm_st_writer *writer;  /* outputs; created by the runner before run */
+    int64_t ranks;         /* "ranks" of a collective op; 0 otherwise */
+    int process_rank;      /* this process under the MPI backend; 0 otherwise */
+    int process_count;     /* MPI processes; 1 otherwise */
+    int output_process;    /* the process that writes the output file: 0 unless the op moves it (an op whose
+                            * process 0 may hold no outputs, e.g. a rank removed by elastic scale-in) */
+    uint64_t used, budget; /* bytes taken by inputs and outputs, and the limit (options, resolved) */
+    void **owned;          /* buffers freed with the context */
     size_t owned_count, owned_cap;
 };
 

@@ -293,6 +293,13 @@ mm_status mm_case_dc_run(mm_case_ctx *ctx, const dcc_op *op, const mm_dc_attrs *
     if (run->n_alive == 0)
         return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"rank0.expert_ids\" is missing (required by %s)",
                        ctx->op->name);
+    for (int64_t g = 0; run->tpw > 1 && g < run->ranks; g++)
+        if (!run->alive[g]) /* a global rank: ep_rank g / 2, tp_rank g % 2 */
+            return mm_fail(err, MM_ERR_INVALID_FILE,
+                           "tensor \"rank%" PRId64
+                           ".expert_ids\" is missing (required by %s: tp_world_size = "
+                           "2 allows no elastic scale-in, so every rank has its tensors)",
+                           g, ctx->op->name);
     run->rank = mm_case_alloc(ctx, sizeof(dcc_rank) * (size_t)run->ranks);
     if (!run->rank) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "%s: out of memory", ctx->op->name);
     if (ctx->options.backend == MM_CASE_BACKEND_MPI) return run_mpi(run, err);

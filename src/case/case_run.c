@@ -202,7 +202,7 @@ static mm_status run_in_process(const char *in_path, const char *out_path, const
 
 mm_status mm_case_run(const char *in_path, const char *out_path, const mm_case_options *options,
                       mm_error *err) {
-    mm_case_options opts = {MM_CASE_BACKEND_THREADS, 0.0};
+    mm_case_options opts = {MM_CASE_BACKEND_THREADS, 0.0, 0};
     if (options) opts = *options;
     if (!in_path) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "in_path is NULL");
     if (!out_path) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "out_path is NULL");

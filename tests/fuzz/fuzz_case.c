@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!path) return 0;
     /* Below libFuzzer's -timeout (10 s in CI), so a rank stuck in a collective is reported by the
      * library as a timeout rather than by libFuzzer as a hang. */
-    mm_case_options options = {MM_CASE_BACKEND_THREADS, 5.0};
+    mm_case_options options = {MM_CASE_BACKEND_THREADS, 5.0, 0};
     mm_error err;
     mm_error_clear(&err);
     mm_status st = mm_case_run(path, "/dev/null", &options, &err);

@@ -5,11 +5,15 @@
  * a process launches on MPI only once; a program that needs more initializes MPI itself). The outcome is
  * agreed with plain blocking MPI collectives on MPI_COMM_WORLD, not on the megamoe communicator: that
  * one may be poisoned by a timeout or left early by a rank removed with the elastic API, and every
- * process must still learn the same result. */
+ * process must still learn the same result. A timeout or a peer failure (MM_ERR_TIMEOUT, MM_ERR_PEER)
+ * skips that agreement: a stopped or dead peer would never join it, nor MPI_Finalize; a process MPI was
+ * initialized for by the launcher prints the message and calls MPI_Abort (docs/comm.md). */
 #include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "comm/backend.h"
+#include "comm/comm_internal.h"
 #include "core/error.h"
 
 /* A process started by mpirun (Open MPI), a PMI/PMIx launcher (MPICH's hydra, Slurm's srun) carries
@@ -104,11 +108,22 @@ static mm_status mpi_launch(int nranks, mm_comm_rank_fn fn, void *arg, mm_error 
         st = wrong_size(nranks, size, &local); /* the same on every process: no agreement needed */
     } else {
         mm_comm *comm = NULL;
+        int poisoned = 0; /* a collective timed out: fn may have reported it and returned MM_OK */
         st = mm_comm_mpi_world(&comm, &local);
         if (st == MM_OK) {
             st = fn(comm, arg, &local);
             if (st != MM_OK && local.status == MM_OK) local.status = st;
+            poisoned = comm->poisoned;
+            if (poisoned && st == MM_OK) mm_fail(&local, MM_ERR_TIMEOUT, "%s", comm->poison_reason);
             mm_comm_free(comm, NULL);
+        }
+        if ((poisoned || st == MM_ERR_TIMEOUT || st == MM_ERR_PEER) && !initialized) {
+            /* A peer is stopped, dead or out of step: the blocking agreement below and MPI_Finalize
+             * would wait for it forever. The job cannot finish cleanly, so end it, message first (the
+             * one place the library prints and aborts; only for processes it initialized itself). */
+            fprintf(stderr, "megamoe: process %d: %s (ending the MPI job)\n", rank, local.message);
+            fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, 1);
         }
         st = agree(st, &local, rank, size);
     }

@@ -241,6 +241,15 @@ mm_status mm_dc_check_elastic(const mm_tensor *info, const mm_dc_attrs *a, mm_co
             err, MM_ERR_INVALID_ARGUMENT,
             "communicator rank %d is not ep_rank_id x max(tp_world_size, 1) + tp_rank_id = %" PRId64,
             mm_comm_rank(comm), t->ep_rank * t->tpw + t->tp_rank);
+    /* With TP = 2 there is no scale-in (check_elastic_tables refuses it): every rank of the
+     * communicator, TP rank 1 included, must be alive, or a peer's buffers would be missing. */
+    for (int64_t q = 0; t->tpw > 1 && q < t->R * t->tpw; q++)
+        if (!mm_comm_is_alive(comm, (int)q))
+            return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                           "rank %" PRId64 " (ep_rank %" PRId64 ", tp_rank %" PRId64
+                           ") was removed from the communicator, but tp_world_size = 2 allows no elastic "
+                           "scale-in (every rank must call)",
+                           q, q / t->tpw, q % t->tpw);
     for (int64_t r = 0; r < t->R; r++) {
         int kept = t->new_of_old[r] >= 0, alive = mm_comm_is_alive(comm, (int)(r * t->tpw));
         if (kept && !alive)

@@ -396,8 +396,12 @@ static mm_status exchange(mm_dc_workspace *ws, const dispatch_plan *p, const dc_
     int64_t *tok_nums = out->expert_token_nums->data;
     int64_t row = 0, ns = 0;
     for (int64_t le = 0; le < t->my_L; le++) tok_nums[le] = 0;
+    /* first_of[src]: the rows src sent for the local experts before le (a running prefix sum, so the
+     * plan is linear in L: summing the header afresh for each le was O(tp x R x L^2)). */
+    int64_t first_of[DC_MAX_RANKS];
     for (int64_t tt = 0; tt < t->tpw; tt++) {
         int64_t block_start = row;
+        memset(first_of, 0, sizeof first_of);
         for (int64_t le = 0; le < t->my_L; le++)
             for (int64_t src = 0; src < t->R; src++) {
                 int64_t cnt = 0, first = 0;
@@ -405,8 +409,9 @@ static mm_status exchange(mm_dc_workspace *ws, const dispatch_plan *p, const dc_
                     int64_t g = t->old_of_new[src] * t->tpw + tt;
                     const unsigned char *region = local + (size_t)g * lay.bytes;
                     const int32_t *hdr = (const int32_t *)region;
-                    for (int64_t l2 = 0; l2 < le; l2++) first += hdr[l2];
+                    first = first_of[src];
                     cnt = hdr[le];
+                    first_of[src] += cnt;
                     if (cnt < 0 || first + cnt > lay.cap || row + cnt > p->max_rows) {
                         st = mm_fail(err, MM_ERR_INTERNAL,
                                      "dispatch: rank %" PRId64 " announced %" PRId64

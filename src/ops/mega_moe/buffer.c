@@ -54,10 +54,12 @@ static mm_status agree_sizing(mm_comm *comm, mm_status local, const mm_mega_moe_
     mm_status st = mm_op_exchange_run(comm, &x, err);
     if (st != MM_OK && x.failed_rank < 0) mm_error_prefix(err, "agree"); /* a communication failure */
     int i = st == MM_OK ? mm_op_exchange_differing(&x, 0) : -1;
-    if (i >= 0)
+    if (i >= 0) /* the range first (as before), then the first pair of ranks that differ */
         st = mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                     "sizing %s differs between ranks (from %" PRId64 " to %" PRId64 "): it must be equal",
-                     names[i], x.lo[i], x.hi[i]);
+                     "sizing %s differs between ranks (from %" PRId64 " to %" PRId64
+                     "): it must be equal (rank %d has %" PRId64 ", rank %d has %" PRId64 ")",
+                     names[i], x.lo[i], x.hi[i], x.ref, mm_op_exchange_fields_of(&x, x.ref)[i],
+                     x.differ_rank[i], mm_op_exchange_fields_of(&x, x.differ_rank[i])[i]);
     mm_op_exchange_done(&x);
     return st;
 }

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# tests/cli/case_reliability.sh: case files that used to crash, give wrong results with exit 0, or run
+# far longer / larger than their size warrants (the reliability audit); each section pins one fix.
+# Usage: bash case_reliability.sh <path-to-megamoe> <source-dir>
+set -u
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+cli_require_python case_reliability
+
+# drop_rank IN OUT G: copies case IN to OUT without rank G's tensors.
+drop_rank() {
+    python3 - "$1" "$2" "$3" <<'PY'
+import sys
+from safetensors_io import load, save
+m, t = load(sys.argv[1])
+save(sys.argv[2], m, {k: v for k, v in t.items() if not k.startswith("rank%s." % sys.argv[3])})
+PY
+}
+
+# 1-2. TP = 2 has no elastic scale-in: a missing TP rank (TP rank 1 or of a later EP rank) is refused,
+# naming the global rank, on both backends (it crashed in Dispatch and gave a wrong y in Combine).
+# have_mpi: megamoe was built with MPI and mpirun exists (a build without MPI says "no MPI").
+have_mpi() {
+    command -v mpirun >/dev/null 2>&1 || return 1
+    ! "$MEGAMOE" case "$WORK/nothing.st" -o "$WORK/nothing_out.st" --backend mpi 2>&1 | grep -q "no MPI"
+}
+for op in dispatch_v3 combine_v2; do
+    expect 0 "case-gen $op tp 2" case-gen "$op" -o "$WORK/$op.st" --ranks 2 --tp 2 --tokens 4 --hidden 32
+    for g in 1 3; do
+        drop_rank "$WORK/$op.st" "$WORK/$op.no$g.st" "$g"
+        case_rejected "$op tp 2 without rank $g" "$WORK/$op.no$g.st" \
+            "tensor \"rank$g.expert_ids\" is missing .*tp_world_size = 2 allows no elastic scale-in"
+        have_mpi || continue
+        timeout 120 mpirun --allow-run-as-root --oversubscribe -n 4 "$MEGAMOE" case "$WORK/$op.no$g.st" -o "$WORK/mpi_out.st" \
+            --backend mpi >"$WORK/log" 2>&1
+        status=$?
+        if [ "$status" -eq 2 ] && grep -qF "tensor \"rank$g.expert_ids\" is missing" "$WORK/log"; then ok; else bad "$op without rank $g under mpirun: exit $status, $(head -c 600 "$WORK/log")"; fi
+    done
+done
+# 5. The receive plan of Dispatch is linear in L (local experts per rank): moe_expert_num = 2^22 on two
+# ranks (L = 2^21) finishes in seconds (the quadratic prefix sum ran for hours), with the results of the
+# small-L path: the same ids (all below 4) sent to rank 0 with L = 4 and with L = 2^21.
+expect 0 "case-gen dispatch_v3 8 experts" case-gen dispatch_v3 -o "$WORK/small_l.st" --ranks 2 --experts 8 \
+    --topk 2 --tokens 4 --hidden 32
+python3 - "$WORK/small_l.st" "$WORK/big_l.st" <<'PY'
+import struct, sys
+from safetensors_io import load, save
+m, t = load(sys.argv[1])
+for g in range(2):
+    ids = [v for i in range(4) for v in (i % 4, (i + 1 + g) % 4)]
+    t["rank%d.expert_ids" % g] = ("I32", [4, 2], struct.pack("<8i", *ids))
+save(sys.argv[1], m, t)
+m["moe_expert_num"] = str(1 << 22)
+save(sys.argv[2], m, t)
+PY
+expect 0 "small L" case "$WORK/small_l.st" -o "$WORK/small_l_out.st"
+start=$(date +%s)
+timeout 60 "$MEGAMOE" case "$WORK/big_l.st" -o "$WORK/big_l_out.st" 2>"$WORK/err"
+status=$?
+if [ "$status" -eq 0 ] && [ $(($(date +%s) - start)) -lt 30 ]; then ok; else bad "moe_expert_num 2^22: exit $status after $(($(date +%s) - start)) s: $(head -c 400 "$WORK/err")"; fi
+python3 - "$WORK/small_l_out.st" "$WORK/big_l_out.st" <<'PY' && ok || bad "moe_expert_num 2^22 differs from the small-L results"
+import struct, sys
+from safetensors_io import load
+_, a = load(sys.argv[1]); _, b = load(sys.argv[2])
+def v(t, f): return list(struct.unpack("<%d%s" % (len(t[2]) // struct.calcsize(f), f), t[2]))
+for name in ("expand_x", "assist_info_for_combine"):
+    assert a["rank0." + name] == b["rank0." + name], name
+assert b["rank1.expand_x"][1][0] == 0
+na, nb = v(a["rank0.expert_token_nums"], "q"), v(b["rank0.expert_token_nums"], "q")
+assert nb[:4] == na and not any(nb[4:]), "expert_token_nums"
+ca, cb = v(a["rank0.ep_recv_counts"], "i"), v(b["rank0.ep_recv_counts"], "i")
+assert cb[:8] == ca and set(cb[8:]) == {ca[-1]}, "ep_recv_counts"
+PY
+# 6. A memory budget (--memory-budget GB, default 3/4 of physical memory): a 216-byte re-routing case
+# whose expert_token_num_per_rank has shape (0, 2^28) asks for 1 GB of output (2 GB with the writer's
+# copy); with a budget of 1 GB it is refused at once, exit 2, naming both figures, writing nothing.
+python3 - "$WORK/huge_e.st" <<'PY'
+import sys
+from safetensors_io import save
+save(sys.argv[1], {"op": "moe_re_routing"},
+     {"tokens": ("BF16", [0, 8], b""), "expert_token_num_per_rank": ("I32", [0, 1 << 28], b"")})
+PY
+rm -f "$WORK/huge_e_out.st"
+start=$(date +%s)
+expect 2 "a 2 GB case over a 1 GB budget" case "$WORK/huge_e.st" -o "$WORK/huge_e_out.st" --memory-budget 1
+stderr_is_one_line "expert_token_num: the case needs 2.15 GB, more than the budget of 1.00 GB"
+if [ $(($(date +%s) - start)) -lt 5 ] && [ ! -e "$WORK/huge_e_out.st" ]; then ok; else bad "the refused case took $(($(date +%s) - start)) s or wrote output"; fi
+expect 2 "--memory-budget 0" case "$WORK/huge_e.st" -o "$WORK/huge_e_out.st" --memory-budget 0
+
+# 8. norm_eps = 0 is accepted; a token whose sum is all zero (expert weights 0, residual 0) gets
+# rstd = +inf and y = NaN (0 x inf), as docs/dispatch_combine.md says; the other tokens stay finite.
+expect 0 "case-gen combine_v2 norm_eps 0" case-gen combine_v2 -o "$WORK/eps0.st" --ranks 2 --tokens 4 \
+    --hidden 32 --norm-eps 0
+python3 - "$WORK/eps0.st" <<'PY'
+import struct, sys
+from safetensors_io import load, save
+m, t = load(sys.argv[1])
+assert float(m["norm_eps"]) == 0.0
+dt, shape, raw = t["rank0.expert_scales"]; k = shape[1]
+t["rank0.expert_scales"] = (dt, shape, b"\0" * 4 * k + raw[4 * k:])
+dt, shape, raw = t["rank0.residual_x"]; h = shape[2]
+t["rank0.residual_x"] = (dt, shape, b"\0" * 2 * h + raw[2 * h:])
+save(sys.argv[1], m, t)
+PY
+expect 0 "norm_eps 0 with an all-zero token" case "$WORK/eps0.st" -o "$WORK/eps0_out.st"
+python3 - "$WORK/eps0_out.st" <<'PY' && ok || bad "norm_eps 0: rstd or y of the all-zero token"
+import math, struct, sys
+from safetensors_io import load
+_, o = load(sys.argv[1])
+rstd = struct.unpack("<%df" % (len(o["rank0.rstd"][2]) // 4), o["rank0.rstd"][2])
+assert rstd[0] == math.inf and all(math.isfinite(v) for v in rstd[1:]), rstd
+dt, shape, raw = o["rank0.y"]; h = shape[-1]
+y = [struct.unpack("<f", struct.pack("<I", b << 16))[0] for b in struct.unpack("<%dH" % (len(raw) // 2), raw)]
+assert all(math.isnan(v) for v in y[:h]) and all(math.isfinite(v) for v in y[h:]), "y"
+PY
+
+cli_finish case_reliability
