@@ -68,7 +68,12 @@ int main(int argc, char **argv) {
         return MM_CLI_EXIT_OK;
     }
     for (size_t i = 0; i < mm_cli_command_count; i++)
-        if (strcmp(name, mm_cli_commands[i].name) == 0) return mm_cli_commands[i].main(argc - 1, argv + 1);
+        if (strcmp(name, mm_cli_commands[i].name) == 0) {
+            int rc = mm_cli_commands[i].main(argc - 1, argv + 1);
+            /* The error is printed; an MPI job whose peer stopped or died can only end by aborting. */
+            if (rc != MM_CLI_EXIT_OK) mm_comm_end_broken_job(rc);
+            return rc;
+        }
     if (name[0] == '-')
         cli_error(NULL, "unknown option '%s' (see 'megamoe --help')", name);
     else

@@ -105,6 +105,16 @@ mm_status mm_comm_backend_world(const char *backend, int nranks, mm_comm_world *
  * backend fails as mm_comm_backend_check. */
 mm_status mm_comm_launch(const char *backend, int nranks, mm_comm_rank_fn fn, void *arg, mm_error *err);
 
+/* A launch that cannot end cleanly. When a rank's communicator timed out or saw a peer fail
+ * (MM_ERR_TIMEOUT, MM_ERR_PEER) in a process whose MPI mm_comm_launch initialized, the launch returns
+ * that status at once (prefixed "process P: ") and leaves MPI initialized: agreeing on the outcome or
+ * MPI_Finalize would wait forever for the stopped or dead peer. Such a process must end the whole job:
+ * after reporting the error, call mm_comm_end_broken_job, which then calls
+ * MPI_Abort(MPI_COMM_WORLD, exit_code) and does not return. In every other case (threads, a clean
+ * launch, MPI initialized by the caller, a build without MPI) it does nothing and returns 0, so a
+ * program can call it unconditionally as its last step on failure (the megamoe CLI does). */
+int mm_comm_end_broken_job(int exit_code);
+
 /* ---- identity, settings ---------------------------------------------------------------------- */
 
 int mm_comm_rank(const mm_comm *comm);

@@ -7,14 +7,20 @@
  * one may be poisoned by a timeout or left early by a rank removed with the elastic API, and every
  * process must still learn the same result. A timeout or a peer failure (MM_ERR_TIMEOUT, MM_ERR_PEER)
  * skips that agreement: a stopped or dead peer would never join it, nor MPI_Finalize; a process MPI was
- * initialized for by the launcher prints the message and calls MPI_Abort (docs/comm.md). */
+ * initialized for by the launcher returns the error at once with MPI left initialized, and the program
+ * ends the job with mm_comm_end_broken_job after reporting it (docs/comm.md). The library itself never
+ * prints or aborts. */
 #include <mpi.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "comm/backend.h"
 #include "comm/comm_internal.h"
 #include "core/error.h"
+
+/* Set when a launch returned with MPI left initialized because a peer is stopped or dead. */
+static atomic_int launch_left_broken;
 
 /* A process started by mpirun (Open MPI), a PMI/PMIx launcher (MPICH's hydra, Slurm's srun) carries
  * one of these; a process started alone is a singleton world of one rank. */
@@ -119,17 +125,24 @@ static mm_status mpi_launch(int nranks, mm_comm_rank_fn fn, void *arg, mm_error 
         }
         if ((poisoned || st == MM_ERR_TIMEOUT || st == MM_ERR_PEER) && !initialized) {
             /* A peer is stopped, dead or out of step: the blocking agreement below and MPI_Finalize
-             * would wait for it forever. The job cannot finish cleanly, so end it, message first (the
-             * one place the library prints and aborts; only for processes it initialized itself). */
-            fprintf(stderr, "megamoe: process %d: %s (ending the MPI job)\n", rank, local.message);
-            fflush(stderr);
-            MPI_Abort(MPI_COMM_WORLD, 1);
+             * would wait for it forever. Return now; the caller ends the job (mm_comm_end_broken_job). */
+            atomic_store(&launch_left_broken, 1);
+            return mm_fail(err, st == MM_OK ? MM_ERR_TIMEOUT : st, "process %d: %s", rank, local.message);
         }
         st = agree(st, &local, rank, size);
     }
     if (!initialized) MPI_Finalize();
     if (st != MM_OK) return mm_fail(err, st, "%s", local.message);
     return MM_OK;
+}
+
+int mm_comm_end_broken_job(int exit_code) {
+    int initialized = 0, finalized = 0;
+    if (!atomic_load(&launch_left_broken)) return 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+    return 0;
 }
 
 const mm_comm_provider mm_comm_mpi_provider = {"mpi", 1, "", mpi_world, mpi_launch};
