@@ -25,7 +25,7 @@
 
 #include "bench.h"
 #include "cli_util.h"
-#include "ops/mega_moe/mega_moe_internal.h"
+#include "ops/mega_moe/compute_only.h"
 #include "run_moe.h"
 #include "timing.h"
 

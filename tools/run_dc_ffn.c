@@ -11,8 +11,7 @@
 #include <string.h>
 
 #include "demo_data.h"
-#include "core/error.h"
-#include "core/parallel.h"
+#include "cli_util.h"
 #include "ffn/ffn.h"
 #include "gemm/gemm.h"
 #include "megamoe/formats.h"
@@ -47,7 +46,7 @@ mm_status cli_dc_ffn_create(int64_t experts, int64_t expert_base, int64_t hidden
     cli_dc_ffn *f = calloc(1, sizeof *f);
     mm_status st = MM_OK;
     uint16_t *w1 = NULL, *w2 = NULL;
-    if (!f) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "expert FFN: out of memory");
+    if (!f) return cli_fail(err, MM_ERR_OUT_OF_MEMORY, "expert FFN: out of memory");
     f->experts = experts, f->hidden = hidden, f->inter = inter / tpw;
     int64_t I = f->inter;
     f->w1 = calloc((size_t)experts, sizeof *f->w1);
@@ -55,7 +54,7 @@ mm_status cli_dc_ffn_create(int64_t experts, int64_t expert_base, int64_t hidden
     w1 = malloc((size_t)hidden * (size_t)(2 * I) * 2);
     w2 = malloc((size_t)I * (size_t)hidden * 2);
     if (!f->w1 || !f->w2 || !w1 || !w2) {
-        st = mm_fail(err, MM_ERR_OUT_OF_MEMORY, "expert FFN weights: out of memory");
+        st = cli_fail(err, MM_ERR_OUT_OF_MEMORY, "expert FFN weights: out of memory");
         goto fail;
     }
     if ((st = mm_ffn_act_resolve(MM_MEGA_MOE_SWIGLU, NULL, 0, &f->act, err))) goto fail;
@@ -88,7 +87,7 @@ mm_status cli_dc_ffn_run(cli_dc_ffn *f, const void *rows, const float *row_scale
         f->scratch = malloc(mm_ffn_scratch_bytes(n_rows, H, I, I));
         f->a_deq = malloc((size_t)n_rows * (size_t)H * 2);
         f->cap_rows = f->scratch && f->a_deq ? n_rows : 0;
-        if (!f->cap_rows) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "expert FFN scratch: out of memory");
+        if (!f->cap_rows) return cli_fail(err, MM_ERR_OUT_OF_MEMORY, "expert FFN scratch: out of memory");
     }
     const uint16_t *a = rows;
     if (row_scales) { /* INT8 rows: the BF16 weights take BF16 inputs */
@@ -100,8 +99,8 @@ mm_status cli_dc_ffn_run(cli_dc_ffn *f, const void *rows, const float *row_scale
     }
     mm_ffn_group g[64];
     if (E > 64)
-        return mm_fail(err, MM_ERR_UNSUPPORTED, "expert FFN demo: at most 64 local experts (got %lld)",
-                       (long long)E);
+        return cli_fail(err, MM_ERR_UNSUPPORTED, "expert FFN demo: at most 64 local experts (got %lld)",
+                        (long long)E);
     int64_t at = 0, n = 0;
     for (int64_t e = 0; e < E; e++) {
         if (counts[e] > 0)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "ops/mega_moe/compute_only.h"
 #include "ops/mega_moe/mega_moe_internal.h"
 
 struct mm_moe_compute_only {

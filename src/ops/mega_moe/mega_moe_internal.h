@@ -165,17 +165,6 @@ void mm_moe_ffn_job_init(mm_ffn_job *job, const mm_moe_path *path, const mm_ffn_
 /* mm_ffn_run inside the compute gate (gate.c), unless the caller already holds it. */
 mm_status mm_moe_ffn_run(const mm_ffn_job *job, int gate_held, mm_error *err);
 
-/* compute_only.c: this rank's expert FFN alone on rows placed beforehand (x cycled, quantized as the
- * dispatch would), no communication: the baseline of `megamoe bench layer`. rows_per_expert has E / R
- * entries (e.g. a call's expert_token_nums); shared_rows rows go through each shared expert. */
-typedef struct mm_moe_compute_only mm_moe_compute_only;
-mm_status mm_moe_compute_only_create(const mm_mega_moe_buffer *b, const mm_mega_moe_weights *w,
-                                     const mm_mega_moe_attrs *attrs, const int64_t *rows_per_expert,
-                                     int64_t shared_rows, const uint16_t *x, int64_t x_rows,
-                                     mm_moe_compute_only **out, mm_error *err);
-mm_status mm_moe_compute_only_run(mm_moe_compute_only *co, mm_error *err);
-void mm_moe_compute_only_free(mm_moe_compute_only *co);
-
 /* gate.c: at most cores / pool threads ranks of this process run FFN batches at once (the others
  * sleep); enter and leave around each batch. */
 void mm_moe_gate_enter(void);
