@@ -41,7 +41,7 @@ static const char bench_comm_usage[] =
     "      --backend B       threads or mpi (default threads)\n"
     "      --ranks LIST      rank counts for --backend threads, comma-separated (default 2,4,8)\n"
     "      --max-rows R      largest rows per peer, a power of two up to 512 (default 512)\n"
-    "      --repetitions K   timed repetitions per size (default 7)\n"
+    "      --iterations K    timed repetitions per size (default 7)\n"
     "      --warmup K        untimed repetitions first (default 2)\n"
     "  -h, --help            show this help\n";
 
@@ -414,7 +414,7 @@ int mm_bench_comm_main(int argc, char **argv) {
     static const struct option long_options[] = {{"backend", required_argument, NULL, OPT_BACKEND},
                                                  {"ranks", required_argument, NULL, OPT_RANKS},
                                                  {"max-rows", required_argument, NULL, OPT_MAX_ROWS},
-                                                 {"repetitions", required_argument, NULL, OPT_REPETITIONS},
+                                                 {"iterations", required_argument, NULL, OPT_REPETITIONS},
                                                  {"warmup", required_argument, NULL, OPT_WARMUP},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
@@ -438,7 +438,7 @@ int mm_bench_comm_main(int argc, char **argv) {
             }
             break;
         case OPT_REPETITIONS:
-            bad = cli_parse_int64(cmd, "--repetitions", optarg, 1, 10000, &repetitions);
+            bad = cli_parse_int64(cmd, "--iterations", optarg, 1, 10000, &repetitions);
             break;
         case OPT_WARMUP: bad = cli_parse_int64(cmd, "--warmup", optarg, 0, 10000, &warmup); break;
         case 'h': fputs(bench_comm_usage, stdout); return MM_CLI_EXIT_OK;

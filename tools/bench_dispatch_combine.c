@@ -36,7 +36,7 @@ static const char usage[] =
     "      --topk K          experts per token (default 8)\n"
     "      --experts-per-rank E  routed experts per rank (default 8)\n"
     "      --quant-mode Q    0 or 2 (default 0)\n"
-    "      --repetitions N   timed repetitions (default 7)\n"
+    "      --iterations N    timed repetitions (default 7)\n"
     "      --warmup N        untimed repetitions first (default 2)\n"
     "  -h, --help            show this help\n";
 
@@ -268,7 +268,7 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
                                                  {"topk", required_argument, NULL, OPT_TOPK},
                                                  {"experts-per-rank", required_argument, NULL, OPT_PER_RANK},
                                                  {"quant-mode", required_argument, NULL, OPT_QUANT},
-                                                 {"repetitions", required_argument, NULL, OPT_REPS},
+                                                 {"iterations", required_argument, NULL, OPT_REPS},
                                                  {"warmup", required_argument, NULL, OPT_WARMUP},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
@@ -317,7 +317,7 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
             if (cli_parse_int64(cmd, "--quant-mode", optarg, 0, 2, &c.quant)) return MM_CLI_EXIT_USAGE;
             break;
         case OPT_REPS:
-            if (cli_parse_int64(cmd, "--repetitions", optarg, 1, 100000, &c.reps)) return MM_CLI_EXIT_USAGE;
+            if (cli_parse_int64(cmd, "--iterations", optarg, 1, 100000, &c.reps)) return MM_CLI_EXIT_USAGE;
             break;
         case OPT_WARMUP:
             if (cli_parse_int64(cmd, "--warmup", optarg, 0, 100000, &c.warmup)) return MM_CLI_EXIT_USAGE;

@@ -40,7 +40,7 @@ static const char bench_ffn_usage[] =
     "      --format LIST        bf16,int8,int8xint4,mxfp8,mxfp8xmxfp4,mxfp4 (default all)\n"
     "      --isa LIST           auto,avx512,amx (default all the CPU has; auto = the registry's choice)\n"
     "      --threads N          the N of the N-thread columns (default: MEGAMOE_NUM_THREADS or CPUs)\n"
-    "      --repeat R           timed runs per measurement, after one warm-up (default 5)\n"
+    "      --iterations R       timed runs per measurement, after one warm-up (default 5)\n"
     "      --stream-mb MB       streaming-read buffer and rotated weight bytes (default 1024)\n"
     "      --quick              a fast subset: H 2048, I 512, rows 1,8,64, 3 runs, 64 MB\n"
     "  -h, --help               show this help\n";
@@ -449,7 +449,7 @@ int mm_bench_ffn_main(int argc, char **argv) {
                                                  {"format", required_argument, NULL, OPT_FORMAT},
                                                  {"isa", required_argument, NULL, OPT_ISA},
                                                  {"threads", required_argument, NULL, OPT_THREADS},
-                                                 {"repeat", required_argument, NULL, OPT_REPEAT},
+                                                 {"iterations", required_argument, NULL, OPT_REPEAT},
                                                  {"stream-mb", required_argument, NULL, OPT_STREAM},
                                                  {"quick", no_argument, NULL, OPT_QUICK},
                                                  {"help", no_argument, NULL, 'h'},
@@ -500,7 +500,8 @@ int mm_bench_ffn_main(int argc, char **argv) {
             bad = cli_parse_int64(cmd, "--threads", optarg, 1, 64, &v), cfg.threads = (int)v;
             break;
         case OPT_REPEAT:
-            bad = cli_parse_int64(cmd, "--repeat", optarg, 1, 1000, &v), cfg.repeat = (int)v, set_repeat = 1;
+            bad = cli_parse_int64(cmd, "--iterations", optarg, 1, 1000, &v), cfg.repeat = (int)v,
+            set_repeat = 1;
             break;
         case OPT_STREAM:
             bad = cli_parse_int64(cmd, "--stream-mb", optarg, 1, 65536, &cfg.stream_mb), set_stream = 1;

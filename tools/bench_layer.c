@@ -1,4 +1,4 @@
-/* tools/bench_layer.c: `megamoe bench layer`: the whole MegaMoE layer (mm_mega_moe_run) against its
+/* tools/bench_layer.c: `megamoe bench mega-moe`: the whole MegaMoE layer (mm_mega_moe_run) against its
  * expert compute alone, per model shape and phase, measured in the same run.
  *
  * For each case (preset x phase x tokens per rank) every rank builds its experts and tokens as
@@ -32,10 +32,10 @@
 #define MAX_ITERATIONS   32
 #define MAX_DECODE_SIZES 8
 
-static const char *const cmd = "bench layer";
+static const char *const cmd = "bench mega-moe";
 
 static const char usage[] =
-    "usage: megamoe bench layer [options]\n"
+    "usage: megamoe bench mega-moe [options]\n"
     "\n"
     "The whole MegaMoE layer on R ranks vs the same expert GEMMs alone on pre-placed rows (no\n"
     "communication), prefill and decode, at the Qwen3-30B-A3B and a DeepSeek-like shape.\n"
@@ -185,7 +185,7 @@ static double call_flops(const run_moe_config *cfg, int64_t routed_rows) {
 }
 
 static void print_header(const char *backend, int64_t ranks) {
-    printf("megamoe bench layer: MegaMoE layer (mm_mega_moe_run) on %lld ranks (%s) vs its expert compute "
+    printf("megamoe bench mega-moe: MegaMoE layer (mm_mega_moe_run) on %lld ranks (%s) vs its expert compute "
            "alone\n(same FFN batches on pre-placed rows, no communication); times are medians over the "
            "timed calls,\none call = first rank start to last rank end; layer and compute-only calls "
            "alternate;\npair q1-q3: quartiles of layer / compute over the pairs; pool threads %d\n\n",

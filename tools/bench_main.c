@@ -7,24 +7,24 @@
 
 #include "bench.h"
 #include "cli_util.h"
+#include "common/operators.h"
+#include "common/renamed.h"
 
+/* Benchmarks of a part rather than an operator; an operator's benchmark is its row's bench entry in the
+ * operator table (common/operators.h), named after the operator. */
 static const mm_cli_bench bench_table[] = {
-    {"rerouting", "mm_re_routing vs memcpy (1 thread and N threads) of the same bytes",
-     mm_bench_rerouting_main},
     {"comm", "alltoallv latency and bandwidth: threads / MPI backends vs MPI_Alltoallv and memcpy",
      mm_bench_comm_main},
-    {"dispatch-combine", "Dispatch V3 / Combine V2 latency and bandwidth vs an alltoallv of the same bytes",
-     mm_bench_dispatch_combine_main},
     {"ffn", "expert FFN per format / rows / ISA vs peak loops, streaming bandwidth and oneDNN",
      mm_bench_ffn_main},
-    {"layer", "whole MegaMoE layer (prefill, decode) vs its expert compute alone; dispatch + combine share",
-     mm_bench_layer_main},
 };
 static const size_t bench_count = sizeof bench_table / sizeof bench_table[0];
 
 static void list_benchmarks(FILE *out) {
     fprintf(out, "usage: megamoe bench NAME [options]   (megamoe bench NAME --help for its options)\n\n"
-                 "benchmarks:\n");
+                 "operators:\n");
+    cli_operator_print(out, CLI_ENTRY_BENCH, 17);
+    fprintf(out, "parts:\n");
     for (size_t i = 0; i < bench_count; i++)
         fprintf(out, "  %-17s %s\n", bench_table[i].name, bench_table[i].summary);
 }
@@ -35,9 +35,20 @@ int mm_cli_bench_main(int argc, char **argv) {
         list_benchmarks(stdout);
         return MM_CLI_EXIT_OK;
     }
-    for (size_t i = 0; i < bench_count; i++)
-        if (strcmp(argv[1], bench_table[i].name) == 0) return bench_table[i].main(argc - 1, argv + 1);
-    return cli_usage_error("bench", "unknown benchmark '%s'", argv[1]);
+    mm_cli_main_fn main = NULL;
+    const cli_operator *op = cli_operator_find(argv[1], CLI_ENTRY_BENCH);
+    if (op) main = op->bench;
+    for (size_t i = 0; i < bench_count && !main; i++)
+        if (strcmp(argv[1], bench_table[i].name) == 0) main = bench_table[i].main;
+    if (!main) {
+        if (cli_reject_renamed_name("bench", argv[1])) return MM_CLI_EXIT_USAGE;
+        return cli_usage_error("bench", "unknown benchmark '%s'", argv[1]);
+    }
+    char help[64];
+    snprintf(help, sizeof help, "bench %s", argv[1]);
+    cli_set_help_command(help);
+    if (cli_reject_renamed("bench", argc - 1, argv + 1)) return MM_CLI_EXIT_USAGE;
+    return main(argc - 1, argv + 1);
 }
 
 int mm_bench_default_threads(void) {

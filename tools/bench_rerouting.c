@@ -1,4 +1,4 @@
-/* tools/bench_rerouting.c: `megamoe bench rerouting`: mm_re_routing against memcpy of the same bytes.
+/* tools/bench_rerouting.c: `megamoe bench re-routing`: mm_re_routing against memcpy of the same bytes.
  *
  * Re-routing is a permuted copy, so memcpy is its speed limit: the benchmark reports how close it
  * gets, against a single-threaded memcpy and against a memcpy split over N threads (the fair
@@ -14,14 +14,14 @@
 #include "timing.h"
 
 static const char bench_rerouting_usage[] =
-    "usage: megamoe bench rerouting [options]\n"
+    "usage: megamoe bench re-routing [options]\n"
     "\n"
     "Times mm_re_routing (gather index, counts) against memcpy of the same token bytes with 1 thread\n"
     "and with N threads. Warm-up runs are not counted; each repetition runs the three in turn.\n"
     "Reports median / min / max time, GB/s of token bytes (each byte read once and written once) and\n"
     "the ratio of re-routing's speed to each memcpy.\n"
     "\n"
-    "options:\n" CLI_REROUTING_SHAPE_HELP "      --repetitions K   timed repetitions (default 10)\n"
+    "options:\n" CLI_REROUTING_SHAPE_HELP "      --iterations K    timed repetitions (default 10)\n"
     "      --warmup K        untimed repetitions first (default 2)\n"
     "      --threads T       threads of the multi-threaded memcpy (default MEGAMOE_NUM_THREADS, else the\n"
     "                        online CPUs: the threads mm_re_routing uses)\n"
@@ -44,12 +44,12 @@ static mm_status run_method(int method, cli_rerouting_buffers *b, int threads, m
 int mm_bench_rerouting_main(int argc, char **argv) {
     enum { OPT_REPETITIONS = 400, OPT_WARMUP, OPT_THREADS };
     static const struct option long_options[] = {CLI_REROUTING_SHAPE_OPTIONS,
-                                                 {"repetitions", required_argument, NULL, OPT_REPETITIONS},
+                                                 {"iterations", required_argument, NULL, OPT_REPETITIONS},
                                                  {"warmup", required_argument, NULL, OPT_WARMUP},
                                                  {"threads", required_argument, NULL, OPT_THREADS},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
-    const char *cmd = "bench rerouting";
+    const char *cmd = "bench re-routing";
     cli_rerouting_shape shape = cli_rerouting_default_shape();
     int64_t repetitions = 10, warmup = 2, threads = mm_bench_default_threads();
     int opt;
@@ -62,7 +62,7 @@ int mm_bench_rerouting_main(int argc, char **argv) {
         int bad = 0;
         switch (opt) {
         case OPT_REPETITIONS:
-            bad = cli_parse_int64(cmd, "--repetitions", optarg, 1, 100000, &repetitions);
+            bad = cli_parse_int64(cmd, "--iterations", optarg, 1, 100000, &repetitions);
             break;
         case OPT_WARMUP: bad = cli_parse_int64(cmd, "--warmup", optarg, 0, 100000, &warmup); break;
         case OPT_THREADS: bad = cli_parse_int64(cmd, "--threads", optarg, 1, 256, &threads); break;
@@ -112,7 +112,7 @@ int mm_bench_rerouting_main(int argc, char **argv) {
     for (int m = 0; m < METHOD_COUNT; m++)
         stats[m] = cli_time_stats_of(samples + m * repetitions, (size_t)repetitions);
     double gb = (double)b.token_bytes * 1e-9;
-    printf("bench rerouting: A = %lld, H = %lld, %s, %lld ranks x %lld experts (skewed), %lld bytes, "
+    printf("bench re-routing: A = %lld, H = %lld, %s, %lld ranks x %lld experts (skewed), %lld bytes, "
            "%lld repetitions after %lld warm-up\n",
            (long long)shape.tokens, (long long)shape.hidden, mm_dtype_name(shape.dtype),
            (long long)shape.ranks, (long long)shape.experts, (long long)b.token_bytes, (long long)repetitions,

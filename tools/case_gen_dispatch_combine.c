@@ -1,4 +1,4 @@
-/* tools/case_gen_dispatch_combine.c: `megamoe case-gen dispatch_v3` and `megamoe case-gen combine_v2`.
+/* tools/case_gen_dispatch_combine.c: `megamoe case-gen dispatch-v3` and `megamoe case-gen combine-v2`.
  *
  * dispatch_v3 writes every surviving rank's Dispatch inputs. combine_v2 builds the same world, runs
  * Dispatch on it (ranks as threads), turns the received rows into expert outputs with a simple

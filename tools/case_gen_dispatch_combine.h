@@ -1,4 +1,4 @@
-/* tools/case_gen_dispatch_combine.h: the dispatch_v3 and combine_v2 generators of `megamoe case-gen`
+/* tools/case_gen_dispatch_combine.h: the dispatch-v3 and combine-v2 generators of `megamoe case-gen`
  * (case_gen_dispatch_combine.c). */
 #ifndef MEGAMOE_TOOLS_CASE_GEN_DISPATCH_COMBINE_H
 #define MEGAMOE_TOOLS_CASE_GEN_DISPATCH_COMBINE_H

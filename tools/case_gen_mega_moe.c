@@ -1,4 +1,4 @@
-/* tools/case_gen_mega_moe.c: `megamoe case-gen mega_moe`: a random, seeded mega_moe case file.
+/* tools/case_gen_mega_moe.c: `megamoe case-gen mega-moe`: a random, seeded mega_moe case file.
  *
  * Every rank gets x (BF16, or pre-quantized MX bytes + scales), distinct top-k ids, gating weights,
  * and stacked weights of the scenario's dtype with moderate scales, so outputs are O(1). Options pick
@@ -16,7 +16,7 @@
 #include "megamoe/safetensors.h"
 
 static const char usage[] =
-    "usage: megamoe case-gen mega_moe -o FILE [options]\n"
+    "usage: megamoe case-gen mega-moe -o FILE [options]\n"
     "\n"
     "Writes a mega_moe case (spec/mega_moe.md, docs/case_files.md): per rank x, topk_ids, topk_weights,\n"
     "stacked expert weights of the scenario, optional shared experts and mask; attributes in the metadata.\n"
@@ -29,10 +29,10 @@ static const char usage[] =
     "      --tokens BS               rows of x per rank (default 8); --zero-rank G gives rank G none\n"
     "      --zero-rank G             rank with BS = 0 (default none)\n"
     "      --hidden H                (default 64; a multiple of 32 for MX)\n"
-    "      --inter I                 intermediate size, even (default 32)\n"
+    "      --intermediate I          intermediate size, even (default 32)\n"
     "      --experts E               routed experts in total, a multiple of R (default 2R)\n"
     "      --topk K                  (default 2)\n"
-    "      --shared S                shared experts per rank, 0..4 (default 0)\n"
+    "      --shared-experts S        shared experts per rank, 0..4 (default 0)\n"
     "      --activation NAME         swiglu, swiglustep, swigluoai, situglu, gelu (default swiglu)\n"
     "      --clamp C                 clamp of swiglu / swiglustep / swigluoai (default none)\n"
     "      --prequantized            x as MX bytes + scales (FP scenarios, dispatch_quant_mode 0)\n"
@@ -286,7 +286,7 @@ static int write_case(const char *path, const gen_options *o, const scenario_inf
 }
 
 int mm_cli_case_gen_mega_moe(int argc, char **argv) {
-    static const char *cmd = "case-gen mega_moe";
+    static const char *cmd = "case-gen mega-moe";
     enum {
         OPT_SCENARIO = 256,
         OPT_RANKS,
@@ -314,10 +314,10 @@ int mm_cli_case_gen_mega_moe(int argc, char **argv) {
                                                  {"tokens", required_argument, NULL, OPT_TOKENS},
                                                  {"zero-rank", required_argument, NULL, OPT_ZERO},
                                                  {"hidden", required_argument, NULL, OPT_HIDDEN},
-                                                 {"inter", required_argument, NULL, OPT_INTER},
+                                                 {"intermediate", required_argument, NULL, OPT_INTER},
                                                  {"experts", required_argument, NULL, OPT_EXPERTS},
                                                  {"topk", required_argument, NULL, OPT_TOPK},
-                                                 {"shared", required_argument, NULL, OPT_SHARED},
+                                                 {"shared-experts", required_argument, NULL, OPT_SHARED},
                                                  {"activation", required_argument, NULL, OPT_ACT},
                                                  {"clamp", required_argument, NULL, OPT_CLAMP},
                                                  {"prequantized", no_argument, NULL, OPT_PREQ},
@@ -343,10 +343,10 @@ int mm_cli_case_gen_mega_moe(int argc, char **argv) {
         case OPT_TOKENS: bad = cli_parse_int64(cmd, "--tokens", optarg, 0, 1 << 20, &o.tokens); break;
         case OPT_ZERO: bad = cli_parse_int64(cmd, "--zero-rank", optarg, 0, 63, &o.zero_rank); break;
         case OPT_HIDDEN: bad = cli_parse_int64(cmd, "--hidden", optarg, 1, 1 << 16, &o.hidden); break;
-        case OPT_INTER: bad = cli_parse_int64(cmd, "--inter", optarg, 2, 1 << 16, &o.inter); break;
+        case OPT_INTER: bad = cli_parse_int64(cmd, "--intermediate", optarg, 2, 1 << 16, &o.inter); break;
         case OPT_EXPERTS: bad = cli_parse_int64(cmd, "--experts", optarg, 1, 1 << 16, &o.experts); break;
         case OPT_TOPK: bad = cli_parse_int64(cmd, "--topk", optarg, 1, 1 << 16, &o.topk); break;
-        case OPT_SHARED: bad = cli_parse_int64(cmd, "--shared", optarg, 0, 4, &o.shared); break;
+        case OPT_SHARED: bad = cli_parse_int64(cmd, "--shared-experts", optarg, 0, 4, &o.shared); break;
         case OPT_ACT: {
             static const char *const acts[] = {"swiglu", "swiglustep", "swigluoai", "situglu", "gelu"};
             o.activation = -1;
@@ -376,7 +376,7 @@ int mm_cli_case_gen_mega_moe(int argc, char **argv) {
     const scenario_info *sc = NULL;
     for (size_t q = 0; q < sizeof scenarios / sizeof scenarios[0]; q++)
         if (strcmp(o.scenario, scenarios[q].name) == 0) sc = &scenarios[q];
-    if (!sc) return cli_usage_error(cmd, "--scenario '%s' is not known (see --help)", o.scenario);
+    if (!sc) return cli_usage_error(cmd, "--scenario '%s' is not known", o.scenario);
     if (o.experts == 0) o.experts = 2 * o.ranks;
     if (o.experts % o.ranks != 0)
         return cli_usage_error(cmd, "--experts %lld is not a multiple of --ranks %lld", (long long)o.experts,

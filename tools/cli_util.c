@@ -41,13 +41,23 @@ mm_status cli_fail(mm_error *err, mm_status status, const char *fmt, ...) {
     return status;
 }
 
+/* The command line whose --help a usage error points to: "run --op re-routing" rather than "run". */
+static char help_command[96];
+
+void cli_set_help_command(const char *command_line) {
+    snprintf(help_command, sizeof help_command, "%s", command_line ? command_line : "");
+}
+
 int cli_usage_error(const char *command, const char *fmt, ...) {
     char message[1024], suffix[128];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    snprintf(suffix, sizeof suffix, " (see 'megamoe %s --help')", command ? command : "");
+    snprintf(suffix, sizeof suffix, " (see 'megamoe %s --help')",
+             help_command[0] ? help_command
+             : command       ? command
+                             : "");
     print_one_line(command, message, suffix);
     return MM_CLI_EXIT_USAGE;
 }

@@ -51,7 +51,10 @@ int cli_backend_is_threads(const char *backend);
  * optstring must start with ':'. Returns MM_CLI_EXIT_USAGE. */
 int cli_option_error(const char *command, int opt, char **argv);
 
-/* Reports surplus or missing positional arguments. Returns MM_CLI_EXIT_USAGE. */
+/* Reports a usage error as one line ending "(see 'megamoe <command> --help')". Returns MM_CLI_EXIT_USAGE. */
 int cli_usage_error(const char *command, const char *fmt, ...) MM_CLI_PRINTF(2, 3);
+/* Makes usage errors point to the help of `command_line` ("run --op re-routing", "case-gen mega-moe"):
+ * set once by a command that hands over to an operator or benchmark. */
+void cli_set_help_command(const char *command_line);
 
 #endif

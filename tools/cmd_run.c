@@ -1,55 +1,34 @@
 /* tools/cmd_run.c: `megamoe run`, the main job: picks the operator (--op) and hands over to its main.
  *
- * The default is the MegaMoE layer (run_moe_main.c). Other operators' demos are rows of run_ops_table;
- * --op is removed from argv before the operator's main parses the rest, so each main keeps its own
- * getopt table and help text. */
+ * The operators are the rows of the operator table (common/operators.h) with a run entry; the first,
+ * the MegaMoE layer (run_moe_main.c), is the default. --op is removed from argv before the operator's main
+ * parses the rest, so each main keeps its own getopt table and help text. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli_util.h"
 #include "commands.h"
+#include "common/operators.h"
+#include "common/renamed.h"
 #include "run_ops.h"
 
-typedef struct run_op {
-    const char *name;
-    const char *summary;
-    int (*main)(int argc, char **argv);
-} run_op;
-
-/* The first row is the default. */
-static const run_op run_ops_table[] = {
-    {"mega-moe", "MegaMoE layer of a real model's shape on R ranks (default)", cli_run_mega_moe_main},
-    {"re-routing", "MoeReRouting of a realistic received-token block, against memcpy",
-     cli_run_rerouting_main},
-    {"dispatch-combine", "Dispatch V3 -> expert FFN -> Combine + RMSNorm V2, per-stage timings",
-     cli_run_dispatch_combine_main},
-};
-static const size_t run_op_count = sizeof run_ops_table / sizeof run_ops_table[0];
-
-static const run_op *find_op(const char *name) {
-    for (size_t i = 0; i < run_op_count; i++)
-        if (strcmp(name, run_ops_table[i].name) == 0) return &run_ops_table[i];
-    return NULL;
-}
-
 static int unknown_op(const char *name) {
-    char list[256] = "";
-    for (size_t i = 0; i < run_op_count; i++) {
-        if (i) strncat(list, ", ", sizeof list - strlen(list) - 1);
-        strncat(list, run_ops_table[i].name, sizeof list - strlen(list) - 1);
-    }
+    if (cli_reject_renamed_name("run", name)) return MM_CLI_EXIT_USAGE;
+    char list[256];
+    cli_operator_names(CLI_ENTRY_RUN, list, sizeof list);
     return cli_usage_error("run", "--op '%s' is not an operator (one of: %s)", name, list);
 }
 
 void cli_run_print_ops(FILE *out) {
     fprintf(out, "operators (--op NAME; `megamoe run --op NAME --help` for each):\n");
-    for (size_t i = 0; i < run_op_count; i++)
-        fprintf(out, "  %-18s %s\n", run_ops_table[i].name, run_ops_table[i].summary);
+    cli_operator_print(out, CLI_ENTRY_RUN, 18);
 }
 
 int mm_cli_run_main(int argc, char **argv) {
-    const run_op *op = &run_ops_table[0];
+    const cli_operator *op = NULL;
+    for (int i = 0; i < cli_operator_count && !op; i++)
+        if (cli_operators[i].run) op = &cli_operators[i]; /* the default */
     char **rest = malloc(((size_t)argc + 1) * sizeof *rest);
     if (!rest) {
         cli_error("run", "out of memory");
@@ -73,7 +52,7 @@ int mm_cli_run_main(int argc, char **argv) {
             break;
         }
         if (name) {
-            op = find_op(name);
+            op = cli_operator_find(name, CLI_ENTRY_RUN);
             if (!op) {
                 free(rest);
                 return unknown_op(name);
@@ -83,7 +62,13 @@ int mm_cli_run_main(int argc, char **argv) {
         }
     }
     rest[n] = NULL;
-    int rc = op->main(n, rest);
+    if (op != &cli_operators[0]) {
+        char help[64];
+        snprintf(help, sizeof help, "run --op %s", op->name);
+        cli_set_help_command(help);
+    }
+    int rc = cli_reject_renamed("run", n, rest);
+    if (rc == 0) rc = op->run(n, rest);
     free(rest);
     return rc;
 }

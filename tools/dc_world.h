@@ -1,5 +1,5 @@
 /* tools/dc_world.h: a seeded Dispatch V3 / Combine V2 world (every rank's inputs) shared by
- * `megamoe case-gen dispatch_v3 / combine_v2`, `megamoe run --op dispatch-combine` and
+ * `megamoe case-gen dispatch-v3 / combine-v2`, `megamoe run --op dispatch-combine` and
  * `megamoe bench dispatch-combine`, with the command-line options that shape it. */
 #ifndef MEGAMOE_TOOLS_DC_WORLD_H
 #define MEGAMOE_TOOLS_DC_WORLD_H

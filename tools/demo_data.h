@@ -1,4 +1,4 @@
-/* tools/demo_data.h: the synthetic re-routing workload shared by `run`, `bench rerouting` and `case-gen`.
+/* tools/demo_data.h: the synthetic re-routing workload shared by `run`, `bench re-routing` and `case-gen`.
  *
  * Counts are skewed the way MoE routing is (a few popular experts, jitter per source rank) because
  * uniform counts hide the cost of small and empty blocks. Everything is derived from one seed. */

@@ -28,7 +28,7 @@ static const char run_usage[] =
     "\n"
     "options:\n" CLI_DC_OPTIONS_HELP_WITH(
         "4 per routed rank; one per routed rank with --tp 2", "32", "1024",
-        "min(4, experts)") "      --inter I                  expert intermediate size (default 512)\n"
+        "min(4, experts)") "      --intermediate I           expert intermediate size (default 512)\n"
                            "      --iterations N             timed iterations (default 5; one warm-up "
                            "first)\n"
                            "      --check-tokens N           tokens per rank checked against float64 "
@@ -145,7 +145,7 @@ done:
 int cli_run_dispatch_combine_main(int argc, char **argv) {
     enum { OPT_INTER = 700, OPT_ITERATIONS, OPT_CHECK_TOKENS };
     static const struct option long_options[] = {CLI_DC_OPTIONS,
-                                                 {"inter", required_argument, NULL, OPT_INTER},
+                                                 {"intermediate", required_argument, NULL, OPT_INTER},
                                                  {"iterations", required_argument, NULL, OPT_ITERATIONS},
                                                  {"check-tokens", required_argument, NULL, OPT_CHECK_TOKENS},
                                                  {"help", no_argument, NULL, 'h'},
@@ -163,7 +163,7 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
         if (handled) continue;
         switch (opt) {
         case OPT_INTER:
-            if (cli_parse_int64(cmd, "--inter", optarg, 2, 1 << 16, &inter)) return MM_CLI_EXIT_USAGE;
+            if (cli_parse_int64(cmd, "--intermediate", optarg, 2, 1 << 16, &inter)) return MM_CLI_EXIT_USAGE;
             break;
         case OPT_ITERATIONS:
             if (cli_parse_int64(cmd, "--iterations", optarg, 1, 100000, &iterations))
@@ -178,7 +178,7 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
         }
     }
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-    if (o.tp == 2 && inter % 2) return cli_usage_error(cmd, "--inter must be even with --tp 2");
+    if (o.tp == 2 && inter % 2) return cli_usage_error(cmd, "--intermediate must be even with --tp 2");
     int64_t routed_ranks = o.shared_ranks < o.ranks ? o.ranks - o.shared_ranks : 1;
     if (!o.experts) o.experts = o.tp == 2 ? routed_ranks : 4 * routed_ranks;
     if (o.tp == 2 && o.experts != routed_ranks) /* said here, before the operator's own message */

@@ -53,12 +53,13 @@ static void print_usage(void) {
            "      --backend NAME     threads (default) or mpi (run under mpirun, one rank per process)\n"
            "      --trace FILE       write a Chrome/Perfetto JSON trace: one track per rank, one slice\n"
            "                         per call and per stage (open in ui.perfetto.dev)\n"
-           "      --combine-quant Q  none (default), e5m2 or e4m3: routed rows sent back as MX FP8\n"
-           "                         (combine_quant_mode 0 / 3 / 4)\n"
-           "      --combine-comm M   combine_comm_mode: 0 (default) every routed row to its home rank;\n"
-           "                         1 rows summed per source rank first (flat topology); 2 summed per\n"
-           "                         domain of --ranks-per-server ranks (layered topology)\n"
-           "      --ranks-per-server N\n"
+           "      --combine-quant-mode Q\n"
+           "                         0 (default) BF16; 3 / 4: routed rows sent back as MX FP8 E5M2 / E4M3\n"
+           "      --combine-comm-mode M\n"
+           "                         0 (default) every routed row to its home rank; 1 rows summed per\n"
+           "                         source rank first (flat topology); 2 summed per domain of\n"
+           "                         --rank-num-per-server ranks (layered topology)\n"
+           "      --rank-num-per-server N\n"
            "                         domain size of the layered topology (divides R; default 0: flat)\n"
            "      --topk-weights-type T\n"
            "                         0 (default) top-k weights applied at combine, 1 after the activation\n"
@@ -106,9 +107,9 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
         {"trace", required_argument, NULL, OPT_TRACE},
         {"check-tokens", required_argument, NULL, OPT_CHECK_TOKENS},
         {"no-check", no_argument, NULL, OPT_NO_CHECK},
-        {"combine-quant", required_argument, NULL, OPT_COMBINE_QUANT},
-        {"combine-comm", required_argument, NULL, OPT_COMBINE_COMM},
-        {"ranks-per-server", required_argument, NULL, OPT_RANKS_PER_SERVER},
+        {"combine-quant-mode", required_argument, NULL, OPT_COMBINE_QUANT},
+        {"combine-comm-mode", required_argument, NULL, OPT_COMBINE_COMM},
+        {"rank-num-per-server", required_argument, NULL, OPT_RANKS_PER_SERVER},
         {"topk-weights-type", required_argument, NULL, OPT_TOPK_WEIGHTS_TYPE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
@@ -180,23 +181,20 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
             break;
         case OPT_NO_CHECK: o->no_check = 1; break;
         case OPT_COMBINE_QUANT:
-            if (strcmp(optarg, "none") == 0)
-                o->cfg.combine_quant_mode = 0;
-            else if (strcmp(optarg, "e5m2") == 0)
-                o->cfg.combine_quant_mode = 3;
-            else if (strcmp(optarg, "e4m3") == 0)
-                o->cfg.combine_quant_mode = 4;
-            else {
-                cli_error(cmd, "--combine-quant '%s' is not none, e5m2 or e4m3", optarg);
+            if (cli_parse_int64(cmd, "--combine-quant-mode", optarg, 0, 4, &v) != 0) return -1;
+            if (v != 0 && v != 3 && v != 4) {
+                cli_usage_error(cmd, "--combine-quant-mode %lld is not 0 (BF16), 3 (MX E5M2) or 4 (MX E4M3)",
+                                (long long)v);
                 return -1;
             }
+            o->cfg.combine_quant_mode = (int)v;
             break;
         case OPT_COMBINE_COMM:
-            if (cli_parse_int64(cmd, "--combine-comm", optarg, 0, 2, &v) != 0) return -1;
+            if (cli_parse_int64(cmd, "--combine-comm-mode", optarg, 0, 2, &v) != 0) return -1;
             o->cfg.combine_comm_mode = (int)v;
             break;
         case OPT_RANKS_PER_SERVER:
-            if (cli_parse_int64(cmd, "--ranks-per-server", optarg, 0, MM_COMM_MAX_RANKS,
+            if (cli_parse_int64(cmd, "--rank-num-per-server", optarg, 0, MM_COMM_MAX_RANKS,
                                 &o->cfg.rank_num_per_server) != 0)
                 return -1;
             break;

@@ -132,8 +132,17 @@ int run_moe_report_scenario(const run_moe_config *cfg, const run_moe_scenario *s
 
 void run_moe_print_banner(const run_moe_config *cfg, const char *backend) {
     const run_moe_preset *p = cfg->preset;
-    printf("megamoe run: MegaMoE layer of %s (preset %s): H %lld, I %lld, %lld routed experts", p->model,
-           p->name, (long long)cfg->hidden, (long long)cfg->inter, (long long)cfg->experts);
+    /* With H or I overridden the layer is no longer the model's: say whose shape it borrows, and what. */
+    int h_over = cfg->hidden != p->hidden, i_over = cfg->inter != p->inter;
+    if (h_over || i_over)
+        printf("megamoe run: MegaMoE layer of the shape of %s (preset %s), %s overridden", p->model, p->name,
+               h_over && i_over ? "H and I"
+               : h_over         ? "H"
+                                : "I");
+    else
+        printf("megamoe run: MegaMoE layer of %s (preset %s)", p->model, p->name);
+    printf(": H %lld, I %lld, %lld routed expert%s", (long long)cfg->hidden, (long long)cfg->inter,
+           (long long)cfg->experts, cfg->experts == 1 ? "" : "s");
     if (cfg->experts != p->model_experts) printf(" (the model has %lld)", (long long)p->model_experts);
     printf(", top-%lld, %lld shared, %s", (long long)cfg->topk, (long long)cfg->shared_experts,
            mm_mega_moe_activation_name(p->activation));
@@ -147,13 +156,15 @@ void run_moe_print_banner(const run_moe_config *cfg, const char *backend) {
                                               : "none",
                cfg->combine_comm_mode, cfg->rank_num_per_server > 0 ? " (layered)" : "",
                cfg->topk_weights_type);
-    printf("%lld ranks (%s) x %lld tokens, seed %llu, routing skew %g; %lld timed calls after 1 warm-up; ",
-           (long long)cfg->ranks, backend, (long long)cfg->tokens, (unsigned long long)cfg->seed, cfg->skew,
-           (long long)cfg->iterations);
-    if (cfg->check_tokens > 0)
-        printf("%lld tokens per rank checked against the float64 reference\n",
-               (long long)(cfg->check_tokens < cfg->tokens ? cfg->check_tokens : cfg->tokens));
-    else
+    printf("%lld rank%s (%s) x %lld token%s, seed %llu, routing skew %g; %lld timed call%s after 1 warm-up; ",
+           (long long)cfg->ranks, cfg->ranks == 1 ? "" : "s", backend, (long long)cfg->tokens,
+           cfg->tokens == 1 ? "" : "s", (unsigned long long)cfg->seed, cfg->skew, (long long)cfg->iterations,
+           cfg->iterations == 1 ? "" : "s");
+    if (cfg->check_tokens > 0) {
+        int64_t checked = cfg->check_tokens < cfg->tokens ? cfg->check_tokens : cfg->tokens;
+        printf("%lld token%s per rank checked against the float64 reference\n", (long long)checked,
+               checked == 1 ? "" : "s");
+    } else
         printf("no reference check\n");
     printf("times in ms per call (median); stages: mean over ranks; total: first rank start to last rank "
            "end\n\n");

@@ -25,14 +25,14 @@ for cmd in run case case-gen bench version; do
     stdout_has "usage: megamoe $cmd"
     stderr_empty
 done
-expect 0 "case-gen re_routing --help" -- case-gen re_routing --help
+expect 0 "case-gen re-routing --help" -- case-gen re-routing --help
 stdout_has "--expert-token-num-type"
-expect 0 "bench rerouting --help" -- bench rerouting --help
-stdout_has "--repetitions"
+expect 0 "bench re-routing --help" -- bench re-routing --help
+stdout_has "--iterations"
 expect 0 "bench lists" -- bench
-for name in rerouting comm dispatch-combine ffn layer; do stdout_has "  $name "; done
+for name in re-routing comm dispatch-combine ffn mega-moe; do stdout_has "  $name "; done
 # Every benchmark, run operator and case-gen operator has its own --help (stdout, status 0, no stderr).
-for name in rerouting comm dispatch-combine ffn layer; do
+for name in re-routing comm dispatch-combine ffn mega-moe; do
     expect 0 "bench $name --help" -- bench "$name" --help
     stdout_has "usage: megamoe bench $name"
     stderr_empty
@@ -43,7 +43,7 @@ for op in mega-moe re-routing dispatch-combine; do
     stdout_has "$op"
     stderr_empty
 done
-for op in re_routing mega_moe dispatch_v3 combine_v2; do
+for op in re-routing mega-moe dispatch-v3 combine-v2; do
     expect 0 "case-gen $op --help" -- case-gen "$op" --help
     stdout_has "usage: megamoe case-gen $op"
     stderr_empty
@@ -84,13 +84,13 @@ expect 2 "bench comm bad ranks" -- bench comm --ranks 2,99
 stderr_is_one_line "--ranks '2,99'"
 expect 2 "bench unknown" -- bench nope
 stderr_is_one_line "unknown benchmark 'nope'"
-expect 2 "bench rerouting bad option" -- bench rerouting --warp 9
+expect 2 "bench re-routing bad option" -- bench re-routing --warp 9
 stderr_is_one_line "unknown option '--warp'"
 expect 2 "case-gen unknown op" -- case-gen mega_blob -o "$WORK/x.st"
 stderr_is_one_line "unknown operator 'mega_blob'"
-expect 2 "case-gen without -o" -- case-gen re_routing
+expect 2 "case-gen without -o" -- case-gen re-routing
 stderr_is_one_line "missing output file"
-expect 2 "case-gen bad idx type" -- case-gen re_routing -o "$WORK/x.st" --idx-type 2
+expect 2 "case-gen bad idx type" -- case-gen re-routing -o "$WORK/x.st" --idx-type 2
 stderr_is_one_line "--idx-type 2 is outside [0, 1]"
 expect 2 "version with argument" -- version extra
 stderr_is_one_line "unexpected argument 'extra'"
