@@ -3,32 +3,54 @@
 
 #include <string.h>
 
-#include "bench.h"
-#include "case_gen_dispatch_combine.h"
-#include "case_gen_mega_moe.h"
-#include "case_gen_re_routing.h"
-#include "run_ops.h"
+#include "bench/bench.h"
+#include "case/case_gen_dispatch_combine.h"
+#include "case/case_gen_mega_moe.h"
+#include "case/case_gen_re_routing.h"
+#include "run/run_ops.h"
 
 /* The first row with a run entry is `megamoe run`'s default. */
 const cli_operator cli_operators[] = {
-    {"mega-moe", {"mega_moe", NULL},
-     mm_cli_case_gen_mega_moe, "every scenario, ranks, shared experts, masks, all attributes",
-     cli_run_mega_moe_main, "MegaMoE layer of a real model's shape on R ranks (default)",
-     mm_bench_layer_main, "whole MegaMoE layer (prefill, decode) vs its expert compute alone"},
-    {"dispatch-combine", {"moe_distribute_dispatch_v3", "moe_distribute_combine_add_rms_norm_v2"},
-     NULL, NULL,
-     cli_run_dispatch_combine_main, "Dispatch V3 -> expert FFN -> Combine + RMSNorm V2, per-stage timings",
-     mm_bench_dispatch_combine_main, "Dispatch V3 / Combine V2 latency and bandwidth vs an alltoallv"},
-    {"dispatch-v3", {"moe_distribute_dispatch_v3", NULL},
-     mm_cli_case_gen_dispatch_v3, "shared ranks, TP, quant 2, masks, special and removed ranks",
-     NULL, NULL, NULL, NULL},
-    {"combine-v2", {"moe_distribute_combine_add_rms_norm_v2", NULL},
-     mm_cli_case_gen_combine_v2, "the handoff of a real dispatch run, all inputs",
-     NULL, NULL, NULL, NULL},
-    {"re-routing", {"moe_re_routing", NULL},
-     mm_cli_case_gen_re_routing, "skewed counts (N, E), random tokens (A, H), optional scales",
-     cli_run_rerouting_main, "MoeReRouting of a realistic received-token block, against memcpy",
-     mm_bench_rerouting_main, "mm_re_routing vs memcpy (1 thread and N threads) of the same bytes"},
+    {"mega-moe",
+     {"mega_moe", NULL},
+     mm_cli_case_gen_mega_moe,
+     "every scenario, ranks, shared experts, masks, all attributes",
+     cli_run_mega_moe_main,
+     "MegaMoE layer of a real model's shape on R ranks (default)",
+     mm_bench_layer_main,
+     "whole MegaMoE layer (prefill, decode) vs its expert compute alone"},
+    {"dispatch-combine",
+     {"moe_distribute_dispatch_v3", "moe_distribute_combine_add_rms_norm_v2"},
+     NULL,
+     NULL,
+     cli_run_dispatch_combine_main,
+     "Dispatch V3 -> expert FFN -> Combine + RMSNorm V2, per-stage timings",
+     mm_bench_dispatch_combine_main,
+     "Dispatch V3 / Combine V2 latency and bandwidth vs an alltoallv"},
+    {"dispatch-v3",
+     {"moe_distribute_dispatch_v3", NULL},
+     mm_cli_case_gen_dispatch_v3,
+     "shared ranks, TP, quant 2, masks, special and removed ranks",
+     NULL,
+     NULL,
+     NULL,
+     NULL},
+    {"combine-v2",
+     {"moe_distribute_combine_add_rms_norm_v2", NULL},
+     mm_cli_case_gen_combine_v2,
+     "the handoff of a real dispatch run, all inputs",
+     NULL,
+     NULL,
+     NULL,
+     NULL},
+    {"re-routing",
+     {"moe_re_routing", NULL},
+     mm_cli_case_gen_re_routing,
+     "skewed counts (N, E), random tokens (A, H), optional scales",
+     cli_run_rerouting_main,
+     "MoeReRouting of a realistic received-token block, against memcpy",
+     mm_bench_rerouting_main,
+     "mm_re_routing vs memcpy (1 thread and N threads) of the same bytes"},
 };
 const int cli_operator_count = (int)(sizeof cli_operators / sizeof cli_operators[0]);
 

@@ -13,7 +13,7 @@
 
 #include <stdio.h>
 
-#include "commands.h"
+#include "common/commands.h"
 
 typedef struct cli_operator {
     const char *name;        /* the one command-line spelling */

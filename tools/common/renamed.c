@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli_util.h"
+#include "common/cli_util.h"
 
 /* clang-format off */
 const cli_renamed cli_renamed_table[] = {
