@@ -397,7 +397,7 @@ static int run_launched(const bench_options *o) {
     return lb.rc;
 }
 
-int mm_bench_layer_main(int argc, char **argv) {
+int mm_bench_mega_moe_main(int argc, char **argv) {
     enum {
         OPT_BACKEND = 256,
         OPT_RANKS,

@@ -13,7 +13,7 @@
 #include "common/demo_data.h"
 #include "common/timing.h"
 
-static const char bench_rerouting_usage[] =
+static const char bench_re_routing_usage[] =
     "usage: megamoe bench re-routing [options]\n"
     "\n"
     "Times mm_re_routing (gather index, counts) against memcpy of the same token bytes with 1 thread\n"
@@ -41,7 +41,7 @@ static mm_status run_method(int method, cli_rerouting_buffers *b, int threads, m
     return MM_OK;
 }
 
-int mm_bench_rerouting_main(int argc, char **argv) {
+int mm_bench_re_routing_main(int argc, char **argv) {
     enum { OPT_REPETITIONS = 400, OPT_WARMUP, OPT_THREADS };
     static const struct option long_options[] = {CLI_REROUTING_SHAPE_OPTIONS,
                                                  {"iterations", required_argument, NULL, OPT_REPETITIONS},
@@ -66,7 +66,7 @@ int mm_bench_rerouting_main(int argc, char **argv) {
             break;
         case OPT_WARMUP: bad = cli_parse_int64(cmd, "--warmup", optarg, 0, 100000, &warmup); break;
         case OPT_THREADS: bad = cli_parse_int64(cmd, "--threads", optarg, 1, 256, &threads); break;
-        case 'h': fputs(bench_rerouting_usage, stdout); return MM_CLI_EXIT_OK;
+        case 'h': fputs(bench_re_routing_usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);
         }
         if (bad) return MM_CLI_EXIT_USAGE;

@@ -25,7 +25,7 @@ static const char run_usage[] =
     "      --iterations K    timed calls of each (default 5; one untimed warm-up first)\n"
     "  -h, --help            show this help\n";
 
-int cli_run_rerouting_main(int argc, char **argv) {
+int cli_run_re_routing_main(int argc, char **argv) {
     enum { OPT_ITERATIONS = 400 };
     static const struct option long_options[] = {CLI_REROUTING_SHAPE_OPTIONS,
                                                  {"iterations", required_argument, NULL, OPT_ITERATIONS},
