@@ -102,4 +102,18 @@ if [ ! -e "$WORK/x.st" ] && [ ! -e "$WORK/o.st" ]; then ok; else bad "a failed c
 expect 1 "case missing input" -- case "$WORK/absent.st" -o "$WORK/o.st"
 stderr_is_one_line "absent.st"
 
+# A usage error of an operator points to that operator's help, once.
+expect 2 "run --op dispatch-combine bad option" -- run --op dispatch-combine --warp 9
+stderr_is_one_line "unknown option '--warp' (see 'megamoe run --op dispatch-combine --help')"
+expect 2 "case-gen mega-moe unknown scenario" -- case-gen mega-moe -o "$WORK/x.st" --scenario a9w9
+stderr_is_one_line "--scenario 'a9w9' is not known (see 'megamoe case-gen mega-moe --help')"
+if [ "$(grep -o "(see " "$WORK/err" | wc -l)" -eq 1 ]; then ok; else bad "doubled (see ...): $(cat "$WORK/err")"; fi
+expect 2 "bench re-routing bad value" -- bench re-routing --iterations 0
+stderr_is_one_line "(see 'megamoe bench re-routing --help')"
+
+# Counts of one are singular in the run header.
+expect 0 "run, one of each" -- run --hidden 64 --intermediate 32 --experts 8 --tokens 1 --ranks 1 --iterations 1
+stdout_has "1 rank (threads) x 1 token, seed 1, routing skew 1; 1 timed call after 1 warm-up; 1 token per rank checked"
+stdout_has "MegaMoE layer of the shape of Qwen3-30B-A3B (preset qwen3-30b-a3b), H and I overridden: H 64, I 32"
+
 cli_finish cli_basics
