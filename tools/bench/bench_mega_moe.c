@@ -190,7 +190,7 @@ static void print_header(const char *backend, int64_t ranks) {
            "timed calls,\none call = first rank start to last rank end; layer and compute-only calls "
            "alternate;\npair q1-q3: quartiles of layer / compute over the pairs; pool threads %d\n\n",
            (long long)ranks, backend, mm_bench_default_threads());
-    printf("%-14s %-9s %-8s %7s %6s %10s %10s %7s %8s %8s %10s %8s %10s\n", "preset", "scenario", "phase",
+    printf("%-14s %-12s %-8s %7s %6s %10s %10s %7s %8s %8s %10s %8s %10s\n", "preset", "scenario", "phase",
            "tok/rk", "rows", "layer ms", "compute", "ratio", "non-exp", "disp+cmb", "tokens/s", "GFLOP/s",
            "pair q1-q3");
 }
@@ -235,7 +235,7 @@ static void report(const bench_case *bc, const rank_times *times, int64_t n) {
     cli_time_stats l = cli_time_stats_of(layer, (size_t)cfg->iterations);
     cli_time_stats c = cli_time_stats_of(compute, (size_t)cfg->iterations);
     double ratio = l.median / c.median;
-    printf("%-14s %-9s %-8s %7lld %6lld %10.3f %10.3f %6.2fx %7.1f%% %7.1f%% %10.0f %8.1f %5.2f-%.2f\n",
+    printf("%-14s %-12s %-8s %7lld %6lld %10.3f %10.3f %6.2fx %7.1f%% %7.1f%% %10.0f %8.1f %5.2f-%.2f\n",
            cfg->preset->name, bc->sc->name, bc->phase, (long long)cfg->tokens, (long long)rows,
            1e3 * l.median, 1e3 * c.median, ratio, 100.0 * (1.0 - c.median / l.median), 100.0 * share,
            (double)(cfg->tokens * cfg->ranks) / l.median, call_flops(cfg, rows) / l.median * 1e-9, q1, q3);
