@@ -410,11 +410,11 @@ static int run_mpi(const char *cmd, bench_cfg *cfg) {
 }
 
 int mm_bench_comm_main(int argc, char **argv) {
-    enum { OPT_BACKEND = 500, OPT_RANKS, OPT_MAX_ROWS, OPT_REPETITIONS, OPT_WARMUP };
+    enum { OPT_BACKEND = 500, OPT_RANKS, OPT_MAX_ROWS, OPT_ITERATIONS, OPT_WARMUP };
     static const struct option long_options[] = {{"backend", required_argument, NULL, OPT_BACKEND},
                                                  {"ranks", required_argument, NULL, OPT_RANKS},
                                                  {"max-rows", required_argument, NULL, OPT_MAX_ROWS},
-                                                 {"iterations", required_argument, NULL, OPT_REPETITIONS},
+                                                 {"iterations", required_argument, NULL, OPT_ITERATIONS},
                                                  {"warmup", required_argument, NULL, OPT_WARMUP},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
@@ -437,7 +437,7 @@ int mm_bench_comm_main(int argc, char **argv) {
                 bad = 1;
             }
             break;
-        case OPT_REPETITIONS:
+        case OPT_ITERATIONS:
             bad = cli_parse_int64(cmd, "--iterations", optarg, 1, 10000, &repetitions);
             break;
         case OPT_WARMUP: bad = cli_parse_int64(cmd, "--warmup", optarg, 0, 10000, &warmup); break;

@@ -258,7 +258,7 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
         OPT_TOPK,
         OPT_PER_RANK,
         OPT_QUANT,
-        OPT_REPS,
+        OPT_ITERATIONS,
         OPT_WARMUP
     };
     static const struct option long_options[] = {{"backend", required_argument, NULL, OPT_BACKEND},
@@ -268,7 +268,7 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
                                                  {"topk", required_argument, NULL, OPT_TOPK},
                                                  {"experts-per-rank", required_argument, NULL, OPT_PER_RANK},
                                                  {"quant-mode", required_argument, NULL, OPT_QUANT},
-                                                 {"iterations", required_argument, NULL, OPT_REPS},
+                                                 {"iterations", required_argument, NULL, OPT_ITERATIONS},
                                                  {"warmup", required_argument, NULL, OPT_WARMUP},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
@@ -316,7 +316,7 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
         case OPT_QUANT:
             if (cli_parse_int64(cmd, "--quant-mode", optarg, 0, 2, &c.quant)) return MM_CLI_EXIT_USAGE;
             break;
-        case OPT_REPS:
+        case OPT_ITERATIONS:
             if (cli_parse_int64(cmd, "--iterations", optarg, 1, 100000, &c.reps)) return MM_CLI_EXIT_USAGE;
             break;
         case OPT_WARMUP:

@@ -439,7 +439,7 @@ int mm_bench_ffn_main(int argc, char **argv) {
         OPT_FORMAT,
         OPT_ISA,
         OPT_THREADS,
-        OPT_REPEAT,
+        OPT_ITERATIONS,
         OPT_STREAM,
         OPT_QUICK
     };
@@ -449,7 +449,7 @@ int mm_bench_ffn_main(int argc, char **argv) {
                                                  {"format", required_argument, NULL, OPT_FORMAT},
                                                  {"isa", required_argument, NULL, OPT_ISA},
                                                  {"threads", required_argument, NULL, OPT_THREADS},
-                                                 {"iterations", required_argument, NULL, OPT_REPEAT},
+                                                 {"iterations", required_argument, NULL, OPT_ITERATIONS},
                                                  {"stream-mb", required_argument, NULL, OPT_STREAM},
                                                  {"quick", no_argument, NULL, OPT_QUICK},
                                                  {"help", no_argument, NULL, 'h'},
@@ -499,7 +499,7 @@ int mm_bench_ffn_main(int argc, char **argv) {
         case OPT_THREADS:
             bad = cli_parse_int64(cmd, "--threads", optarg, 1, 64, &v), cfg.threads = (int)v;
             break;
-        case OPT_REPEAT:
+        case OPT_ITERATIONS:
             bad = cli_parse_int64(cmd, "--iterations", optarg, 1, 1000, &v), cfg.repeat = (int)v,
             set_repeat = 1;
             break;

@@ -42,9 +42,9 @@ static mm_status run_method(int method, cli_rerouting_buffers *b, int threads, m
 }
 
 int mm_bench_re_routing_main(int argc, char **argv) {
-    enum { OPT_REPETITIONS = 400, OPT_WARMUP, OPT_THREADS };
+    enum { OPT_ITERATIONS = 400, OPT_WARMUP, OPT_THREADS };
     static const struct option long_options[] = {CLI_REROUTING_SHAPE_OPTIONS,
-                                                 {"iterations", required_argument, NULL, OPT_REPETITIONS},
+                                                 {"iterations", required_argument, NULL, OPT_ITERATIONS},
                                                  {"warmup", required_argument, NULL, OPT_WARMUP},
                                                  {"threads", required_argument, NULL, OPT_THREADS},
                                                  {"help", no_argument, NULL, 'h'},
@@ -61,7 +61,7 @@ int mm_bench_re_routing_main(int argc, char **argv) {
         if (handled) continue;
         int bad = 0;
         switch (opt) {
-        case OPT_REPETITIONS:
+        case OPT_ITERATIONS:
             bad = cli_parse_int64(cmd, "--iterations", optarg, 1, 100000, &repetitions);
             break;
         case OPT_WARMUP: bad = cli_parse_int64(cmd, "--warmup", optarg, 0, 100000, &warmup); break;
