@@ -1,7 +1,7 @@
 /* ops/mega_moe/compute_only.h: this rank's expert FFN alone, on rows placed beforehand: the baseline of
  * `megamoe bench layer`.
  *
- * Internal API for tools: not part of include/megamoe/, but the CLI (tools/bench/bench_layer.c) may
+ * Internal API for tools: not part of include/megamoe/, but the CLI (tools/bench/bench_mega_moe.c) may
  * include it; it needs only public types. The rows are x cycled and quantized as the dispatch would;
  * there is no communication. rows_per_expert has E / R entries (e.g. a call's expert_token_nums);
  * shared_rows rows go through each shared expert. */

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# tests/cli/bench_layer.sh: `megamoe bench mega-moe` runs and prints a well-formed row (the layer and its
+# tests/cli/bench_mega_moe.sh: `megamoe bench mega-moe` runs and prints a well-formed row (the layer and its
 # expert compute alone are positive times, the ratio and shares are their quotients, the row counts match
 # the routing: tokens x ranks x top-k), --help lists the options, bad options exit 2 with one line.
 # Timing values themselves are not checked (performance is the benchmark's output, not a test).
-# Usage: bash bench_layer.sh <path-to-megamoe> <source-dir>
+# Usage: bash bench_mega_moe.sh <path-to-megamoe> <source-dir>
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
-cli_require_python bench_layer
+cli_require_python bench_mega_moe
 
 expect 0 "help" -- bench mega-moe --help
 for opt in --backend --ranks --preset --phase --prefill-tokens --decode-tokens --scenario --iterations; do
@@ -41,4 +41,4 @@ assert 0 <= float(r[9].rstrip("%")) <= 100, r
 assert abs(float(r[10]) - 2 * 2 / (layer * 1e-3)) <= 0.01 * float(r[10]) + 1, r
 PY
 
-cli_finish bench_layer
+cli_finish bench_mega_moe
