@@ -152,11 +152,12 @@ typedef struct bench_cfg {
 } bench_cfg;
 
 static void print_header(const bench_cfg *c, int64_t ranks) {
-    printf("bench dispatch-combine: %lld ranks (%s), H %lld, K %lld, %lld experts per rank, quant_mode %lld; "
-           "median of %lld after %lld warm-up, slowest rank\n",
-           (long long)ranks, c->mpi ? "MPI processes" : "threads of one process", (long long)c->hidden,
-           (long long)c->topk, (long long)c->per_rank, (long long)c->quant, (long long)c->reps,
-           (long long)c->warmup);
+    printf(
+        "bench dispatch-combine: %lld rank%s (%s), H %lld, K %lld, %lld experts per rank, quant_mode %lld; "
+        "median of %lld after %lld warm-up, slowest rank\n",
+        (long long)ranks, cli_plural_s(ranks), c->mpi ? "MPI processes" : "threads of one process",
+        (long long)c->hidden, (long long)c->topk, (long long)c->per_rank, (long long)c->quant,
+        (long long)c->reps, (long long)c->warmup);
     printf("%-8s %10s %12s %12s %14s %10s %10s %12s\n", "tokens", "rows", "dispatch us", "combine us",
            c->mpi ? "MPI_A2Av us" : "mm_a2av us", "disp GB/s", "comb GB/s", "disp/a2av");
 }

@@ -185,11 +185,12 @@ static double call_flops(const run_moe_config *cfg, int64_t routed_rows) {
 }
 
 static void print_header(const char *backend, int64_t ranks) {
-    printf("megamoe bench mega-moe: MegaMoE layer (mm_mega_moe_run) on %lld ranks (%s) vs its expert compute "
-           "alone\n(same FFN batches on pre-placed rows, no communication); times are medians over the "
-           "timed calls,\none call = first rank start to last rank end; layer and compute-only calls "
-           "alternate;\npair q1-q3: quartiles of layer / compute over the pairs; pool threads %d\n\n",
-           (long long)ranks, backend, mm_bench_default_threads());
+    printf(
+        "megamoe bench mega-moe: MegaMoE layer (mm_mega_moe_run) on %lld rank%s (%s) vs its expert compute "
+        "alone\n(same FFN batches on pre-placed rows, no communication); times are medians over the "
+        "timed calls,\none call = first rank start to last rank end; layer and compute-only calls "
+        "alternate;\npair q1-q3: quartiles of layer / compute over the pairs; pool threads %d\n\n",
+        (long long)ranks, cli_plural_s(ranks), backend, mm_bench_default_threads());
     printf("%-14s %-12s %-8s %7s %6s %10s %10s %7s %8s %8s %10s %8s %10s\n", "preset", "scenario", "phase",
            "tok/rk", "rows", "layer ms", "compute", "ratio", "non-exp", "disp+cmb", "tokens/s", "GFLOP/s",
            "pair q1-q3");

@@ -106,7 +106,7 @@ int mm_bench_re_routing_main(int argc, char **argv) {
 
     char memcpy_n_name[32];
     snprintf(memcpy_n_name, sizeof memcpy_n_name, "memcpy %lld thread%s", (long long)threads,
-             threads == 1 ? "" : "s");
+             cli_plural_s(threads));
     const char *names[METHOD_COUNT] = {"re-routing", "memcpy 1 thread", memcpy_n_name};
     cli_time_stats stats[METHOD_COUNT];
     for (int m = 0; m < METHOD_COUNT; m++)

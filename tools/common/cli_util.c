@@ -62,6 +62,10 @@ int cli_usage_error(const char *command, const char *fmt, ...) {
     return MM_CLI_EXIT_USAGE;
 }
 
+const char *cli_plural_s(int64_t n) {
+    return n == 1 ? "" : "s";
+}
+
 int cli_exit_status(mm_status status) {
     if (status == MM_OK) return MM_CLI_EXIT_OK;
     return mm_status_is_input_error(status) ? MM_CLI_EXIT_USAGE : MM_CLI_EXIT_FAILURE;

@@ -35,6 +35,9 @@ int cli_exit_status(mm_status status);
 /* Reports a library failure as one line and returns its exit status. */
 int cli_report(const char *command, const mm_error *err);
 
+/* "s" unless n is 1: "%lld rank%s" reads "1 rank", "2 ranks" (counts in headers and messages). */
+const char *cli_plural_s(int64_t n);
+
 /* Option values. Each prints one line naming the option and returns -1 when the text is not valid. */
 int cli_parse_int64(const char *command, const char *option, const char *text, int64_t min, int64_t max,
                     int64_t *out);

@@ -214,12 +214,13 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
     }
     int64_t total_rows = 0;
     for (int64_t g = 0; g < w.nranks; g++) total_rows += run.rows[g];
-    printf("dispatch-combine: %lld ranks (EP %lld x TP %lld%s), Bs %lld, H %lld, K %lld, %lld routed experts "
-           "(%lld per rank), %lld shared, I %lld, quant_mode %lld; %lld rows received in all\n",
-           (long long)w.nranks, (long long)o.ranks, (long long)w.tpw, w.elastic ? ", elastic scale-in" : "",
-           (long long)w.o.tokens, (long long)w.o.hidden, (long long)w.o.topk, (long long)w.M_eff,
-           (long long)w.L, (long long)o.shared_experts, (long long)inter, (long long)o.quant,
-           (long long)total_rows);
+    printf(
+        "dispatch-combine: %lld rank%s (EP %lld x TP %lld%s), Bs %lld, H %lld, K %lld, %lld routed experts "
+        "(%lld per rank), %lld shared, I %lld, quant_mode %lld; %lld rows received in all\n",
+        (long long)w.nranks, cli_plural_s(w.nranks), (long long)o.ranks, (long long)w.tpw,
+        w.elastic ? ", elastic scale-in" : "", (long long)w.o.tokens, (long long)w.o.hidden,
+        (long long)w.o.topk, (long long)w.M_eff, (long long)w.L, (long long)o.shared_experts,
+        (long long)inter, (long long)o.quant, (long long)total_rows);
     printf("%-20s %12s %12s %12s\n", "stage", "median us", "min us", "max us");
     double *per = malloc((size_t)iterations * sizeof(double)),
            *sum = calloc((size_t)iterations, sizeof(double));

@@ -142,7 +142,7 @@ void run_moe_print_banner(const run_moe_config *cfg, const char *backend) {
     else
         printf("megamoe run: MegaMoE layer of %s (preset %s)", p->model, p->name);
     printf(": H %lld, I %lld, %lld routed expert%s", (long long)cfg->hidden, (long long)cfg->inter,
-           (long long)cfg->experts, cfg->experts == 1 ? "" : "s");
+           (long long)cfg->experts, cli_plural_s(cfg->experts));
     if (cfg->experts != p->model_experts) printf(" (the model has %lld)", (long long)p->model_experts);
     printf(", top-%lld, %lld shared, %s", (long long)cfg->topk, (long long)cfg->shared_experts,
            mm_mega_moe_activation_name(p->activation));
@@ -157,13 +157,13 @@ void run_moe_print_banner(const run_moe_config *cfg, const char *backend) {
                cfg->combine_comm_mode, cfg->rank_num_per_server > 0 ? " (layered)" : "",
                cfg->topk_weights_type);
     printf("%lld rank%s (%s) x %lld token%s, seed %llu, routing skew %g; %lld timed call%s after 1 warm-up; ",
-           (long long)cfg->ranks, cfg->ranks == 1 ? "" : "s", backend, (long long)cfg->tokens,
-           cfg->tokens == 1 ? "" : "s", (unsigned long long)cfg->seed, cfg->skew, (long long)cfg->iterations,
-           cfg->iterations == 1 ? "" : "s");
+           (long long)cfg->ranks, cli_plural_s(cfg->ranks), backend, (long long)cfg->tokens,
+           cli_plural_s(cfg->tokens), (unsigned long long)cfg->seed, cfg->skew, (long long)cfg->iterations,
+           cli_plural_s(cfg->iterations));
     if (cfg->check_tokens > 0) {
         int64_t checked = cfg->check_tokens < cfg->tokens ? cfg->check_tokens : cfg->tokens;
         printf("%lld token%s per rank checked against the float64 reference\n", (long long)checked,
-               checked == 1 ? "" : "s");
+               cli_plural_s(checked));
     } else
         printf("no reference check\n");
     printf("times in ms per call (median); stages: mean over ranks; total: first rank start to last rank "
