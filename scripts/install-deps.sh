@@ -4,6 +4,8 @@
 #   scripts/install-deps.sh           build + test dependencies
 #   scripts/install-deps.sh --ci      also the tools CI uses (clang-format)
 #   scripts/install-deps.sh --bench   also oneDNN (libdnnl-dev), the optional baseline of `megamoe bench ffn`
+#   scripts/install-deps.sh --fuzz    also clang + its runtime libraries (libFuzzer), for tests/fuzz/run.sh
+# (ThreadSanitizer needs nothing extra: gcc's libtsan comes with gcc.)
 set -euo pipefail
 
 packages=(gcc make cmake libc6-dev pkg-config openmpi-bin libopenmpi-dev python3)
@@ -11,7 +13,9 @@ for flag in "$@"; do
   case "$flag" in
     --ci) packages+=(clang-format) ;;
     --bench) packages+=(libdnnl-dev) ;;
-    *) echo "install-deps: unknown option $flag (use --ci and/or --bench)" >&2; exit 2 ;;
+    # clang only recommends (via libclang-common-14-dev) libclang-rt-14-dev: libFuzzer and the sanitizers.
+    --fuzz) packages+=(clang libclang-rt-14-dev) ;;
+    *) echo "install-deps: unknown option $flag (use --ci, --bench and/or --fuzz)" >&2; exit 2 ;;
   esac
 done
 

@@ -263,7 +263,7 @@ static void quantizer_matches_library(void) {
             float s_lib, s_dc;
             mm_int8_quantize_row_mul_even(x, n, MM_INT8_SCALE_INV_MUL, q_lib, &s_lib);
             memset(q_dc, 0x55, (size_t)n);
-            dc_int8_quantize_row(x, n, q_dc, &s_dc);
+            mm_dc_int8_quantize_row(x, n, q_dc, &s_dc);
             rows++;
             if (memcmp(q_lib, q_dc, (size_t)n) != 0 || f32bits(s_lib) != f32bits(s_dc)) {
                 if (mismatches++ < 3)
@@ -277,7 +277,7 @@ static void quantizer_matches_library(void) {
     float tie[4] = {127.0f, 2.5f, 3.5f, -2.5f};
     int8_t qt[4];
     float st;
-    dc_int8_quantize_row(tie, 4, qt, &st);
+    mm_dc_int8_quantize_row(tie, 4, qt, &st);
     CHECK_EQ_INT(qt[0], 127);
     CHECK_EQ_INT(qt[1], 2);
     CHECK_EQ_INT(qt[2], 4);

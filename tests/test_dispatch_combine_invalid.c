@@ -303,29 +303,29 @@ static void local_rules(void) {
     a.ep_world_size = 2, a.moe_expert_num = 2, a.tp_world_size = 2;
     mm_dispatch_v3_shapes sh;
     mm_error e = {MM_OK, ""};
-    CHECK_STATUS(mm_dispatch_v3_shapes_of(&in, &a, &sh, &e), MM_ERR_INVALID_ARGUMENT, &e);
+    CHECK_STATUS(mm_dispatch_v3_plan(&in, &a, &sh, &e), MM_ERR_INVALID_ARGUMENT, &e);
     CHECK_STR_CONTAINS(e.message, "not allowed with tp_world_size = 2");
     a.tp_world_size = 0;
-    tid.shape[1] = 1; /* one routed expert survives: K = 1 */
-    CHECK_OK(mm_dispatch_v3_shapes_of(&in, &a, &sh, &e), &e);
-    CHECK_EQ_INT(sh.max_rows, 1 * 1 * 1); /* one survivor, Bs 1, one expert per rank */
+    tid.shape[1] = 1;                                         /* one routed expert survives: K = 1 */
+    CHECK_OK(mm_dispatch_v3_shapes_of(&in, &a, &sh, &e), &e); /* the deprecated alias of _plan */
+    CHECK_EQ_INT(sh.max_rows, 1 * 1 * 1);                     /* one survivor, Bs 1, one expert per rank */
     el[3] = 2;
-    CHECK_STATUS(mm_dispatch_v3_shapes_of(&in, &a, &sh, &e), MM_ERR_INVALID_ARGUMENT, &e);
+    CHECK_STATUS(mm_dispatch_v3_plan(&in, &a, &sh, &e), MM_ERR_INVALID_ARGUMENT, &e);
     CHECK_STR_CONTAINS(e.message, "elastic_info[3] = 2");
     el[3] = 1, el[5] = 0;
-    CHECK_STATUS(mm_dispatch_v3_shapes_of(&in, &a, &sh, &e), MM_ERR_INVALID_ARGUMENT, &e);
+    CHECK_STATUS(mm_dispatch_v3_plan(&in, &a, &sh, &e), MM_ERR_INVALID_ARGUMENT, &e);
     CHECK_STR_CONTAINS(e.message, "keeps 2 ranks but elastic_info[1] = 1");
     el[5] = -1, el[0] = 2;
-    CHECK_STATUS(mm_dispatch_v3_shapes_of(&in, &a, &sh, &e), MM_ERR_INVALID_ARGUMENT, &e);
+    CHECK_STATUS(mm_dispatch_v3_plan(&in, &a, &sh, &e), MM_ERR_INVALID_ARGUMENT, &e);
     CHECK_STR_CONTAINS(e.message, "elastic_info[0] = 2 is not 0 or 1");
     el[0] = 0; /* scale-in off: the tables are not used */
     tid.shape[1] = 2;
-    CHECK_OK(mm_dispatch_v3_shapes_of(&in, &a, &sh, &e), &e);
+    CHECK_OK(mm_dispatch_v3_plan(&in, &a, &sh, &e), &e);
     CHECK_EQ_INT(sh.max_rows, 1 * 2 * 1);
     ids[1] = 0; /* ids may repeat special experts but not routed ones */
-    CHECK_STATUS(mm_dispatch_v3_shapes_of(&in, &a, &sh, &e), MM_ERR_INVALID_ARGUMENT, &e);
+    CHECK_STATUS(mm_dispatch_v3_plan(&in, &a, &sh, &e), MM_ERR_INVALID_ARGUMENT, &e);
     a.zero_expert_num = 1, ids[0] = ids[1] = 2;
-    CHECK_OK(mm_dispatch_v3_shapes_of(&in, &a, &sh, &e), &e);
+    CHECK_OK(mm_dispatch_v3_plan(&in, &a, &sh, &e), &e);
 }
 
 int main(void) {

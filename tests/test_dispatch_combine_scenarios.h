@@ -379,7 +379,7 @@ static inline mm_status dct_run_rank(mm_comm *comm, dct_world *w, mm_dc_workspac
     mm_dispatch_v3_inputs din = {&T.x, &T.ids, c->smooth ? &T.scales : NULL, c->mask_kind ? &T.mask : NULL,
                                  w->elastic_info ? &T.elastic : NULL};
     mm_dispatch_v3_shapes sh;
-    mm_status st = mm_dispatch_v3_shapes_of(&din, &a, &sh, &e);
+    mm_status st = mm_dispatch_v3_plan(&din, &a, &sh, &e);
     if (st) { /* a broken input: still call, the collective verdict is what is tested */
         sh.max_rows = (int64_t)(bs + 1) * c->R * c->k * w->tpw;
         sh.local_expert_num = w->L;

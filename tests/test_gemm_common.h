@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/format_table.h"
 #include "gemm/gemm.h"
 #include "megamoe/formats.h"
 #include "testlib.h"
@@ -32,13 +33,6 @@ typedef struct gemm_case {
     double *deq_w; /* k x n */
     int64_t *int_a, *int_w;
 } gemm_case;
-
-static inline int gemm_is_int(mm_dtype d) {
-    return d == MM_DTYPE_I8 || d == MM_DTYPE_INT4;
-}
-static inline int gemm_is_4bit(mm_dtype d) {
-    return d == MM_DTYPE_INT4 || d == MM_DTYPE_FP4_E2M1;
-}
 
 static inline uint32_t gemm_random_code(mm_dtype d, uint64_t *rng) {
     for (;;) {
@@ -74,17 +68,13 @@ static inline double gemm_decode(mm_dtype d, uint32_t code) {
 
 /* Writes a code at logical index i of a row in API storage. */
 static inline void gemm_put(mm_dtype d, uint8_t *row, int64_t i, uint32_t code) {
-    if (gemm_is_4bit(d))
+    if (mm_format_is_nibble(d))
         row[i / 2] |= (uint8_t)(code << ((i & 1) * 4));
     else if (d == MM_DTYPE_BF16) {
         uint16_t v = (uint16_t)code;
         memcpy(row + 2 * i, &v, 2);
     } else
         row[i] = (uint8_t)code;
-}
-
-static inline int gemm_is_mx(mm_dtype d) {
-    return !gemm_is_int(d) && d != MM_DTYPE_BF16;
 }
 
 static inline void gemm_case_make(gemm_case *c, mm_dtype a_dtype, mm_dtype w_dtype, int64_t rows, int64_t k,
@@ -113,7 +103,7 @@ static inline void gemm_case_make(gemm_case *c, mm_dtype a_dtype, mm_dtype w_dty
             gemm_put(a_dtype, c->a + r * c->a_stride, i, code);
             double v = gemm_decode(a_dtype, code);
             c->int_a[r * k + i] = (int64_t)v;
-            if (gemm_is_mx(a_dtype)) v *= mm_e8m0_to_f32(c->a_mx[r * c->a_mx_stride + i / 32]);
+            if (mm_format_is_mx(a_dtype)) v *= mm_e8m0_to_f32(c->a_mx[r * c->a_mx_stride + i / 32]);
             c->deq_a[r * k + i] = v;
         }
     }
@@ -139,7 +129,7 @@ static inline void gemm_case_make(gemm_case *c, mm_dtype a_dtype, mm_dtype w_dty
             gemm_put(w_dtype, c->w + srow * row_bytes, scol, code);
             double v = gemm_decode(w_dtype, code);
             c->int_w[i * n + j] = (int64_t)v;
-            if (gemm_is_mx(w_dtype)) v *= mm_e8m0_to_f32(c->w_mx[j * pairs * 2 + i / 32]);
+            if (mm_format_is_mx(w_dtype)) v *= mm_e8m0_to_f32(c->w_mx[j * pairs * 2 + i / 32]);
             c->deq_w[i * n + j] = v;
         }
 }
@@ -152,9 +142,9 @@ static inline void gemm_case_free(gemm_case *c) {
 static inline mm_gemm_weight_desc gemm_case_weights(const gemm_case *c) {
     mm_gemm_weight_desc d = {0};
     d.dtype = c->w_dtype, d.k = c->k, d.n = c->n, d.transposed = c->transposed, d.data = c->w;
-    if (gemm_is_int(c->w_dtype)) d.scales = c->w_scales;
+    if (mm_format_is_int_quant(c->w_dtype)) d.scales = c->w_scales;
     if (c->w_dtype == MM_DTYPE_INT4 && c->with_bias) d.bias = c->w_bias;
-    if (gemm_is_mx(c->w_dtype)) d.mx_scales = c->w_mx;
+    if (mm_format_is_mx(c->w_dtype)) d.mx_scales = c->w_mx;
     return d;
 }
 
@@ -163,7 +153,7 @@ static inline mm_gemm_group gemm_case_group(const gemm_case *c, const mm_gemm_pa
     mm_gemm_group g = {0};
     g.rows = c->rows, g.a = c->a, g.a_stride = c->a_stride, g.w = w, g.c = out, g.ldc = ldc;
     if (c->a_dtype == MM_DTYPE_I8) g.a_row_scales = c->a_row_scales;
-    if (gemm_is_mx(c->a_dtype)) g.a_mx_scales = c->a_mx, g.a_mx_stride = c->a_mx_stride;
+    if (mm_format_is_mx(c->a_dtype)) g.a_mx_scales = c->a_mx, g.a_mx_stride = c->a_mx_stride;
     return g;
 }
 
@@ -171,7 +161,7 @@ static inline mm_gemm_group gemm_case_group(const gemm_case *c, const mm_gemm_pa
  * Float pairs: *value is the float64 sum and *abs_sum the sum of |products| (for error bounds). */
 static inline void gemm_case_expect(const gemm_case *c, int64_t r, int64_t j, double *value, double *abs_sum,
                                     float *exact) {
-    if (gemm_is_int(c->w_dtype)) {
+    if (mm_format_is_int_quant(c->w_dtype)) {
         int64_t acc = 0, colsum = 0;
         for (int64_t i = 0; i < c->k; i++) {
             acc += c->int_a[r * c->k + i] * c->int_w[i * c->n + j];

@@ -44,8 +44,9 @@ static int matches_expectation(const gemm_case *c, const float *out) {
             float exact;
             gemm_case_expect(c, r, j, &value, &abs_sum, &exact);
             float got = out[r * c->n + j];
-            bad += gemm_is_int(c->w_dtype) ? gemm_f32_bits(got) != gemm_f32_bits(exact)
-                                           : fabs((double)got - value) > gemm_f32_sum_bound(c->k, abs_sum);
+            bad += mm_format_is_int_quant(c->w_dtype)
+                       ? gemm_f32_bits(got) != gemm_f32_bits(exact)
+                       : fabs((double)got - value) > gemm_f32_sum_bound(c->k, abs_sum);
         }
     return bad == 0;
 }

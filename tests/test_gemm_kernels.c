@@ -60,8 +60,9 @@ static int check_against_expectation(const gemm_case *c, const mm_gemm_kernel *k
             float exact;
             gemm_case_expect(c, r, j, &value, &abs_sum, &exact);
             float got = out[r * c->n + j];
-            int ok = gemm_is_int(c->w_dtype) ? gemm_f32_bits(got) == gemm_f32_bits(exact)
-                                             : fabs((double)got - value) <= gemm_f32_sum_bound(c->k, abs_sum);
+            int ok = mm_format_is_int_quant(c->w_dtype)
+                         ? gemm_f32_bits(got) == gemm_f32_bits(exact)
+                         : fabs((double)got - value) <= gemm_f32_sum_bound(c->k, abs_sum);
             if (!ok && bad++ < 3)
                 mm_test_report_fail(__FILE__, __LINE__,
                                     "%s rows %lld K %lld N %lld T%d: C[%lld][%lld] = %.9g, expected %.9g",
@@ -93,8 +94,9 @@ static void check_case(const pair *p, const mm_gemm_kernel *kernel, int64_t rows
                 gemm_case_expect(&c, r, j, &value, &abs_sum, &exact);
                 float a = out[r * n + j], b = ref_out[r * n + j];
                 /* INT: bit-exact. BF16: the tolerance documented in bf16_avx512.c. */
-                int ok = gemm_is_int(p->w) ? gemm_f32_bits(a) == gemm_f32_bits(b)
-                                           : fabs((double)a - b) <= 2.0 * gemm_f32_sum_bound(k, abs_sum);
+                int ok = mm_format_is_int_quant(p->w)
+                             ? gemm_f32_bits(a) == gemm_f32_bits(b)
+                             : fabs((double)a - b) <= 2.0 * gemm_f32_sum_bound(k, abs_sum);
                 mismatches += !ok;
             }
         if (mismatches)

@@ -37,7 +37,7 @@ static uint16_t expected_bf16(mm_dtype w, uint32_t code, uint8_t b, int *nan) {
  * codes are replaced by finite ones (code ^ 8), so that FP8 blocks can take the AMX decoder's fast path
  * (a block with a NaN/Inf code takes its slow path). */
 static uint32_t code_of(mm_dtype w_dtype, int64_t k, int c, int finite) {
-    uint32_t code = (uint32_t)((k * 32 + c) % (gemm_is_4bit(w_dtype) ? 16 : 256));
+    uint32_t code = (uint32_t)((k * 32 + c) % (mm_format_is_nibble(w_dtype) ? 16 : 256));
     if (finite && !isfinite(gemm_decode(w_dtype, code))) code ^= 8;
     return code;
 }

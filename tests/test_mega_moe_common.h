@@ -63,13 +63,6 @@ static inline uint32_t moe_random_code(mm_dtype t, uint64_t *st) {
     }
 }
 
-static inline int moe_is_int(mm_dtype t) {
-    return t == MM_DTYPE_I8 || t == MM_DTYPE_INT4;
-}
-static inline int moe_is_mx(mm_dtype t) {
-    return t == MM_DTYPE_FP8_E4M3FN || t == MM_DTYPE_FP8_E5M2 || t == MM_DTYPE_FP4_E2M1;
-}
-
 static inline void moe_fill_weights(const moe_spec *sp, const mm_ref_attrs *a, mm_ref_case_weights *w,
                                     uint64_t *st) {
     for (int which = 1; which <= 2; which++) {
@@ -78,7 +71,7 @@ static inline void moe_fill_weights(const moe_spec *sp, const mm_ref_attrs *a, m
             for (int64_t k = 0; k < K; k++)
                 for (int64_t n = 0; n < N; n++)
                     mm_ref_case_set_weight(a, w, which, e, k, n, moe_random_code(w->dtype, st));
-            if (moe_is_int(w->dtype)) {
+            if (mm_format_is_int_quant(w->dtype)) {
                 float *s = (which == 1 ? w->scales1 : w->scales2) + e * N;
                 /* scale ~ 1 / (127 sqrt(K)) keeps outputs O(1) */
                 for (int64_t n = 0; n < N; n++)
@@ -95,7 +88,7 @@ static inline void moe_fill_weights(const moe_spec *sp, const mm_ref_attrs *a, m
                     if (sp->nonstandard_bias) b[n] = (float)mm_test_rand_uniform(st, -0.01, 0.01);
                 }
             }
-            if (moe_is_mx(w->dtype)) {
+            if (mm_format_is_mx(w->dtype)) {
                 int64_t groups = (K + 31) / 32;
                 for (int64_t n = 0; n < N; n++)
                     for (int64_t g = 0; g < groups; g++)
@@ -152,7 +145,7 @@ static inline mm_ref_attrs moe_ref_attrs(const moe_spec *sp) {
     mm_ref_activation_init(&a.activation, moe_ref_kind(sp->attrs.activation), sp->attrs.activation_params,
                            sp->attrs.activation_param_count, NULL);
     a.dispatch_dtype = moe_dispatch_dtype(&sp->attrs);
-    a.x_prequantized = sp->attrs.dispatch_quant_mode == 0 && moe_is_mx(a.dispatch_dtype);
+    a.x_prequantized = sp->attrs.dispatch_quant_mode == 0 && mm_format_is_mx(a.dispatch_dtype);
     a.shared_quant_dtype = sp->attrs.shared_expert_quant_out_dtype;
     a.activation_out_dtype = sp->attrs.activation_out_dtype;
     a.transpose_weight1 = sp->transpose1;
@@ -256,12 +249,12 @@ static inline void moe_make_weights(const moe_case *c, const mm_ref_case_weights
     t->w1 = mm_tensor_make(w->dtype, 3, s1, w->weight1);
     t->w2 = mm_tensor_make(w->dtype, 3, s2, w->weight2);
     int has_scales = 0, has_bias = w->dtype == MM_DTYPE_INT4;
-    if (moe_is_int(w->dtype)) {
+    if (mm_format_is_int_quant(w->dtype)) {
         int64_t a1[2] = {n, 2 * I}, a2[2] = {n, H};
         t->s1 = mm_tensor_make(MM_DTYPE_F32, 2, a1, w->scales1);
         t->s2 = mm_tensor_make(MM_DTYPE_F32, 2, a2, w->scales2);
         has_scales = 1;
-    } else if (moe_is_mx(w->dtype)) {
+    } else if (mm_format_is_mx(w->dtype)) {
         int64_t a1[4] = {n, 2 * I, (H + 63) / 64, 2}, a2[4] = {n, H, (k2 + 63) / 64, 2};
         t->s1 = mm_tensor_make(MM_DTYPE_E8M0, 4, a1, w->mx_scales1);
         t->s2 = mm_tensor_make(MM_DTYPE_E8M0, 4, a2, w->mx_scales2);

@@ -45,34 +45,23 @@ static void run_check(const moe_spec *sp, const char *label, int scenario_slot) 
     moe_case_free(&c);
 }
 
-typedef struct scenario_row {
-    const char *name;
-    mm_dtype weights;
-    int mode;
-    mm_dtype dispatch;
-} scenario_row;
-
-static const scenario_row scenarios[] = {
-    {"A8W8-INT", MM_DTYPE_I8, 2, MM_DTYPE_I8},
-    {"A8W4-INT", MM_DTYPE_INT4, 2, MM_DTYPE_I8},
-    {"A8W8-FP e4m3", MM_DTYPE_FP8_E4M3FN, 4, MM_DTYPE_FP8_E4M3FN},
-    {"A8W8-FP e5m2", MM_DTYPE_FP8_E5M2, 4, MM_DTYPE_FP8_E5M2},
-    {"A8W4-FP", MM_DTYPE_FP4_E2M1, 4, MM_DTYPE_FP8_E4M3FN},
-    {"A4W4-FP", MM_DTYPE_FP4_E2M1, 4, MM_DTYPE_FP4_E2M1},
-};
-
 int main(void) {
     static const int rank_counts[] = {1, 2, 3, 4, 8};
-    int n_sc = (int)(sizeof scenarios / sizeof scenarios[0]);
+    /* every quantized scenario of the table (A16W16 has test_mega_moe_a16w16.c) */
+    const mm_moe_scenario_row *scenarios[8]; /* worst_by_scenario has 8 slots */
+    int n_sc = 0;
+    for (int i = 0; i < mm_moe_scenario_count && n_sc < 8; i++)
+        if (mm_moe_scenario_table[i].kind != MM_MOE_SCENARIO_A16W16)
+            scenarios[n_sc++] = &mm_moe_scenario_table[i];
     for (int q = 0; q < n_sc; q++) {
-        const scenario_row *sc = &scenarios[q];
+        const mm_moe_scenario_row *sc = scenarios[q];
         for (size_t rc = 0; rc < sizeof rank_counts / sizeof rank_counts[0]; rc++) {
             int R = rank_counts[rc];
             char label[128];
-            moe_spec sp = base_spec(R, sc->weights, sc->mode, sc->dispatch);
+            moe_spec sp = base_spec(R, sc->weight_dtype, sc->dispatch_quant_mode, sc->dispatch_dtype);
             sp.transpose1 = (int)rc % 2;
             sp.lists = q % 2;
-            snprintf(label, sizeof label, "%s R=%d", sc->name, R);
+            snprintf(label, sizeof label, "%s R=%d", sc->label, R);
             run_check(&sp, label, q);
             /* options: shared experts, weights after the activation, masks, an idle rank, hot expert */
             sp.shared_count = 1 + R % 3;
@@ -82,25 +71,25 @@ int main(void) {
             sp.bs[0] = 0;
             sp.transpose2 = 1;
             sp.nonstandard_bias = 1;
-            snprintf(label, sizeof label, "%s R=%d shared=%d type1 mask hot bs0", sc->name, R,
+            snprintf(label, sizeof label, "%s R=%d shared=%d type1 mask hot bs0", sc->label, R,
                      (int)sp.shared_count);
             run_check(&sp, label, q);
         }
         /* combine quantization and dedup modes on 4 ranks */
         for (int cq = 3; cq <= 4; cq++) {
-            moe_spec sp = base_spec(4, sc->weights, sc->mode, sc->dispatch);
+            moe_spec sp = base_spec(4, sc->weight_dtype, sc->dispatch_quant_mode, sc->dispatch_dtype);
             sp.attrs.combine_quant_mode = cq;
             sp.topk = 3;
             char label[128];
-            snprintf(label, sizeof label, "%s R=4 combine_quant_mode=%d", sc->name, cq);
+            snprintf(label, sizeof label, "%s R=4 combine_quant_mode=%d", sc->label, cq);
             run_check(&sp, label, q);
         }
-        moe_spec sp = base_spec(4, sc->weights, sc->mode, sc->dispatch);
+        moe_spec sp = base_spec(4, sc->weight_dtype, sc->dispatch_quant_mode, sc->dispatch_dtype);
         sp.attrs.combine_comm_mode = 2;
         sp.attrs.rank_num_per_server = 2;
         sp.topk = 4;
         char label[128];
-        snprintf(label, sizeof label, "%s R=4 combine_comm_mode=2", sc->name);
+        snprintf(label, sizeof label, "%s R=4 combine_comm_mode=2", sc->label);
         run_check(&sp, label, q);
     }
     /* pre-quantized x (dispatch_quant_mode 0 with an MX dtype) */
@@ -147,7 +136,8 @@ int main(void) {
     /* every scenario x every activation (with parameters), and rows made of rounding ties */
     for (int q = 0; q < n_sc; q++)
         for (int act = 0; act <= (int)MM_MEGA_MOE_GELU; act++) {
-            moe_spec sp = base_spec(2, scenarios[q].weights, scenarios[q].mode, scenarios[q].dispatch);
+            moe_spec sp = base_spec(2, scenarios[q]->weight_dtype, scenarios[q]->dispatch_quant_mode,
+                                    scenarios[q]->dispatch_dtype);
             sp.attrs.activation = (mm_mega_moe_activation)act;
             static const int counts[] = {1, 1, 3, 2, 1};
             static const float params[][3] = {{0.5f}, {0.3f}, {0.5f, 1.702f, 1.0f}, {1.5f, 0.5f}, {FLT_MAX}};
@@ -156,7 +146,7 @@ int main(void) {
             sp.ties = act == 0;
             sp.seed = 300 + (uint64_t)(q * 8 + act);
             char label[128];
-            snprintf(label, sizeof label, "%s %s%s", scenarios[q].name,
+            snprintf(label, sizeof label, "%s %s%s", scenarios[q]->label,
                      mm_mega_moe_activation_name(sp.attrs.activation), sp.ties ? " (ties)" : "");
             run_check(&sp, label, q);
         }
@@ -164,7 +154,8 @@ int main(void) {
      * activations only; bounds: a few steps of the coarsest activation format on the path) */
     static const double twin_bound[] = {0.05, 0.05, 0.25, 0.5, 0.25, 0.6};
     for (int q = 0; q < n_sc; q++) {
-        moe_spec sp = base_spec(2, scenarios[q].weights, scenarios[q].mode, scenarios[q].dispatch);
+        moe_spec sp = base_spec(2, scenarios[q]->weight_dtype, scenarios[q]->dispatch_quant_mode,
+                                scenarios[q]->dispatch_dtype);
         sp.hidden = 256;
         sp.inter = 128;
         sp.experts = 8;
@@ -179,7 +170,7 @@ int main(void) {
         arg.break_rank = -1;
         CHECK_OK(moe_case_run(&c, &arg), &arg.err[0]);
         char label[96];
-        snprintf(label, sizeof label, "%s H=256 I=128 E=8 K=4", scenarios[q].name);
+        snprintf(label, sizeof label, "%s H=256 I=128 E=8 K=4", scenarios[q]->label);
         double e = moe_case_check(&c, label);
         if (e > worst_by_scenario[q]) worst_by_scenario[q] = e;
         double t = moe_case_error_vs_a16w16(&c);
@@ -188,7 +179,7 @@ int main(void) {
         moe_case_free(&c);
     }
     printf("worst error per scenario:");
-    for (int q = 0; q < n_sc; q++) printf(" %s %.3g;", scenarios[q].name, worst_by_scenario[q]);
+    for (int q = 0; q < n_sc; q++) printf(" %s %.3g;", scenarios[q]->label, worst_by_scenario[q]);
     printf("\n");
     return mm_test_finish("test_mega_moe_quant");
 }

@@ -54,7 +54,7 @@ static void test_defaults_and_output_shapes(void) {
     CHECK_EQ_INT(def.idx_type, 0);
     mm_tensor pt, ps, pi, pn;
     mm_error err_record, *err = &err_record;
-    CHECK_OK(mm_re_routing_output_shapes(&c.in, NULL, &pt, &ps, &pi, &pn, err), err);
+    CHECK_OK(mm_re_routing_plan(&c.in, NULL, &pt, &ps, &pi, &pn, err), err);
     CHECK_EQ_INT(pt.dtype, MM_DTYPE_FP8_E4M3FN);
     CHECK_EQ_INT(pt.ndim, 2);
     CHECK_EQ_INT(pt.shape[0], 7);

@@ -28,6 +28,17 @@
 extern "C" {
 #endif
 
+/* Values of the integer modes of mm_dc_attrs (the original operators' numbers, docs/dispatch_combine.md). */
+enum {
+    MM_DC_QUANT_NONE = 0,          /* quant_mode: rows in x's dtype */
+    MM_DC_QUANT_INT8_PER_TOKEN = 2 /* dynamic INT8 per token */
+};
+enum {
+    MM_DC_TOKEN_NUMS_CUMULATIVE = 0, /* expert_token_nums_type: inclusive prefix sums */
+    MM_DC_TOKEN_NUMS_COUNTS = 1      /* per-expert counts (default) */
+};
+enum { MM_DC_SHARD_SHARED_FIRST = 0 /* expert_shard_type: shared-expert ranks first (the only one) */ };
+
 /* Attributes of both operators. They must be equal on every rank (checked), except ep_rank_id and
  * tp_rank_id. Reserved parameters of the original take their defaults and anything else is rejected. */
 typedef struct mm_dc_attrs {
@@ -104,6 +115,10 @@ typedef struct mm_dispatch_v3_shapes {
         tp_recv_counts;
 } mm_dispatch_v3_shapes;
 
+/* The pre-flight check ("plan", as for every operator): needs no communicator and moves nothing. */
+mm_status mm_dispatch_v3_plan(const mm_dispatch_v3_inputs *in, const mm_dc_attrs *attrs,
+                              mm_dispatch_v3_shapes *shapes, mm_error *err);
+/* Deprecated: the former name of mm_dispatch_v3_plan, kept as an alias. */
 mm_status mm_dispatch_v3_shapes_of(const mm_dispatch_v3_inputs *in, const mm_dc_attrs *attrs,
                                    mm_dispatch_v3_shapes *shapes, mm_error *err);
 
@@ -140,8 +155,11 @@ typedef struct mm_combine_v2_outputs {
     mm_tensor *x;    /* (Bs, 1, H) or (Bs, H) BF16 */
 } mm_combine_v2_outputs;
 
-/* Local validation; fills the output descriptors (shape (Bs, 1, H), (Bs, 1, 1), (Bs, 1, H)). Any of
- * y, rstd, x may be NULL. */
+/* The pre-flight check ("plan"): local validation; fills the output descriptors (shape (Bs, 1, H),
+ * (Bs, 1, 1), (Bs, 1, H)). Any of y, rstd, x may be NULL. */
+mm_status mm_combine_v2_plan(const mm_combine_v2_inputs *in, const mm_dc_attrs *attrs, mm_tensor *y,
+                             mm_tensor *rstd, mm_tensor *x, mm_error *err);
+/* Deprecated: the former name of mm_combine_v2_plan, kept as an alias. */
 mm_status mm_combine_v2_shapes_of(const mm_combine_v2_inputs *in, const mm_dc_attrs *attrs, mm_tensor *y,
                                   mm_tensor *rstd, mm_tensor *x, mm_error *err);
 

@@ -76,6 +76,27 @@ typedef struct mm_mega_moe_sizing {
     int64_t max_recv_token_num;
 } mm_mega_moe_sizing;
 
+/* Values of the integer modes of mm_mega_moe_attrs (the original operator's numbers, docs/mega_moe.md). */
+enum {
+    MM_MEGA_MOE_DISPATCH_QUANT_NONE = 0, /* dispatch_quant_mode: A16W16, or pre-quantized MX x passed on */
+    MM_MEGA_MOE_DISPATCH_QUANT_INT8 = 2, /* INT8 per token */
+    MM_MEGA_MOE_DISPATCH_QUANT_MX = 4    /* MX block-32 */
+};
+enum {
+    MM_MEGA_MOE_COMBINE_QUANT_NONE = 0,    /* combine_quant_mode: BF16 rows */
+    MM_MEGA_MOE_COMBINE_QUANT_MX_E5M2 = 3, /* MX FP8 E5M2 (routed rows only) */
+    MM_MEGA_MOE_COMBINE_QUANT_MX_E4M3 = 4  /* MX FP8 E4M3 (routed rows only) */
+};
+enum {
+    MM_MEGA_MOE_WEIGHTS_AT_COMBINE = 0,      /* topk_weights_type: weights applied at combine */
+    MM_MEGA_MOE_WEIGHTS_AFTER_ACTIVATION = 1 /* weights applied after the activation */
+};
+enum {
+    MM_MEGA_MOE_COMBINE_COMM_DIRECT = 0, /* combine_comm_mode: every row to its home rank */
+    MM_MEGA_MOE_COMBINE_COMM_FLAT = 1,   /* flat topology, rows summed per source rank first */
+    MM_MEGA_MOE_COMBINE_COMM_LAYERED = 2 /* layered topology, rows summed per domain */
+};
+
 /* Per-call attributes, equal on all ranks (checked). mm_mega_moe_default_attrs gives the original's
  * defaults: no quantization (A16W16), swiglu without clamp, everything else 0 / off. */
 typedef struct mm_mega_moe_attrs {

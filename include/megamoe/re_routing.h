@@ -15,6 +15,16 @@
 extern "C" {
 #endif
 
+/* Values of the integer modes of mm_re_routing_attrs (the original operator's numbers, docs/operators.md). */
+enum {
+    MM_RE_ROUTING_TOKEN_NUM_CUMULATIVE = 0, /* expert_token_num_type: cumulative sums */
+    MM_RE_ROUTING_TOKEN_NUM_COUNTS = 1      /* counts (default) */
+};
+enum {
+    MM_RE_ROUTING_IDX_GATHER = 0, /* idx_type: permute_token_idx[j] is the source row of output row j */
+    MM_RE_ROUTING_IDX_SCATTER = 1 /* permute_token_idx[i] is the output row of source row i */
+};
+
 typedef struct mm_re_routing_attrs {
     int64_t expert_token_num_type; /* 0 cumulative sum, 1 counts (default 1) */
     int64_t idx_type;              /* 0 gather index (default), 1 scatter index */
@@ -29,7 +39,7 @@ typedef struct mm_re_routing_inputs {
     const mm_tensor *per_token_scales;          /* optional (NULL): (A) or (A, ...) F32, or E8M0 */
 } mm_re_routing_inputs;
 
-/* Outputs are caller-allocated; mm_re_routing_output_shapes says what they must be. */
+/* Outputs are caller-allocated; mm_re_routing_plan says what they must be. */
 typedef struct mm_re_routing_outputs {
     mm_tensor *permute_tokens; /* same dtype and shape as tokens */
     mm_tensor
@@ -38,9 +48,14 @@ typedef struct mm_re_routing_outputs {
     mm_tensor *expert_token_num;   /* (E,) same dtype as expert_token_num_per_rank */
 } mm_re_routing_outputs;
 
-/* Validate the inputs and attributes (NULL = defaults) and fill the descriptors (dtype and shape, data
- * left NULL) of the outputs whose pointers are not NULL. Every rule broken is reported by name, e.g.
+/* The pre-flight check ("plan", as for every operator): validate the inputs and attributes (NULL =
+ * defaults) and fill the descriptors (dtype and shape, data left NULL) of the outputs whose pointers
+ * are not NULL. Every rule broken is reported by name, e.g.
  * "expert_token_num_per_rank[1][0] = -3 is negative". */
+mm_status mm_re_routing_plan(const mm_re_routing_inputs *in, const mm_re_routing_attrs *attrs,
+                             mm_tensor *permute_tokens, mm_tensor *permute_per_token_scales,
+                             mm_tensor *permute_token_idx, mm_tensor *expert_token_num, mm_error *err);
+/* Deprecated: the former name of mm_re_routing_plan, kept as an alias. */
 mm_status mm_re_routing_output_shapes(const mm_re_routing_inputs *in, const mm_re_routing_attrs *attrs,
                                       mm_tensor *permute_tokens, mm_tensor *permute_per_token_scales,
                                       mm_tensor *permute_token_idx, mm_tensor *expert_token_num,

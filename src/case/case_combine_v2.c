@@ -144,7 +144,7 @@ static mm_combine_v2_inputs inputs_of(dcc_rank *r) {
 
 static mm_status alloc_rank(mm_case_ctx *ctx, const mm_dc_attrs *attrs, dcc_rank *r, mm_error *err) {
     mm_combine_v2_inputs in = inputs_of(r);
-    mm_status st = mm_combine_v2_shapes_of(&in, attrs, &r->out[0], &r->out[1], &r->out[2], err);
+    mm_status st = mm_combine_v2_plan(&in, attrs, &r->out[0], &r->out[1], &r->out[2], err);
     if (st) return st;
     for (int o = 0; o < 3; o++) {
         r->out_on[o] = 1;
@@ -163,9 +163,9 @@ static const dcc_op combine_op = {combine_outputs, 3, 0, "residual_x", read_rank
 
 static mm_status run_combine(mm_case_ctx *ctx, mm_error *err) {
     mm_dc_attrs attrs;
-    mm_status st = dcc_read_attrs(ctx, 1, &attrs, err);
+    mm_status st = mm_case_dc_read_attrs(ctx, 1, &attrs, err);
     if (st) return st;
-    return dcc_run(ctx, &combine_op, &attrs, err);
+    return mm_case_dc_run(ctx, &combine_op, &attrs, err);
 }
 
 const mm_case_op mm_case_op_combine_v2 = {"moe_distribute_combine_add_rms_norm_v2", 1, combine_inputs,

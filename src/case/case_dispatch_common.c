@@ -16,7 +16,7 @@
 #include "io/io_util.h"
 #include "megamoe/safetensors.h"
 
-mm_status dcc_read_attrs(mm_case_ctx *ctx, int combine, mm_dc_attrs *a, mm_error *err) {
+mm_status mm_case_dc_read_attrs(mm_case_ctx *ctx, int combine, mm_dc_attrs *a, mm_error *err) {
     *a = mm_dc_default_attrs();
     mm_status st;
     if ((st = mm_case_attr_int64(ctx, "tp_world_size", 0, 0, 2, &a->tp_world_size, err))) return st;
@@ -276,7 +276,7 @@ done:
     return MM_OK;
 }
 
-mm_status dcc_run(mm_case_ctx *ctx, const dcc_op *op, const mm_dc_attrs *attrs, mm_error *err) {
+mm_status mm_case_dc_run(mm_case_ctx *ctx, const dcc_op *op, const mm_dc_attrs *attrs, mm_error *err) {
     dcc_runner *run = mm_case_alloc(ctx, sizeof *run);
     if (!run) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "%s: out of memory", ctx->op->name);
     run->ctx = ctx, run->op = op, run->attrs = *attrs, run->ranks = ctx->ranks;

@@ -33,9 +33,9 @@ typedef struct dcc_op {
 } dcc_op;
 
 /* Reads the attributes both operators share; combine = 1 adds norm_eps and the reserved ones. */
-mm_status dcc_read_attrs(mm_case_ctx *ctx, int combine, mm_dc_attrs *attrs, mm_error *err);
+mm_status mm_case_dc_read_attrs(mm_case_ctx *ctx, int combine, mm_dc_attrs *attrs, mm_error *err);
 
 /* Runs the op on every rank of the case and adds the outputs. */
-mm_status dcc_run(mm_case_ctx *ctx, const dcc_op *op, const mm_dc_attrs *attrs, mm_error *err);
+mm_status mm_case_dc_run(mm_case_ctx *ctx, const dcc_op *op, const mm_dc_attrs *attrs, mm_error *err);
 
 #endif

@@ -58,7 +58,7 @@ static mm_dispatch_v3_inputs inputs_of(dcc_rank *r) {
 static mm_status alloc_rank(mm_case_ctx *ctx, const mm_dc_attrs *attrs, dcc_rank *r, mm_error *err) {
     mm_dispatch_v3_inputs in = inputs_of(r);
     mm_dispatch_v3_shapes sh;
-    mm_status st = mm_dispatch_v3_shapes_of(&in, attrs, &sh, err);
+    mm_status st = mm_dispatch_v3_plan(&in, attrs, &sh, err);
     if (st) return st;
     r->out[OUT_EXPAND] = sh.expand_x;
     r->out[OUT_SCALES] = sh.dynamic_scales;
@@ -67,8 +67,8 @@ static mm_status alloc_rank(mm_case_ctx *ctx, const mm_dc_attrs *attrs, dcc_rank
     r->out[OUT_EP] = sh.ep_recv_counts;
     r->out[OUT_TP] = sh.tp_recv_counts;
     for (int o = 0; o < 6; o++) {
-        r->out_on[o] =
-            (o != OUT_SCALES || attrs->quant_mode == 2) && (o != OUT_TP || attrs->tp_world_size > 0);
+        r->out_on[o] = (o != OUT_SCALES || attrs->quant_mode == MM_DC_QUANT_INT8_PER_TOKEN) &&
+                       (o != OUT_TP || attrs->tp_world_size > 0);
         if (r->out_on[o] && (st = mm_case_alloc_tensor(ctx, &r->out[o], dispatch_outputs[o], err))) return st;
     }
     return MM_OK;
@@ -88,9 +88,9 @@ static const dcc_op dispatch_op = {
 
 static mm_status run_dispatch(mm_case_ctx *ctx, mm_error *err) {
     mm_dc_attrs attrs;
-    mm_status st = dcc_read_attrs(ctx, 0, &attrs, err);
+    mm_status st = mm_case_dc_read_attrs(ctx, 0, &attrs, err);
     if (st) return st;
-    return dcc_run(ctx, &dispatch_op, &attrs, err);
+    return mm_case_dc_run(ctx, &dispatch_op, &attrs, err);
 }
 
 const mm_case_op mm_case_op_dispatch_v3 = {"moe_distribute_dispatch_v3", 1, dispatch_inputs,

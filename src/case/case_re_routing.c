@@ -42,8 +42,8 @@ static mm_status run_re_routing(mm_case_ctx *ctx, mm_error *err) {
         return st;
 
     mm_re_routing_inputs in = {&tokens, &counts, has_scales ? &scales : NULL};
-    if ((st = mm_re_routing_output_shapes(&in, &attrs, &permute_tokens, has_scales ? &permute_scales : NULL,
-                                          &permute_idx, &expert_num, err)) != MM_OK)
+    if ((st = mm_re_routing_plan(&in, &attrs, &permute_tokens, has_scales ? &permute_scales : NULL,
+                                 &permute_idx, &expert_num, err)) != MM_OK)
         return st;
     if ((st = mm_case_alloc_tensor(ctx, &permute_tokens, "permute_tokens", err)) != MM_OK) return st;
     if (has_scales &&

@@ -1,23 +1,43 @@
-/* format/decode_tables.c: fills the per-code F32 decode tables from the exact scalar decoders. */
+/* format/decode_tables.c: the decode tables of format/decode_tables.h, filled from the format table's
+ * exact scalar decoders (one set of decoders, so a table is never a second source of values). */
 #include "format/decode_tables.h"
 
+#include <pthread.h>
+
 #include "format/format_table.h"
+#include "megamoe/formats.h"
 
 int mm_format_decode_table(mm_dtype dtype, float *table) {
-    int entries;
-    switch (dtype) {
-    case MM_DTYPE_FP4_E2M1:
-    case MM_DTYPE_FP4_E1M2:
-    case MM_DTYPE_INT4: entries = 16; break;
-    case MM_DTYPE_FP8_E4M3FN:
-    case MM_DTYPE_FP8_E5M2:
-    case MM_DTYPE_E8M0:
-    case MM_DTYPE_I8:
-    case MM_DTYPE_U8: entries = 256; break;
-    default: return 0;
+    const mm_format_traits *t = mm_format_traits_of(dtype);
+    if (!t || !t->decode_entries || !table) return 0;
+    for (int code = 0; code < t->decode_entries; code++) table[code] = t->to_f32((uint32_t)code);
+    return t->decode_entries;
+}
+
+static pthread_once_t luts_once = PTHREAD_ONCE_INIT;
+static float lut_f32[MM_DTYPE_COUNT][256];
+static uint16_t lut_bf16[MM_DTYPE_COUNT][256];
+
+static void build_luts(void) {
+    for (int d = MM_DTYPE_INVALID + 1; d < MM_DTYPE_COUNT; d++) {
+        const mm_format_traits *t = &mm_format_table[d];
+        if (!t->decode_entries) continue;
+        for (int code = 0; code < 256; code++) {
+            lut_f32[d][code] = t->to_f32((uint32_t)(code & (t->decode_entries - 1)));
+            lut_bf16[d][code] = mm_f32_to_bf16(lut_f32[d][code]);
+        }
     }
-    if (!table) return 0;
-    mm_to_f32_fn decode = mm_format_traits_of(dtype)->to_f32;
-    for (int code = 0; code < entries; code++) table[code] = decode((uint32_t)code);
-    return entries;
+}
+
+const float *mm_format_lut_f32(mm_dtype dtype) {
+    const mm_format_traits *t = mm_format_traits_of(dtype);
+    if (!t || !t->decode_entries) return NULL;
+    pthread_once(&luts_once, build_luts);
+    return lut_f32[dtype];
+}
+
+const uint16_t *mm_format_lut_bf16(mm_dtype dtype) {
+    if (!mm_format_is_mx(dtype)) return NULL;
+    pthread_once(&luts_once, build_luts);
+    return lut_bf16[dtype];
 }

@@ -29,9 +29,10 @@ int mm_dtype_bits(mm_dtype dtype) {
 }
 
 int64_t mm_dtype_row_bytes(mm_dtype dtype, int64_t n) {
-    int bits = mm_dtype_bits(dtype);
-    if (bits == 4) return (n + 1) / 2;
-    return n * (bits / 8);
+    const mm_format_traits *t = mm_format_traits_of(dtype);
+    if (!t) return 0;
+    if (t->per_byte > 1) return (n + t->per_byte - 1) / t->per_byte;
+    return n * (t->bits / 8);
 }
 
 mm_tensor mm_tensor_make(mm_dtype dtype, int ndim, const int64_t *shape, void *data) {
@@ -57,7 +58,7 @@ int64_t mm_tensor_numel(const mm_tensor *t) {
 int64_t mm_tensor_nbytes(const mm_tensor *t) {
     int bits = mm_dtype_bits(t->dtype);
     if (bits == 0) return -1;
-    if (t->ndim == 0) return bits == 4 ? 1 : bits / 8;
+    if (t->ndim == 0) return mm_dtype_row_bytes(t->dtype, 1);
     int64_t rows = 1;
     for (int i = 0; i < t->ndim - 1; i++) {
         if (t->shape[i] < 0) return -1;

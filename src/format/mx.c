@@ -6,22 +6,18 @@
  * groups whose BF16 subnormal elements would lose bits in an F32 product. */
 #include "core/error.h"
 #include "format/convert.h"
+#include "format/format_table.h"
 #include "format/mx_code_table.h"
 #include "megamoe/formats.h"
 
-#define MX_GROUP 32
+#define MX_GROUP MM_MX_BLOCK
 #define BF16_ABS 0x7FFFu
 #define BF16_INF 0x7F80u
 
-/* emax of an MX element type (spec step 2), or -1 when the type has none. */
+/* emax of an MX element type (spec step 2; the format table's mx_emax), or -1 when the type has none. */
 static int mx_emax(mm_dtype elem) {
-    switch (elem) {
-    case MM_DTYPE_FP8_E4M3FN: return 8;
-    case MM_DTYPE_FP8_E5M2: return 15;
-    case MM_DTYPE_FP4_E2M1: return 2;
-    case MM_DTYPE_FP4_E1M2: return 0;
-    default: return -1;
-    }
+    const mm_format_traits *t = mm_format_traits_of(elem);
+    return t ? t->mx_emax : -1;
 }
 
 /* Spec steps 1-3 on the largest BF16 magnitude pattern of a group (NaN patterns compare above Inf). */
@@ -41,7 +37,7 @@ uint8_t mm_mx_scale_byte(float amax, mm_dtype elem) {
 /* The element code of a group whose amax is Inf or NaN (spec step 3): NaN with the element's sign for
  * FP8, 0 for FP4 (no NaN code). */
 static uint8_t nan_group_element(uint16_t v, mm_dtype elem) {
-    if (elem == MM_DTYPE_FP4_E2M1) return 0;
+    if (mm_format_is_nibble(elem)) return 0;
     return (uint8_t)(((v & 0x8000u) ? 0x80 : 0x00) | 0x7F);
 }
 
@@ -67,7 +63,7 @@ static void quantize_group(const uint16_t *x, int64_t len, int64_t first, mm_dty
         else
             codes[i] = mm_mx_encode_element(elem, table, x[i], scale);
     }
-    if (elem == MM_DTYPE_FP4_E2M1) {
+    if (mm_format_is_nibble(elem)) {
         /* Groups start at even indices (32 per group), so pairs never straddle two groups. */
         for (int64_t i = 0; i < len; i += 2) {
             uint8_t hi = i + 1 < len ? codes[i + 1] : 0;
@@ -81,7 +77,7 @@ static void quantize_group(const uint16_t *x, int64_t len, int64_t first, mm_dty
 static mm_status check_mx_args(const void *x, int64_t n, mm_dtype elem, const void *q, const void *scales,
                                mm_error *err) {
     if (n < 0) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "n = %lld is negative", (long long)n);
-    if (elem != MM_DTYPE_FP8_E4M3FN && elem != MM_DTYPE_FP8_E5M2 && elem != MM_DTYPE_FP4_E2M1)
+    if (!mm_format_is_mx(elem))
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "elem = %s is not an MX element type (fp8_e4m3fn, fp8_e5m2 or fp4_e2m1)",
                        mm_dtype_name(elem));
@@ -123,15 +119,11 @@ mm_status mm_mx_dequantize_row(const uint8_t *q, const uint8_t *scales, int64_t 
                                mm_error *err) {
     mm_status st = check_mx_args(q, n, elem, out, scales, err);
     if (st != MM_OK) return st;
+    mm_to_f32_fn decode = mm_format_traits_of(elem)->to_f32;
+    int nibbles = mm_format_is_nibble(elem);
     for (int64_t i = 0; i < n; i++) {
         uint8_t b = scales[i / MX_GROUP];
-        float v;
-        if (elem == MM_DTYPE_FP4_E2M1)
-            v = mm_fp4_e2m1_to_f32(mm_nibble_get(q, i));
-        else if (elem == MM_DTYPE_FP8_E4M3FN)
-            v = mm_fp8_e4m3fn_to_f32(q[i]);
-        else
-            v = mm_fp8_e5m2_to_f32(q[i]);
+        float v = decode(nibbles ? mm_nibble_get(q, i) : q[i]);
         out[i] = b == 0xFF ? mm_e8m0_to_f32(0xFF) : mm_scale_by_pow2(v, (int)b - 127);
     }
     return MM_OK;

@@ -4,38 +4,36 @@
 #include <pthread.h>
 
 #include "format/convert.h"
+#include "format/format_table.h"
 
-static mm_mx_code_table tables[3];
+/* One table per MX element type of the format table, in table order (slot_of maps a dtype to it). */
+#define MAX_MX_ELEMS 4
+static mm_mx_code_table tables[MAX_MX_ELEMS];
+static signed char slot_of[MM_DTYPE_COUNT];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
-static const mm_dtype table_elems[3] = {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1};
-/* min_exp: the exponent of half the smallest subnormal; anything below rounds to 0. */
-static const int table_min_exp[3] = {-10, -17, -2};
-static const int table_max_exp[3] = {8, 15, 2};
-
 static void build_tables(void) {
-    for (int t = 0; t < 3; t++) {
-        mm_mx_code_table *table = &tables[t];
-        table->min_exp = table_min_exp[t];
-        table->max_exp = table_max_exp[t];
-        table->sign_bit = table_elems[t] == MM_DTYPE_FP4_E2M1 ? 0x08 : 0x80;
+    int n = 0;
+    for (int d = 0; d < MM_DTYPE_COUNT; d++) {
+        slot_of[d] = -1;
+        if (!mm_format_is_mx((mm_dtype)d) || n == MAX_MX_ELEMS) continue;
+        const mm_format_traits *f = mm_format_traits_of((mm_dtype)d);
+        mm_mx_code_table *table = &tables[n];
+        slot_of[d] = (signed char)n++;
+        table->min_exp = f->mx_min_exp;
+        table->max_exp = f->mx_emax;
+        table->sign_bit = mm_format_is_nibble((mm_dtype)d) ? 0x08 : 0x80;
         for (int e = table->min_exp; e <= table->max_exp; e++)
             for (uint32_t m = 0; m < 128; m++)
                 table->code[e - table->min_exp][m] =
-                    mm_encode_scaled(table_elems[t], ((uint32_t)(e + 127) << 23) | (m << 16), 0);
+                    mm_encode_scaled((mm_dtype)d, ((uint32_t)(e + 127) << 23) | (m << 16), 0);
     }
 }
 
 const mm_mx_code_table *mm_mx_code_table_of(mm_dtype elem) {
-    int t;
-    switch (elem) {
-    case MM_DTYPE_FP8_E4M3FN: t = 0; break;
-    case MM_DTYPE_FP8_E5M2: t = 1; break;
-    case MM_DTYPE_FP4_E2M1: t = 2; break;
-    default: return NULL;
-    }
+    if (!mm_format_is_mx(elem)) return NULL;
     pthread_once(&tables_once, build_tables);
-    return &tables[t];
+    return slot_of[elem] >= 0 ? &tables[slot_of[elem]] : NULL;
 }
 
 uint8_t mm_mx_encode_element(mm_dtype elem, const mm_mx_code_table *table, uint16_t v, int b) {

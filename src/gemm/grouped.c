@@ -7,6 +7,7 @@
  * same for every thread count and every task schedule. */
 #include <stdlib.h>
 
+#include "format/format_table.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/thread_scratch.h"
@@ -34,10 +35,6 @@ typedef struct grouped_job {
 
 static int64_t activation_row_bytes(mm_dtype a_dtype, int64_t k) {
     return mm_dtype_row_bytes(a_dtype, k);
-}
-
-static int is_mx_activation(mm_dtype d) {
-    return d == MM_DTYPE_FP8_E4M3FN || d == MM_DTYPE_FP8_E5M2 || d == MM_DTYPE_FP4_E2M1;
 }
 
 /* K per kernel call (kernel.h: the kernel's kc). It depends on the kernel only, and kernels continue
@@ -188,7 +185,7 @@ static mm_status validate_group(mm_dtype a_dtype, int64_t gi, const mm_gemm_grou
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "groups[%lld].a_row_scales is NULL: int8 activations need a scale per row",
                        (long long)gi);
-    if (is_mx_activation(a_dtype)) {
+    if (mm_format_is_mx(a_dtype)) {
         int64_t blocks = (w->k + 31) / 32;
         if (!g->a_mx_scales)
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT,

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "format/format_table.h"
 #include "gemm/kernels/kernels.h"
 
 typedef struct registration {
@@ -143,10 +144,6 @@ static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 static const mm_gemm_kernel *by_isa[MM_ISA_COUNT][MM_DTYPE_COUNT][MM_DTYPE_COUNT];
 static const few_rows_registration *few_by_isa[MM_ISA_COUNT][MM_DTYPE_COUNT][MM_DTYPE_COUNT];
 
-static int is_mx_weight(mm_dtype w) {
-    return w == MM_DTYPE_FP8_E4M3FN || w == MM_DTYPE_FP8_E5M2 || w == MM_DTYPE_FP4_E2M1;
-}
-
 /* The AMX MX kernels' decoders (mx_decode_avx512.h) use vpermb / vpermt2b: AVX512_VBMI, which every
  * AMX CPU so far has, but the ISA level does not imply it; without it MX stays on AVX-512. */
 static int cpu_has_vbmi(void) {
@@ -156,7 +153,7 @@ static int cpu_has_vbmi(void) {
 
 static int registration_usable(const registration *r, mm_isa allowed, int vbmi) {
     if (r->kernel.isa > allowed) return 0;
-    return vbmi || !(r->kernel.isa == MM_ISA_AMX && is_mx_weight(r->w_dtype));
+    return vbmi || !(r->kernel.isa == MM_ISA_AMX && mm_format_is_mx(r->w_dtype));
 }
 
 static void build_table(void) {

@@ -3,9 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/format_table.h"
 #include "core/error.h"
 #include "core/large_alloc.h"
-#include "gemm/format_luts.h"
+#include "format/decode_tables.h"
 #include "gemm/packed.h"
 #include "megamoe/formats.h"
 
@@ -21,25 +22,19 @@ int mm_gemm_k_group(mm_dtype dtype) {
     }
 }
 
-static int is_mx(mm_dtype d) {
-    return d == MM_DTYPE_FP8_E4M3FN || d == MM_DTYPE_FP8_E5M2 || d == MM_DTYPE_FP4_E2M1;
-}
-
 /* Raw code of element (k, n) in the API form (4-bit: the nibble, 0..15). */
 static uint32_t api_code(const mm_gemm_weight_desc *d, int64_t k, int64_t n) {
     int64_t row = d->transposed ? n : k, col = d->transposed ? k : n;
     int64_t row_len = d->transposed ? d->k : d->n;
     const uint8_t *bytes = d->data;
-    switch (d->dtype) {
-    case MM_DTYPE_BF16: {
+    if (mm_dtype_bits(d->dtype) == 16) {
         uint16_t v;
         memcpy(&v, bytes + 2 * (row * row_len + col), sizeof v);
         return v;
     }
-    case MM_DTYPE_INT4:
-    case MM_DTYPE_FP4_E2M1: return mm_nibble_get(bytes + row * ((row_len + 1) / 2), col);
-    default: return bytes[row * row_len + col];
-    }
+    if (mm_format_is_nibble(d->dtype))
+        return mm_nibble_get(bytes + row * mm_dtype_row_bytes(d->dtype, row_len), col);
+    return bytes[row * row_len + col];
 }
 
 /* The inverse of mm_packed_code: stores a code at (k, c) of a zero-initialised panel. */
@@ -72,7 +67,7 @@ static mm_status validate(const mm_gemm_weight_desc *d, mm_error *err) {
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "weight shape K = %lld, N = %lld: both must be >= 1",
                        (long long)d->k, (long long)d->n);
     if (!d->data) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "weight data is NULL");
-    int is_int = d->dtype == MM_DTYPE_I8 || d->dtype == MM_DTYPE_INT4;
+    int is_int = mm_format_is_int_quant(d->dtype);
     if (is_int && d->k > MM_GEMM_INT_MAX_K)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "weight K = %lld exceeds %d, the largest K whose INT32 accumulation stays exact",
@@ -84,7 +79,7 @@ static mm_status validate(const mm_gemm_weight_desc *d, mm_error *err) {
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "weight bias is given for %s weights: only int4 takes a bias",
                        mm_dtype_name(d->dtype));
-    if (is_mx(d->dtype) && !d->mx_scales)
+    if (mm_format_is_mx(d->dtype) && !d->mx_scales)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "weight mx_scales are NULL: %s weights need (N, ceil(K/64), 2) E8M0 scales",
                        mm_dtype_name(d->dtype));
@@ -135,7 +130,7 @@ static void fill_int_columns(const mm_gemm_weight_desc *d, mm_gemm_packed_weight
 }
 
 static void fill_mx_scales(const mm_gemm_weight_desc *d, mm_gemm_packed_weights *w) {
-    const float *e8m0 = mm_gemm_lut(MM_DTYPE_E8M0);
+    const float *e8m0 = mm_format_lut_f32(MM_DTYPE_E8M0);
     for (int64_t pc = 0; pc < w->n_panels * MM_GEMM_NR; pc++) {
         int64_t n = source_column(d, w, pc);
         if (n < 0) continue;
@@ -194,7 +189,7 @@ mm_status mm_gemm_pack_weights_with(const mm_gemm_weight_desc *desc, const mm_ge
     }
     fill_panels(desc, w, col_sums);
     if (col_sums) fill_int_columns(desc, w, col_sums);
-    if (is_mx(desc->dtype)) {
+    if (mm_format_is_mx(desc->dtype)) {
         w->k_blocks = (desc->k + 31) / 32;
         w->mx_scale = calloc((size_t)(padded_n * w->k_blocks), sizeof *w->mx_scale);
         w->mx_scale_e8m0 = malloc((size_t)(padded_n * w->k_blocks));

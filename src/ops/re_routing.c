@@ -53,10 +53,9 @@ static mm_status check_all_inputs(const mm_re_routing_inputs *in, const mm_re_ro
     return mm_rr_check_inputs(in, *attrs, g, err);
 }
 
-mm_status mm_re_routing_output_shapes(const mm_re_routing_inputs *in, const mm_re_routing_attrs *attrs,
-                                      mm_tensor *permute_tokens, mm_tensor *permute_per_token_scales,
-                                      mm_tensor *permute_token_idx, mm_tensor *expert_token_num,
-                                      mm_error *err) {
+mm_status mm_re_routing_plan(const mm_re_routing_inputs *in, const mm_re_routing_attrs *attrs,
+                             mm_tensor *permute_tokens, mm_tensor *permute_per_token_scales,
+                             mm_tensor *permute_token_idx, mm_tensor *expert_token_num, mm_error *err) {
     mm_re_routing_attrs defaults;
     mm_rr_geometry g;
     mm_status st = check_all_inputs(in, &attrs, &defaults, &g, err);
@@ -64,6 +63,14 @@ mm_status mm_re_routing_output_shapes(const mm_re_routing_inputs *in, const mm_r
     mm_rr_fill_output_shapes(in, &g, permute_tokens, permute_per_token_scales, permute_token_idx,
                              expert_token_num);
     return MM_OK;
+}
+
+mm_status mm_re_routing_output_shapes(const mm_re_routing_inputs *in, const mm_re_routing_attrs *attrs,
+                                      mm_tensor *permute_tokens, mm_tensor *permute_per_token_scales,
+                                      mm_tensor *permute_token_idx, mm_tensor *expert_token_num,
+                                      mm_error *err) {
+    return mm_re_routing_plan(in, attrs, permute_tokens, permute_per_token_scales, permute_token_idx,
+                              expert_token_num, err);
 }
 
 static int64_t read_count(const mm_tensor *counts, int64_t i) {
@@ -162,12 +169,13 @@ static void rearrange(const mm_re_routing_inputs *in, const mm_re_routing_attrs 
         .permute_scales = in->per_token_scales ? out->permute_per_token_scales->data : NULL,
         .scale_row_bytes = g->scale_row_bytes,
         .token_idx = out->permute_token_idx->data,
-        .scatter_idx = attrs->idx_type == 1,
+        .scatter_idx = attrs->idx_type == MM_RE_ROUTING_IDX_SCATTER,
         .blocks = blocks,
         .total_rows = g->a,
         .rows_per_task = choose_rows_per_task(g),
     };
-    plan.n_blocks = plan_blocks(in->expert_token_num_per_rank, g, attrs->expert_token_num_type == 0,
+    plan.n_blocks = plan_blocks(in->expert_token_num_per_rank, g,
+                                attrs->expert_token_num_type == MM_RE_ROUTING_TOKEN_NUM_CUMULATIVE,
                                 rank_cursor, blocks, out->expert_token_num);
     mm_parallel_for((g->a + plan.rows_per_task - 1) / plan.rows_per_task, copy_task, &plan);
 }

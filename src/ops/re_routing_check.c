@@ -6,18 +6,9 @@
 #include "ops/re_routing_check.h"
 
 #include <inttypes.h>
-#include <stdio.h>
 
 #include "core/error.h"
-
-/* Writes "(d0, d1, ...)" into buf. */
-static const char *format_shape(char *buf, size_t size, int ndim, const int64_t *shape) {
-    size_t used = (size_t)snprintf(buf, size, "(");
-    for (int i = 0; i < ndim && used < size; i++)
-        used += (size_t)snprintf(buf + used, size - used, i ? ", %" PRId64 : "%" PRId64, shape[i]);
-    if (used < size) snprintf(buf + used, size - used, ")");
-    return buf;
-}
+#include "ops/common/tensor_check.h"
 
 static int is_token_dtype(mm_dtype d) {
     switch (d) {
@@ -33,41 +24,21 @@ static int is_token_dtype(mm_dtype d) {
     }
 }
 
-/* Structural checks shared by every tensor, after its dtype was checked: rank in range, no negative
- * extent, byte size countable, data present when there are bytes. */
-static mm_status check_layout(const mm_tensor *t, const char *name, mm_error *err) {
-    if (t->ndim < 1 || t->ndim > MM_MAX_DIMS)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s has %d dimensions, expected 1 to %d", name, t->ndim,
-                       MM_MAX_DIMS);
-    for (int i = 0; i < t->ndim; i++)
-        if (t->shape[i] < 0)
-            return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s.shape[%d] = %" PRId64 " is negative", name, i,
-                           t->shape[i]);
-    int64_t nbytes = mm_tensor_nbytes(t);
-    if (nbytes < 0)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                       "%s (dtype %s) is too large: its byte size overflows int64", name,
-                       mm_dtype_name(t->dtype));
-    if (nbytes > 0 && !t->data)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s.data is NULL but the tensor holds %" PRId64 " bytes",
-                       name, nbytes);
-    return MM_OK;
-}
-
 static int64_t read_count(const mm_tensor *counts, int64_t i) {
     if (counts->dtype == MM_DTYPE_I32) return ((const int32_t *)counts->data)[i];
     return ((const int64_t *)counts->data)[i];
 }
 
 static mm_status check_tokens(const mm_tensor *tokens, mm_rr_geometry *g, mm_error *err) {
-    if (!tokens) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "tokens is NULL");
+    mm_status st = mm_op_check_present(tokens, "tokens", MM_OP_WORDS_RR, err);
+    if (st != MM_OK) return st;
     if (!is_token_dtype(tokens->dtype))
         return mm_fail(
             err, MM_ERR_INVALID_ARGUMENT,
             "tokens dtype %s is not one of f16, bf16, int8, fp8_e5m2, fp8_e4m3fn, hifloat8, fp4_e2m1, "
             "fp4_e1m2",
             mm_dtype_name(tokens->dtype));
-    mm_status st = check_layout(tokens, "tokens", err);
+    st = mm_op_check_layout(tokens, "tokens", err);
     if (st != MM_OK) return st;
     if (tokens->ndim != 2)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "tokens has %d dimensions, expected 2 (A, H)",
@@ -91,7 +62,7 @@ static mm_status check_scales(const mm_tensor *scales, mm_rr_geometry *g, mm_err
     if (scales->dtype != MM_DTYPE_F32 && scales->dtype != MM_DTYPE_E8M0)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "per_token_scales dtype %s is not f32 or e8m0",
                        mm_dtype_name(scales->dtype));
-    mm_status st = check_layout(scales, "per_token_scales", err);
+    mm_status st = mm_op_check_layout(scales, "per_token_scales", err);
     if (st != MM_OK) return st;
     if (scales->shape[0] != g->a)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
@@ -110,12 +81,13 @@ static mm_status check_scales(const mm_tensor *scales, mm_rr_geometry *g, mm_err
 }
 
 static mm_status check_counts(const mm_tensor *counts, mm_rr_geometry *g, mm_error *err) {
-    if (!counts) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "expert_token_num_per_rank is NULL");
+    mm_status st = mm_op_check_present(counts, "expert_token_num_per_rank", MM_OP_WORDS_RR, err);
+    if (st != MM_OK) return st;
     if (counts->dtype != MM_DTYPE_I32 && counts->dtype != MM_DTYPE_I64)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "expert_token_num_per_rank dtype %s is not int32 or int64",
                        mm_dtype_name(counts->dtype));
-    mm_status st = check_layout(counts, "expert_token_num_per_rank", err);
+    st = mm_op_check_layout(counts, "expert_token_num_per_rank", err);
     if (st != MM_OK) return st;
     if (counts->ndim != 2)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
@@ -149,11 +121,12 @@ static mm_status check_counts(const mm_tensor *counts, mm_rr_geometry *g, mm_err
 }
 
 static mm_status check_attrs(const mm_re_routing_attrs *attrs, mm_error *err) {
-    if (attrs->expert_token_num_type != 0 && attrs->expert_token_num_type != 1)
+    if (attrs->expert_token_num_type != MM_RE_ROUTING_TOKEN_NUM_CUMULATIVE &&
+        attrs->expert_token_num_type != MM_RE_ROUTING_TOKEN_NUM_COUNTS)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "expert_token_num_type = %" PRId64 " is not 0 (cumulative sum) or 1 (counts)",
                        attrs->expert_token_num_type);
-    if (attrs->idx_type != 0 && attrs->idx_type != 1)
+    if (attrs->idx_type != MM_RE_ROUTING_IDX_GATHER && attrs->idx_type != MM_RE_ROUTING_IDX_SCATTER)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "idx_type = %" PRId64 " is not 0 (gather) or 1 (scatter)", attrs->idx_type);
     return MM_OK;
@@ -181,30 +154,6 @@ void mm_rr_fill_output_shapes(const mm_re_routing_inputs *in, const mm_rr_geomet
     if (permute_token_idx) *permute_token_idx = mm_tensor_make(MM_DTYPE_I32, 1, &g->a, NULL);
     if (expert_token_num)
         *expert_token_num = mm_tensor_make(in->expert_token_num_per_rank->dtype, 1, &g->e, NULL);
-}
-
-/* The output must have exactly the required dtype and shape, and data when it holds bytes. */
-static mm_status check_output(const mm_tensor *out, const mm_tensor *want, const char *name, mm_error *err) {
-    if (!out) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "output %s is NULL", name);
-    if (out->dtype != want->dtype)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "output %s dtype %s differs from the required %s", name,
-                       mm_dtype_name(out->dtype), mm_dtype_name(want->dtype));
-    int same = out->ndim == want->ndim;
-    for (int i = 0; same && i < want->ndim; i++) same = out->shape[i] == want->shape[i];
-    if (!same) {
-        char got[160], need[160];
-        if (out->ndim < 0 || out->ndim > MM_MAX_DIMS)
-            return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "output %s has %d dimensions, required shape %s",
-                           name, out->ndim, format_shape(need, sizeof need, want->ndim, want->shape));
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "output %s shape %s differs from the required %s", name,
-                       format_shape(got, sizeof got, out->ndim, out->shape),
-                       format_shape(need, sizeof need, want->ndim, want->shape));
-    }
-    int64_t nbytes = mm_tensor_nbytes(out);
-    if (nbytes > 0 && !out->data)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                       "output %s.data is NULL but the tensor holds %" PRId64 " bytes", name, nbytes);
-    return MM_OK;
 }
 
 typedef struct byte_range {
@@ -249,11 +198,13 @@ mm_status mm_rr_check_outputs(const mm_re_routing_inputs *in, const mm_rr_geomet
     if (!out) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "outputs (out) is NULL");
     mm_tensor want_tokens, want_scales, want_idx, want_num;
     mm_rr_fill_output_shapes(in, g, &want_tokens, &want_scales, &want_idx, &want_num);
-    mm_status st = check_output(out->permute_tokens, &want_tokens, "permute_tokens", err);
+    mm_status st = mm_op_check_like(out->permute_tokens, &want_tokens, "output permute_tokens", err);
     if (st == MM_OK && in->per_token_scales)
-        st = check_output(out->permute_per_token_scales, &want_scales, "permute_per_token_scales", err);
-    if (st == MM_OK) st = check_output(out->permute_token_idx, &want_idx, "permute_token_idx", err);
-    if (st == MM_OK) st = check_output(out->expert_token_num, &want_num, "expert_token_num", err);
+        st = mm_op_check_like(out->permute_per_token_scales, &want_scales, "output permute_per_token_scales",
+                              err);
+    if (st == MM_OK)
+        st = mm_op_check_like(out->permute_token_idx, &want_idx, "output permute_token_idx", err);
+    if (st == MM_OK) st = mm_op_check_like(out->expert_token_num, &want_num, "output expert_token_num", err);
     if (st == MM_OK) st = check_no_overlap(in, out, err);
     return st;
 }

@@ -6,12 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/format_table.h"
 #include "core/error.h"
 #include "megamoe/formats.h"
-
-static int is_mx_dtype(mm_dtype d) {
-    return d == MM_DTYPE_FP8_E4M3FN || d == MM_DTYPE_FP8_E5M2 || d == MM_DTYPE_FP4_E2M1;
-}
 
 static const char *dtype_or_none(mm_dtype d) {
     return d == MM_DTYPE_INVALID ? "none" : mm_dtype_name(d);
@@ -165,7 +162,7 @@ static mm_status decode_matrix(mm_dtype dtype, const void *data, const uint8_t *
             w[n * k_len + k] = line[c];
         }
     }
-    if (is_mx_dtype(dtype)) {
+    if (mm_format_is_mx(dtype)) {
         int64_t pairs = (k_len + 63) / 64;
         const uint8_t *scales = mx_scales + index * n_len * pairs * 2;
         for (int64_t n = 0; n < n_len; n++)

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include "format/format_table.h"
 #include "core/error.h"
 
 mm_dtype mm_ref_shared_input_dtype(const mm_ref_attrs *attrs) {
@@ -14,10 +15,6 @@ mm_dtype mm_ref_shared_input_dtype(const mm_ref_attrs *attrs) {
 
 int mm_ref_is_layered(const mm_ref_attrs *attrs) {
     return attrs->rank_num_per_server > 0 && attrs->rank_num_per_server < attrs->world_size;
-}
-
-static int is_mx_dtype(mm_dtype d) {
-    return d == MM_DTYPE_FP8_E4M3FN || d == MM_DTYPE_FP8_E5M2 || d == MM_DTYPE_FP4_E2M1;
 }
 
 static mm_status check_attrs(const mm_ref_attrs *a, mm_error *err) {
@@ -67,7 +64,7 @@ static mm_status check_attrs(const mm_ref_attrs *a, mm_error *err) {
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "combine_comm_mode = %d is not 0, 1 or 2",
                        a->combine_comm_mode);
     }
-    if (a->x_prequantized && !is_mx_dtype(a->dispatch_dtype))
+    if (a->x_prequantized && !mm_format_is_mx(a->dispatch_dtype))
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "pre-quantized x needs an MX dispatch dtype, have dispatch_quant_out_dtype = %s",
                        mm_dtype_name(a->dispatch_dtype));

@@ -4,14 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/format_table.h"
 #include "core/error.h"
-
-static int is_mx(mm_dtype d) {
-    return d == MM_DTYPE_FP8_E4M3FN || d == MM_DTYPE_FP8_E5M2 || d == MM_DTYPE_FP4_E2M1;
-}
-static int is_int(mm_dtype d) {
-    return d == MM_DTYPE_I8 || d == MM_DTYPE_INT4;
-}
 
 int64_t mm_ref_case_gemm_k(const mm_ref_attrs *attrs, int which) {
     return which == 1 ? attrs->hidden : mm_ref_activation_out_width(attrs->activation.kind, attrs->inter);
@@ -49,7 +43,7 @@ static int alloc_weights(const mm_ref_attrs *a, mm_ref_case_weights *w, mm_dtype
     w->weight1 = zeroed(count * matrix_bytes(a, dtype, 1), 1);
     w->weight2 = zeroed(count * matrix_bytes(a, dtype, 2), 1);
     if (!w->weight1 || !w->weight2) return 0;
-    if (is_int(dtype)) {
+    if (mm_format_is_int_quant(dtype)) {
         w->scales1 = filled_f32(count * mm_ref_case_gemm_n(a, 1), 1.0f);
         w->scales2 = filled_f32(count * mm_ref_case_gemm_n(a, 2), 1.0f);
         if (!w->scales1 || !w->scales2) return 0;
@@ -59,7 +53,7 @@ static int alloc_weights(const mm_ref_attrs *a, mm_ref_case_weights *w, mm_dtype
         w->bias2 = zeroed(count * mm_ref_case_gemm_n(a, 2), sizeof(float));
         if (!w->bias1 || !w->bias2) return 0;
     }
-    if (is_mx(dtype)) {
+    if (mm_format_is_mx(dtype)) {
         w->mx_scales1 = zeroed(count * mx_scale_bytes(a, 1), 1);
         w->mx_scales2 = zeroed(count * mx_scale_bytes(a, 2), 1);
         if (!w->mx_scales1 || !w->mx_scales2) return 0;

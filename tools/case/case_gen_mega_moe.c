@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/demo_data.h"
 #include "case/case_gen_mega_moe.h"
 #include "common/cli_util.h"
+#include "common/demo_data.h"
+#include "format/format_table.h"
+#include "ops/mega_moe/scenario_table.h"
 #include "megamoe/formats.h"
 #include "megamoe/safetensors.h"
 
@@ -53,22 +55,6 @@ typedef struct gen_options {
     double clamp;
 } gen_options;
 
-typedef struct scenario_info {
-    const char *name;
-    mm_dtype weights, dispatch;
-    int mode;
-} scenario_info;
-
-static const scenario_info scenarios[] = {
-    {"a16w16", MM_DTYPE_BF16, MM_DTYPE_INVALID, 0},
-    {"a8w8-int", MM_DTYPE_I8, MM_DTYPE_I8, 2},
-    {"a8w4-int", MM_DTYPE_INT4, MM_DTYPE_I8, 2},
-    {"a8w8-fp-e4m3", MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, 4},
-    {"a8w8-fp-e5m2", MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, 4},
-    {"a8w4-fp", MM_DTYPE_FP4_E2M1, MM_DTYPE_FP8_E4M3FN, 4},
-    {"a4w4-fp", MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, 4},
-};
-
 static double uniform(uint64_t *s, double lo, double hi) {
     return lo + (hi - lo) * (double)(cli_rand_u64(s) >> 11) * (1.0 / 9007199254740992.0);
 }
@@ -78,9 +64,7 @@ static uint32_t random_code(mm_dtype t, uint64_t *s) {
     case MM_DTYPE_BF16: return mm_f32_to_bf16((float)uniform(s, -0.5, 0.5));
     case MM_DTYPE_I8: return (uint8_t)(int8_t)((int)(cli_rand_u64(s) % 255) - 127);
     case MM_DTYPE_INT4: return (uint32_t)(cli_rand_u64(s) % 16);
-    case MM_DTYPE_FP8_E4M3FN: return mm_f32_to_fp8_e4m3fn((float)uniform(s, -4, 4));
-    case MM_DTYPE_FP8_E5M2: return mm_f32_to_fp8_e5m2((float)uniform(s, -4, 4));
-    default: return mm_f32_to_fp4_e2m1((float)uniform(s, -4, 4));
+    default: return mm_dtype_from_f32(t, (float)uniform(s, -4, 4)); /* an MX element type */
     }
 }
 
@@ -103,9 +87,10 @@ typedef struct group_tensors {
     int has[6];
 } group_tensors;
 
-static int make_group(const gen_options *o, mm_dtype wt, int64_t count, uint64_t *s, group_tensors *g,
-                      void **keep, int *nkeep) {
+static int make_group(const gen_options *o, const mm_moe_scenario_row *scenario, int64_t count, uint64_t *s,
+                      group_tensors *g, void **keep, int *nkeep) {
     memset(g, 0, sizeof *g);
+    mm_dtype wt = scenario->weight_dtype;
     int64_t H = o->hidden, I = o->inter, k2 = o->activation == 4 ? 2 * I : I;
     int64_t K[2] = {H, k2}, N[2] = {2 * I, H};
     for (int which = 0; which < 2; which++) {
@@ -127,7 +112,7 @@ static int make_group(const gen_options *o, mm_dtype wt, int64_t count, uint64_t
                 int64_t colsum = 0;
                 for (int64_t k = 0; k < K[which]; k++) {
                     uint32_t code = random_code(wt, s);
-                    if (wt == MM_DTYPE_INT4) colsum += code >= 8 ? (int)code - 16 : (int)code;
+                    if (scenario->bias) colsum += (int)mm_dtype_to_f32(wt, code); /* INT4: signed nibble */
                     put_code(w + e * mat, wt, cols, tr ? n : k, tr ? k : n, code);
                 }
                 float scale = (float)(uniform(s, 0.5, 1.5) /
@@ -140,16 +125,16 @@ static int make_group(const gen_options *o, mm_dtype wt, int64_t count, uint64_t
         int64_t wshape[3] = {count, rows, cols};
         g->t[which] = mm_tensor_make(wt, 3, wshape, w);
         g->has[which] = 1;
-        if (wt == MM_DTYPE_I8 || wt == MM_DTYPE_INT4) {
+        if (mm_format_is_int_quant(wt)) {
             int64_t sshape[2] = {count, N[which]};
             g->t[2 + which] = mm_tensor_make(MM_DTYPE_F32, 2, sshape, sc);
             g->has[2 + which] = 1;
-        } else if (wt != MM_DTYPE_BF16) {
+        } else if (mm_format_is_mx(wt)) {
             int64_t sshape[4] = {count, N[which], groups, 2};
             g->t[2 + which] = mm_tensor_make(MM_DTYPE_E8M0, 4, sshape, mx);
             g->has[2 + which] = 1;
         }
-        if (wt == MM_DTYPE_INT4) {
+        if (scenario->bias) {
             int64_t bshape[2] = {count, N[which]};
             g->t[4 + which] = mm_tensor_make(MM_DTYPE_F32, 2, bshape, bias);
             g->has[4 + which] = 1;
@@ -158,7 +143,7 @@ static int make_group(const gen_options *o, mm_dtype wt, int64_t count, uint64_t
     return 1;
 }
 
-static int write_case(const char *path, const gen_options *o, const scenario_info *sc) {
+static int write_case(const char *path, const gen_options *o, const mm_moe_scenario_row *sc) {
     mm_error err;
     mm_error_clear(&err);
     mm_st_writer *wr = NULL;
@@ -169,8 +154,8 @@ static int write_case(const char *path, const gen_options *o, const scenario_inf
     char text[64];
     mm_status st = keep ? mm_st_writer_create(&wr, &err) : MM_ERR_OUT_OF_MEMORY;
     static const char *const act_names[] = {"swiglu", "swiglustep", "swigluoai", "situglu", "gelu"};
-    mm_dtype dispatch = sc->dispatch;
-    int mode = o->prequantized ? 0 : sc->mode;
+    mm_dtype dispatch = sc->dispatch_dtype;
+    int mode = o->prequantized ? 0 : sc->dispatch_quant_mode;
 #define META(k, v)                                                                                           \
     if (st == MM_OK) st = mm_st_writer_set_metadata(wr, k, v, &err)
     META("op", "mega_moe");
@@ -259,11 +244,11 @@ static int write_case(const char *path, const gen_options *o, const scenario_inf
         ADD("topk_weights", mm_tensor_make(MM_DTYPE_F32, 2, ks, w));
         if (o->mask) ADD("x_active_mask", mm_tensor_make(MM_DTYPE_I8, 1, ms, mask));
         group_tensors g;
-        if (!make_group(o, sc->weights, El, &s, &g, keep, &nkeep)) st = MM_ERR_OUT_OF_MEMORY;
+        if (!make_group(o, sc, El, &s, &g, keep, &nkeep)) st = MM_ERR_OUT_OF_MEMORY;
         for (int q = 0; q < 6 && st == MM_OK; q++)
             if (g.has[q]) ADD(names[q], g.t[q]);
         if (o->shared > 0 && st == MM_OK) {
-            if (!make_group(o, sc->weights, o->shared, &s, &g, keep, &nkeep)) st = MM_ERR_OUT_OF_MEMORY;
+            if (!make_group(o, sc, o->shared, &s, &g, keep, &nkeep)) st = MM_ERR_OUT_OF_MEMORY;
             for (int q = 0; q < 6 && st == MM_OK; q++)
                 if (g.has[q]) {
                     char shared_name[40];
@@ -373,9 +358,9 @@ int mm_cli_case_gen_mega_moe(int argc, char **argv) {
     if (bad) return MM_CLI_EXIT_USAGE;
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     if (!out_path) return cli_usage_error(cmd, "missing output file (-o FILE)");
-    const scenario_info *sc = NULL;
-    for (size_t q = 0; q < sizeof scenarios / sizeof scenarios[0]; q++)
-        if (strcmp(o.scenario, scenarios[q].name) == 0) sc = &scenarios[q];
+    const mm_moe_scenario_row *sc = NULL;
+    for (int q = 0; q < mm_moe_scenario_count; q++)
+        if (strcmp(o.scenario, mm_moe_scenario_table[q].spec_name) == 0) sc = &mm_moe_scenario_table[q];
     if (!sc) return cli_usage_error(cmd, "--scenario '%s' is not known", o.scenario);
     if (o.experts == 0) o.experts = 2 * o.ranks;
     if (o.experts % o.ranks != 0)
@@ -384,6 +369,7 @@ int mm_cli_case_gen_mega_moe(int argc, char **argv) {
     if (o.topk > o.experts)
         return cli_usage_error(cmd, "--topk %lld exceeds --experts %lld", (long long)o.topk,
                                (long long)o.experts);
-    if (o.prequantized && sc->mode != 4) return cli_usage_error(cmd, "--prequantized needs an FP scenario");
+    if (o.prequantized && !mm_format_is_mx(sc->dispatch_dtype))
+        return cli_usage_error(cmd, "--prequantized needs an FP scenario");
     return write_case(out_path, &o, sc);
 }

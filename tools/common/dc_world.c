@@ -307,7 +307,7 @@ mm_status cli_dc_dispatch(mm_dc_workspace *ws, const cli_dc_world *w, int64_t g,
     mm_dispatch_v3_inputs in = cli_dc_dispatch_inputs(w, g, &t);
     mm_dc_attrs a = cli_dc_attrs(w, g);
     mm_dispatch_v3_shapes sh;
-    mm_status st = mm_dispatch_v3_shapes_of(&in, &a, &sh, err);
+    mm_status st = mm_dispatch_v3_plan(&in, &a, &sh, err);
     if (st) return st;
     int64_t A = sh.max_rows, H = w->o.hidden;
     d->local_experts = sh.local_expert_num;

@@ -1,7 +1,7 @@
 /* tools/run/run_moe.h: `megamoe run` for MegaMoE: presets, scenarios, synthetic data, the per-rank job,
  * the reference check and the trace, shared by the run_moe_*.c files.
  *
- *   run_moe_presets.c  model presets and the scenario table (what each name means)
+ *   run_moe_presets.c  model presets (the scenarios are the rows of ops/mega_moe/scenario_table.h)
  *   run_moe_data.c     seeded weights (per expert, so any rank can rebuild any expert), tokens, routing
  *   run_moe_rank.c     the work of one rank: buffer, weights, timed iterations, the checked sample
  *   run_moe_check.c    the samples against the float64 reference (src/ref), on two threads; metrics
@@ -20,6 +20,7 @@
 #include "megamoe/dtype.h"
 #include "megamoe/mega_moe.h"
 #include "megamoe/status.h"
+#include "ops/mega_moe/scenario_table.h"
 
 /* ---- presets and scenarios ------------------------------------------------------------------- */
 
@@ -43,18 +44,12 @@ extern const run_moe_preset run_moe_presets[];
 extern const size_t run_moe_preset_count;
 const run_moe_preset *run_moe_find_preset(const char *name);
 
-typedef struct run_moe_scenario {
-    const char *name;          /* option value: "a16w16", "a8w8-int", ... */
-    const char *label;         /* spec name: "A16W16", "A8W8-INT", ... */
-    mm_dtype weight_dtype;     /* routed and shared weights */
-    int dispatch_quant_mode;   /* 0, 2 or 4 */
-    mm_dtype dispatch_dtype;   /* MM_DTYPE_INVALID for A16W16 */
-    double tolerance_relative; /* a: |y - y_ref| <= a |y_ref| + b rms(y_ref) (docs/mega_moe.md) */
-    double tolerance_rms;      /* b */
-} run_moe_scenario;
+/* A scenario is a row of the library's scenario table (src/ops/mega_moe/scenario_table.h): its
+ * `spec_name` is the --scenario spelling (docs/cli.md: the spec's names), `label` the report's, with the
+ * dtypes and the check's tolerances. */
+typedef mm_moe_scenario_row run_moe_scenario;
 
-extern const run_moe_scenario run_moe_scenarios[];
-extern const size_t run_moe_scenario_count;
+/* The row whose --scenario spelling (`spec_name`) is name, or NULL. */
 const run_moe_scenario *run_moe_find_scenario(const char *name);
 
 /* ---- configuration of one run ---------------------------------------------------------------- */
@@ -193,7 +188,7 @@ typedef struct run_moe_options {
 int run_moe_finish_config(run_moe_options *o, int speak);
 /* 0 when the scenario's weights fit in this machine's memory; else -1 (after a usage error when speak). */
 int run_moe_memory_fits(const run_moe_config *cfg, const run_moe_scenario *sc, int speak);
-/* The scenarios to run (one, or all of them); list has room for run_moe_scenario_count entries. */
+/* The scenarios to run (one, or all of them); list has room for mm_moe_scenario_count entries. */
 size_t run_moe_scenario_list(const run_moe_options *o, const run_moe_scenario **list);
 /* Runs every scenario with one rank per process of o->backend (mm_comm_launch: mpi under mpirun);
  * returns the exit status. */

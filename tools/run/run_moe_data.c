@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/demo_data.h"
+#include "format/format_table.h"
 #include "megamoe/formats.h"
 #include "common/cli_util.h"
 #include "run/run_moe.h"
@@ -33,13 +34,6 @@ static void fill_uniform_bf16(uint64_t *state, int64_t n, float amp, uint16_t *o
 /* Uniform in [0, 1). */
 static double uniform01(uint64_t *state) {
     return (double)(cli_rand_u64(state) >> 11) * 0x1p-53;
-}
-
-static int is_mx(mm_dtype d) {
-    return d == MM_DTYPE_FP8_E4M3FN || d == MM_DTYPE_FP8_E5M2 || d == MM_DTYPE_FP4_E2M1;
-}
-static int is_int(mm_dtype d) {
-    return d == MM_DTYPE_I8 || d == MM_DTYPE_INT4;
 }
 
 /* A weight row is drawn as integer levels k in [-128, 127] times a power-of-two step, so every value is
@@ -91,7 +85,7 @@ static mm_status mx_table(mm_dtype elem, int m, row_scratch *s, mm_error *err) {
         mm_status st = mm_mx_quantize_row_bf16(block, len, elem, q, &scale, err);
         if (st != MM_OK) return st;
         for (int i = 1; i < len; i++)
-            s->mx_codes[m][first + i - 1 + m] = elem == MM_DTYPE_FP4_E2M1 ? mm_nibble_get(q, i) : q[i];
+            s->mx_codes[m][first + i - 1 + m] = mm_format_is_nibble(elem) ? mm_nibble_get(q, i) : q[i];
     }
     s->mx_scale[m] = scale;
     s->mx_ready[m] = 1;
@@ -101,7 +95,7 @@ static mm_status mx_table(mm_dtype elem, int m, row_scratch *s, mm_error *err) {
 /* MX block-32 quantization of the row by table (bit-identical to mm_mx_quantize_row_bf16 on it). */
 static mm_status store_row_mx(mm_dtype elem, int64_t k, row_scratch *s, uint8_t *dst, uint8_t *group_scales,
                               mm_error *err) {
-    int fp4 = elem == MM_DTYPE_FP4_E2M1;
+    int fp4 = mm_format_is_nibble(elem);
     if (fp4) memset(dst, 0, (size_t)mm_dtype_row_bytes(elem, k));
     for (int64_t g = 0; g * 32 < k; g++) {
         int64_t begin = g * 32, end = begin + 32 < k ? begin + 32 : k;
@@ -131,7 +125,7 @@ static mm_status store_row(mm_dtype dtype, int64_t k, row_scratch *s, uint8_t *d
         for (int64_t i = 0; i < k; i++) out[i] = s->level_bf16[s->levels[i] + LEVEL_BIAS];
         return MM_OK;
     }
-    if (dtype != MM_DTYPE_I8 && dtype != MM_DTYPE_INT4) return store_row_mx(dtype, k, s, dst, mx_groups, err);
+    if (!mm_format_is_int_quant(dtype)) return store_row_mx(dtype, k, s, dst, mx_groups, err);
     int m = max_abs_level(s->levels, k);
     for (int j = -m; j <= m; j++) s->palette[j + m] = (float)j * s->step;
     if (dtype == MM_DTYPE_I8) {
@@ -164,12 +158,12 @@ static mm_status make_matrix(const run_moe_config *cfg, mm_dtype dtype, const in
     int64_t row_bytes = mm_dtype_row_bytes(dtype, k), groups = (k + 31) / 32;
     int64_t mx_bytes = n * ((k + 63) / 64) * 2;
     row_scratch *s = calloc(1, sizeof *s); /* ~34 KB of tables: not on a rank thread's stack */
-    uint8_t *mx_groups = is_mx(dtype) ? malloc((size_t)(n * groups)) : NULL;
+    uint8_t *mx_groups = mm_format_is_mx(dtype) ? malloc((size_t)(n * groups)) : NULL;
     if (s) {
         s->levels = malloc((size_t)k);
         s->bf16 = malloc((size_t)k * 2);
     }
-    if (!s || !s->levels || !s->bf16 || (is_mx(dtype) && !mx_groups)) {
+    if (!s || !s->levels || !s->bf16 || (mm_format_is_mx(dtype) && !mx_groups)) {
         st = cli_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for weight rows of %lld values", (long long)k);
         goto done;
     }
@@ -218,17 +212,17 @@ mm_status run_moe_expert_data_make(const run_moe_config *cfg, const run_moe_scen
     d.weight1 = alloc_bytes(count * N1 * mm_dtype_row_bytes(dt, H));
     d.weight2 = alloc_bytes(count * H * mm_dtype_row_bytes(dt, I));
     int ok = d.weight1 && d.weight2;
-    if (is_int(dt)) {
+    if (mm_format_is_int_quant(dt)) {
         d.scales1 = alloc_bytes(count * N1 * (int64_t)sizeof(float));
         d.scales2 = alloc_bytes(count * H * (int64_t)sizeof(float));
         ok = ok && d.scales1 && d.scales2;
     }
-    if (dt == MM_DTYPE_INT4) {
+    if (sc->bias) {
         d.bias1 = alloc_bytes(count * N1 * (int64_t)sizeof(float));
         d.bias2 = alloc_bytes(count * H * (int64_t)sizeof(float));
         ok = ok && d.bias1 && d.bias2;
     }
-    if (is_mx(dt)) {
+    if (mm_format_is_mx(dt)) {
         d.mx_scales1 = alloc_bytes(count * N1 * ((H + 63) / 64) * 2);
         d.mx_scales2 = alloc_bytes(count * H * ((I + 63) / 64) * 2);
         ok = ok && d.mx_scales1 && d.mx_scales2;
@@ -249,16 +243,16 @@ mm_status run_moe_expert_data_make(const run_moe_config *cfg, const run_moe_scen
     int64_t s_w1[3] = {count, N1, H}, s_w2[3] = {count, H, I};
     d.t_w1 = mm_tensor_make(dt, 3, s_w1, d.weight1);
     d.t_w2 = mm_tensor_make(dt, 3, s_w2, d.weight2);
-    if (is_int(dt)) {
+    if (mm_format_is_int_quant(dt)) {
         int64_t s1[2] = {count, N1}, s2[2] = {count, H};
         d.t_s1 = mm_tensor_make(MM_DTYPE_F32, 2, s1, d.scales1);
         d.t_s2 = mm_tensor_make(MM_DTYPE_F32, 2, s2, d.scales2);
-        if (dt == MM_DTYPE_INT4) {
+        if (sc->bias) {
             d.t_b1 = mm_tensor_make(MM_DTYPE_F32, 2, s1, d.bias1);
             d.t_b2 = mm_tensor_make(MM_DTYPE_F32, 2, s2, d.bias2);
         }
     }
-    if (is_mx(dt)) {
+    if (mm_format_is_mx(dt)) {
         int64_t s1[4] = {count, N1, (H + 63) / 64, 2}, s2[4] = {count, H, (I + 63) / 64, 2};
         d.t_s1 = mm_tensor_make(MM_DTYPE_E8M0, 4, s1, d.mx_scales1);
         d.t_s2 = mm_tensor_make(MM_DTYPE_E8M0, 4, s2, d.mx_scales2);

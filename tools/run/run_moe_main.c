@@ -39,7 +39,7 @@ static void print_usage(void) {
         printf(", %s\n", p->default_scenario);
     }
     printf("      --scenario NAME    one of");
-    for (size_t i = 0; i < run_moe_scenario_count; i++) printf(" %s", run_moe_scenarios[i].name);
+    for (int i = 0; i < mm_moe_scenario_count; i++) printf(" %s", mm_moe_scenario_table[i].spec_name);
     printf(",\n"
            "                         or all (default: the preset's)\n"
            "      --ranks R          ranks as threads (default 4; --backend mpi: the processes)\n"
@@ -256,8 +256,8 @@ int run_moe_memory_fits(const run_moe_config *cfg, const run_moe_scenario *sc, i
                 cmd,
                 "%s: %lld experts of H %lld x I %lld need about %.1f GB (packed weights, generated copies, "
                 "buffers), more than 3/4 of the %.1f GB of memory; load fewer with --experts",
-                sc->name, (long long)cfg->experts, (long long)cfg->hidden, (long long)cfg->inter, need * 1e-9,
-                have * 1e-9);
+                sc->spec_name, (long long)cfg->experts, (long long)cfg->hidden, (long long)cfg->inter,
+                need * 1e-9, have * 1e-9);
         return -1;
     }
     return 0;
@@ -267,8 +267,8 @@ int run_moe_memory_fits(const run_moe_config *cfg, const run_moe_scenario *sc, i
 size_t run_moe_scenario_list(const run_moe_options *o, const run_moe_scenario **list) {
     const char *name = o->scenario ? o->scenario : o->cfg.preset->default_scenario;
     if (strcmp(name, "all") == 0) {
-        for (size_t i = 0; i < run_moe_scenario_count; i++) list[i] = &run_moe_scenarios[i];
-        return run_moe_scenario_count;
+        for (int i = 0; i < mm_moe_scenario_count; i++) list[i] = &mm_moe_scenario_table[i];
+        return (size_t)mm_moe_scenario_count;
     }
     list[0] = run_moe_find_scenario(name);
     return 1;
@@ -318,9 +318,9 @@ static int run_threads(run_moe_options *o) {
         int this_rc = MM_CLI_EXIT_OK;
         if (st != MM_OK) {
             const char *message = err.message; /* an agreed operator error already names its rank */
-            printf("%-15s not run: %s\n", list[i]->name, message);
+            printf("%-15s not run: %s\n", list[i]->spec_name, message);
             fflush(stdout);
-            cli_error(cmd, "%s: %s", list[i]->name, message);
+            cli_error(cmd, "%s: %s", list[i]->spec_name, message);
             this_rc = cli_exit_status(st);
         } else {
             this_rc = run_moe_report_scenario(cfg, list[i], res, cfg->trace_path ? &trace : NULL, &report, i);

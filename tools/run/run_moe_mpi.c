@@ -124,9 +124,9 @@ static mm_status run_process(mm_comm *comm, void *arg, mm_error *err) {
         int this_rc = MM_CLI_EXIT_OK;
         if (sst != MM_OK) {
             if (me == 0) {
-                printf("%-15s not run: %s\n", list[i]->name, err->message);
+                printf("%-15s not run: %s\n", list[i]->spec_name, err->message);
                 fflush(stdout);
-                cli_error(cmd, "%s: %s", list[i]->name, err->message);
+                cli_error(cmd, "%s: %s", list[i]->spec_name, err->message);
             }
             this_rc = cli_exit_status(sst);
             mm_error_clear(err);

@@ -61,20 +61,6 @@ const run_moe_preset run_moe_presets[] = {
 };
 const size_t run_moe_preset_count = sizeof run_moe_presets / sizeof run_moe_presets[0];
 
-/* Tolerances (docs/reference.md "Comparing a fast path with the reference"): a = 2^-6 covers a few
- * BF16 ulps of y; b covers one element step of the GEMM2 input quantization moving under an F32
- * accumulation difference, spread by GEMM2: about step / sqrt(I) of rms(y) per moved element. */
-const run_moe_scenario run_moe_scenarios[] = {
-    {"a16w16", "A16W16", MM_DTYPE_BF16, 0, MM_DTYPE_INVALID, 0x1p-6, 0.01},
-    {"a8w8-int", "A8W8-INT", MM_DTYPE_I8, 2, MM_DTYPE_I8, 0x1p-6, 0.01},
-    {"a8w4-int", "A8W4-INT", MM_DTYPE_INT4, 2, MM_DTYPE_I8, 0x1p-6, 0.01},
-    {"a8w8-fp-e4m3", "A8W8-FP (E4M3)", MM_DTYPE_FP8_E4M3FN, 4, MM_DTYPE_FP8_E4M3FN, 0x1p-6, 0.03},
-    {"a8w8-fp-e5m2", "A8W8-FP (E5M2)", MM_DTYPE_FP8_E5M2, 4, MM_DTYPE_FP8_E5M2, 0x1p-6, 0.06},
-    {"a8w4-fp", "A8W4-FP", MM_DTYPE_FP4_E2M1, 4, MM_DTYPE_FP8_E4M3FN, 0x1p-6, 0.03},
-    {"a4w4-fp", "A4W4-FP", MM_DTYPE_FP4_E2M1, 4, MM_DTYPE_FP4_E2M1, 0x1p-6, 0.03},
-};
-const size_t run_moe_scenario_count = sizeof run_moe_scenarios / sizeof run_moe_scenarios[0];
-
 const run_moe_preset *run_moe_find_preset(const char *name) {
     for (size_t i = 0; i < run_moe_preset_count; i++)
         if (strcmp(name, run_moe_presets[i].name) == 0) return &run_moe_presets[i];
@@ -82,8 +68,8 @@ const run_moe_preset *run_moe_find_preset(const char *name) {
 }
 
 const run_moe_scenario *run_moe_find_scenario(const char *name) {
-    for (size_t i = 0; i < run_moe_scenario_count; i++)
-        if (strcmp(name, run_moe_scenarios[i].name) == 0) return &run_moe_scenarios[i];
+    for (int i = 0; i < mm_moe_scenario_count; i++)
+        if (strcmp(name, mm_moe_scenario_table[i].spec_name) == 0) return &mm_moe_scenario_table[i];
     return NULL;
 }
 

@@ -50,8 +50,8 @@ static void print_row(const run_moe_config *cfg, const run_moe_scenario *sc, con
     /* two FLOPs per multiply-add: GEMM1 (H x 2I) and GEMM2 (I x H) for every routed and shared row */
     double flops = 2.0 * (double)tokens * (double)(cfg->topk + cfg->shared_experts) *
                    (double)(cfg->hidden * 2 * cfg->inter + cfg->inter * cfg->hidden);
-    printf("%-15s %7lld %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.2f %9.0f %8.1f", sc->name, (long long)tokens,
-           stage_ms[MM_MEGA_MOE_STAGE_DISPATCH], stage_ms[MM_MEGA_MOE_STAGE_GEMM1],
+    printf("%-15s %7lld %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.2f %9.0f %8.1f", sc->spec_name,
+           (long long)tokens, stage_ms[MM_MEGA_MOE_STAGE_DISPATCH], stage_ms[MM_MEGA_MOE_STAGE_GEMM1],
            stage_ms[MM_MEGA_MOE_STAGE_ACTIVATION], stage_ms[MM_MEGA_MOE_STAGE_GEMM2],
            stage_ms[MM_MEGA_MOE_STAGE_SHARED], stage_ms[MM_MEGA_MOE_STAGE_COMBINE], wall * 1e3,
            (double)tokens / wall, flops / wall * 1e-9);
@@ -108,7 +108,7 @@ int run_moe_report_scenario(const run_moe_config *cfg, const run_moe_scenario *s
         mm_error err;
         mm_error_clear(&err);
         if (run_moe_check(cfg, sc, res, &errors, &err) != MM_OK) {
-            cli_error(cmd, "%s: reference check failed: %s", sc->name, err.message);
+            cli_error(cmd, "%s: reference check failed: %s", sc->spec_name, err.message);
             return cli_exit_status(err.status);
         }
         if (!(errors.within_tolerance >= 1.0)) rc = MM_CLI_EXIT_FAILURE;
@@ -121,10 +121,10 @@ int run_moe_report_scenario(const run_moe_config *cfg, const run_moe_scenario *s
         generate = fmax(generate, res[r].generate_seconds);
     }
     snprintf(notes, notes_size, "%s: setup %.2f s (of which generating weights %.2f s), check %.2f s%s\n",
-             sc->name, setup, generate, check_seconds, checked ? "" : " (no check)");
+             sc->spec_name, setup, generate, check_seconds, checked ? "" : " (no check)");
     if (rc != MM_CLI_EXIT_OK)
         cli_error(cmd, "%s: %.3f%% of the checked outputs exceed the tolerance |d| <= %g |ref| + %g rms(ref)",
-                  sc->name, (1.0 - errors.within_tolerance) * 100.0,
+                  sc->spec_name, (1.0 - errors.within_tolerance) * 100.0,
                   run_moe_check_tolerance_relative(cfg, sc), sc->tolerance_rms);
     if (trace) run_moe_trace_scenario(trace, cfg, sc, res);
     return rc;

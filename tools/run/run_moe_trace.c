@@ -63,7 +63,7 @@ void run_moe_trace_scenario(run_moe_trace *t, const run_moe_config *cfg, const r
             if (results[r].stats[0].total_begin < t->origin) t->origin = results[r].stats[0].total_begin;
     }
     char run_name[64];
-    snprintf(run_name, sizeof run_name, "mega_moe %s", sc->name);
+    snprintf(run_name, sizeof run_name, "mega_moe %s", sc->spec_name);
     for (int64_t r = 0; r < cfg->ranks; r++) {
         for (int64_t it = 0; it < cfg->iterations; it++) {
             const mm_mega_moe_stats *s = &results[r].stats[it];
@@ -82,7 +82,7 @@ void run_moe_trace_scenario(run_moe_trace *t, const run_moe_config *cfg, const r
                     thread_name(t, tid, name, r * TRACE_MAX_LANES + lane);
                     t->lane_named[r][lane] = 1;
                 }
-                slice(t, tid, mm_mega_moe_stage_name(ev->stage), sc->name, ev->begin, ev->end, it);
+                slice(t, tid, mm_mega_moe_stage_name(ev->stage), sc->spec_name, ev->begin, ev->end, it);
             }
         }
     }

@@ -35,9 +35,10 @@ typedef struct combine_plan {
 /* (Bs, H) or (Bs, 1, H) BF16. */
 static mm_status check_rows(const mm_tensor *t, const char *name, int64_t bs, int64_t h, int output,
                             mm_error *err) {
-    if (!t) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s is missing (NULL)", name);
+    mm_status st = mm_op_check_present(t, name, MM_OP_WORDS_DC, err);
+    if (st) return st;
     int nd = t->ndim == 3 ? 3 : 2;
-    mm_status st = dc_check_tensor(t, name, MM_DTYPE_BF16, nd, err);
+    st = mm_op_check_tensor(t, name, MM_DTYPE_BF16, nd, err);
     if (st) return st;
     if (t->shape[0] != bs || t->shape[nd - 1] != h || (nd == 3 && t->shape[1] != 1))
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
@@ -53,7 +54,7 @@ static mm_status check_alpha(const mm_tensor *a, const char *name, int64_t n, in
     if (a->dtype != MM_DTYPE_F32 && a->dtype != MM_DTYPE_BF16)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s has dtype %s, expected f32 or bf16", name,
                        mm_dtype_name(a->dtype));
-    mm_status st = dc_check_tensor(a, name, a->dtype, a->ndim == 2 ? 2 : 1, err);
+    mm_status st = mm_op_check_tensor(a, name, a->dtype, a->ndim == 2 ? 2 : 1, err);
     if (st) return st;
     if (a->shape[0] != n || (a->ndim == 2 && a->shape[1] != h))
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
@@ -67,7 +68,7 @@ static mm_status check_handoff(const mm_combine_v2_inputs *in, const mm_dc_attrs
                                mm_error *err) {
     const dc_topology *t = &p->t;
     int64_t n_counts = t->R * t->tpw * t->my_L;
-    mm_status st = dc_check_tensor(in->ep_send_counts, "ep_send_counts", MM_DTYPE_I32, 1, err);
+    mm_status st = mm_op_check_tensor(in->ep_send_counts, "ep_send_counts", MM_DTYPE_I32, 1, err);
     if (st) return st;
     if (in->ep_send_counts->shape[0] != n_counts)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
@@ -88,7 +89,7 @@ static mm_status check_handoff(const mm_combine_v2_inputs *in, const mm_dc_attrs
     if (attrs->tp_world_size == 2 && !in->tp_send_counts)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "tp_send_counts is required with tp_world_size = 2");
     if (in->tp_send_counts) {
-        if ((st = dc_check_tensor(in->tp_send_counts, "tp_send_counts", MM_DTYPE_I32, 1, err))) return st;
+        if ((st = mm_op_check_tensor(in->tp_send_counts, "tp_send_counts", MM_DTYPE_I32, 1, err))) return st;
         if (in->tp_send_counts->shape[0] != attrs->tp_world_size)
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                            "tp_send_counts has %" PRId64 " entries, expected tp_world_size = %" PRId64,
@@ -101,13 +102,14 @@ static mm_status check_handoff(const mm_combine_v2_inputs *in, const mm_dc_attrs
                                " rows for that TP block",
                                b, tc[b], p->block_rows[b]);
     }
-    if ((st = dc_check_tensor(in->expand_x, "expand_x", MM_DTYPE_BF16, 2, err))) return st;
+    if ((st = mm_op_check_tensor(in->expand_x, "expand_x", MM_DTYPE_BF16, 2, err))) return st;
     if (in->expand_x->shape[0] < p->rows || in->expand_x->shape[1] != p->h)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "expand_x has shape (%" PRId64 ", %" PRId64 "), expected at least %" PRId64
                        " rows (ep_send_counts' total) of H = %" PRId64,
                        in->expand_x->shape[0], in->expand_x->shape[1], p->rows, p->h);
-    if ((st = dc_check_tensor(in->assist_info_for_combine, "assist_info_for_combine", MM_DTYPE_I32, 2, err)))
+    if ((st = mm_op_check_tensor(in->assist_info_for_combine, "assist_info_for_combine", MM_DTYPE_I32, 2,
+                                 err)))
         return st;
     if (in->assist_info_for_combine->shape[0] < p->rows || in->assist_info_for_combine->shape[1] != 3)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
@@ -144,31 +146,31 @@ static mm_status combine_check(mm_comm *comm, const mm_combine_v2_inputs *in, co
         if (res[i])
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s is a reserved input and must be absent (NULL)",
                            reserved[i]);
-    mm_status st = dc_check_attrs(attrs, 1, &p->t, err);
+    mm_status st = mm_dc_check_attrs(attrs, 1, &p->t, err);
     if (st) return st;
-    if ((st = dc_check_elastic(in->elastic_info, attrs, comm, &p->t, err))) return st;
-    if ((st = dc_check_expert_ids(in->expert_ids, &p->t, &p->bs, &p->k, err))) return st;
-    p->bs_bound = dc_bs_bound(attrs, p->bs);
+    if ((st = mm_dc_check_elastic(in->elastic_info, attrs, comm, &p->t, err))) return st;
+    if ((st = mm_dc_check_expert_ids(in->expert_ids, &p->t, &p->bs, &p->k, err))) return st;
+    p->bs_bound = mm_dc_bs_bound(attrs, p->bs);
     if (attrs->global_bs && p->bs > p->bs_bound)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "Bs = %" PRId64 " exceeds global_bs / ep_world_size = %" PRId64, p->bs, p->bs_bound);
-    if (!in->residual_x) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "residual_x is missing (NULL)");
+    if ((st = mm_op_check_present(in->residual_x, "residual_x", MM_OP_WORDS_DC, err))) return st;
     p->h = in->residual_x->ndim >= 1 ? in->residual_x->shape[in->residual_x->ndim - 1] : 0;
     if (p->h < 1 || p->h > DC_MAX_H)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "residual_x's last dimension H = %" PRId64 " is outside [1, %d]", p->h, DC_MAX_H);
     if ((st = check_rows(in->residual_x, "residual_x", p->bs, p->h, 0, err))) return st;
-    if ((st = dc_check_tensor(in->gamma, "gamma", MM_DTYPE_BF16, 1, err))) return st;
+    if ((st = mm_op_check_tensor(in->gamma, "gamma", MM_DTYPE_BF16, 1, err))) return st;
     if (in->gamma->shape[0] != p->h)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "gamma has %" PRId64 " entries, expected H = %" PRId64,
                        in->gamma->shape[0], p->h);
-    if ((st = dc_check_tensor(in->expert_scales, "expert_scales", MM_DTYPE_F32, 2, err))) return st;
+    if ((st = mm_op_check_tensor(in->expert_scales, "expert_scales", MM_DTYPE_F32, 2, err))) return st;
     if (in->expert_scales->shape[0] != p->bs || in->expert_scales->shape[1] != p->k)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "expert_scales has shape (%" PRId64 ", %" PRId64 "), expected (Bs, K) = (%" PRId64
                        ", %" PRId64 ")",
                        in->expert_scales->shape[0], in->expert_scales->shape[1], p->bs, p->k);
-    if ((st = dc_check_mask(in->x_active_mask, p->bs, p->k, &p->mask, err))) return st;
+    if ((st = mm_dc_check_mask(in->x_active_mask, p->bs, p->k, &p->mask, err))) return st;
     if (in->shared_expert_x && (st = check_rows(in->shared_expert_x, "shared_expert_x", p->bs, p->h, 0, err)))
         return st;
     if (p->t.C + p->t.N > 0 && !in->ori_x)
@@ -189,7 +191,7 @@ static mm_status combine_check(mm_comm *comm, const mm_combine_v2_inputs *in, co
                 "const_expert_alpha_1 (%dD %s) and const_expert_alpha_2 (%dD %s) must have the same form",
                 in->const_expert_alpha_1->ndim, mm_dtype_name(in->const_expert_alpha_1->dtype),
                 in->const_expert_alpha_2->ndim, mm_dtype_name(in->const_expert_alpha_2->dtype));
-        if ((st = dc_check_tensor(in->const_expert_v, "const_expert_v", MM_DTYPE_BF16, 2, err))) return st;
+        if ((st = mm_op_check_tensor(in->const_expert_v, "const_expert_v", MM_DTYPE_BF16, 2, err))) return st;
         if (in->const_expert_v->shape[0] != p->t.N || in->const_expert_v->shape[1] != p->h)
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                            "const_expert_v has shape (%" PRId64 ", %" PRId64
@@ -212,8 +214,8 @@ static mm_status combine_check(mm_comm *comm, const mm_combine_v2_inputs *in, co
     if (!out) return MM_OK;
     if ((st = check_rows(out->y, "y", p->bs, p->h, 1, err))) return st;
     if ((st = check_rows(out->x, "x", p->bs, p->h, 1, err))) return st;
-    if (!out->rstd) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "rstd is missing (NULL)");
-    if ((st = dc_check_tensor(out->rstd, "rstd", MM_DTYPE_F32, out->rstd->ndim, err))) return st;
+    if ((st = mm_op_check_present(out->rstd, "rstd", MM_OP_WORDS_DC, err))) return st;
+    if ((st = mm_op_check_tensor(out->rstd, "rstd", MM_DTYPE_F32, out->rstd->ndim, err))) return st;
     if (mm_tensor_numel(out->rstd) != p->bs || out->rstd->ndim < 1 || out->rstd->ndim > 3 ||
         out->rstd->shape[0] != p->bs)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
@@ -221,8 +223,8 @@ static mm_status combine_check(mm_comm *comm, const mm_combine_v2_inputs *in, co
     return MM_OK;
 }
 
-mm_status mm_combine_v2_shapes_of(const mm_combine_v2_inputs *in, const mm_dc_attrs *attrs, mm_tensor *y,
-                                  mm_tensor *rstd, mm_tensor *x, mm_error *err) {
+mm_status mm_combine_v2_plan(const mm_combine_v2_inputs *in, const mm_dc_attrs *attrs, mm_tensor *y,
+                             mm_tensor *rstd, mm_tensor *x, mm_error *err) {
     combine_plan p;
     mm_status st = combine_check(NULL, in, attrs, NULL, &p, err);
     if (st) return st;
@@ -231,6 +233,11 @@ mm_status mm_combine_v2_shapes_of(const mm_combine_v2_inputs *in, const mm_dc_at
     if (x) *x = mm_tensor_make(MM_DTYPE_BF16, 3, s, NULL);
     if (rstd) *rstd = mm_tensor_make(MM_DTYPE_F32, 3, r, NULL);
     return MM_OK;
+}
+
+mm_status mm_combine_v2_shapes_of(const mm_combine_v2_inputs *in, const mm_dc_attrs *attrs, mm_tensor *y,
+                                  mm_tensor *rstd, mm_tensor *x, mm_error *err) {
+    return mm_combine_v2_plan(in, attrs, y, rstd, x, err);
 }
 
 /* ---- the data phase ---- */
@@ -333,7 +340,7 @@ static void token_task(void *ctx, int64_t task) {
     float *rstd = c->out->rstd->data;
     for (int64_t i = task * c->chunk; i < end; i++) {
         size_t row = (size_t)i * (size_t)p->h;
-        if (!dc_token_active(&p->mask, i)) {
+        if (!mm_dc_token_active(&p->mask, i)) {
             memset(y + row, 0, (size_t)p->h * 2);
             memset(xo + row, 0, (size_t)p->h * 2);
             rstd[i] = 0.0f;
@@ -380,7 +387,7 @@ static mm_status exchange(mm_dc_workspace *ws, const combine_plan *p, const dc_c
     int size = mm_comm_size(comm);
     int64_t slots = call->bs_max * (p->k + t->S);
     size_t bytes = dc_combine_bytes(t->tpw, call->bs_max, p->k, t->S, p->h);
-    mm_status st = dc_buffer_ensure(ws, &ws->combine, bytes, err);
+    mm_status st = mm_op_symm_area_ensure(ws->comm, &ws->combine, bytes, MM_OP_GROW_HALF_AGAIN, err);
     if (st) return st;
     mm_symm *symm = ws->combine.symm;
     int direct = 1;
@@ -397,7 +404,7 @@ static mm_status exchange(mm_dc_workspace *ws, const combine_plan *p, const dc_c
     for (int i = 0; i < 64; i++) task_status[i] = MM_OK;
     send_ctx sc = {p, symm, slots, chunk, direct, task_status, task_err};
     if (direct)
-        dc_run_tasks(n_tasks, send_task, &sc, (size_t)p->rows * (size_t)p->h * 2);
+        mm_dc_run_tasks(n_tasks, send_task, &sc, (size_t)p->rows * (size_t)p->h * 2);
     else /* puts go through the backend one at a time */
         for (int64_t task = 0; task < n_tasks; task++) send_task(&sc, task);
     for (int64_t i = 0; i < n_tasks; i++)
@@ -417,9 +424,9 @@ static mm_status exchange(mm_dc_workspace *ws, const combine_plan *p, const dc_c
         tchunk = (p->bs + 63) / 64;
         t_tasks = (p->bs + tchunk - 1) / tchunk;
     }
-    if ((st = dc_scratch_ensure(ws, (size_t)(t_tasks ? t_tasks : 1) * (size_t)p->h, err))) return st;
+    if ((st = mm_dc_scratch_ensure(ws, (size_t)(t_tasks ? t_tasks : 1) * (size_t)p->h, err))) return st;
     token_ctx tc = {p, mm_symm_local(symm), slots, ws->scratch, tchunk, out};
-    dc_run_tasks(t_tasks, token_task, &tc, (size_t)p->bs * (size_t)(p->k + t->S) * (size_t)p->h * 2);
+    mm_dc_run_tasks(t_tasks, token_task, &tc, (size_t)p->bs * (size_t)(p->k + t->S) * (size_t)p->h * 2);
     return MM_OK;
 }
 
@@ -431,17 +438,9 @@ mm_status mm_combine_v2(mm_dc_workspace *ws, const mm_combine_v2_inputs *in, con
     mm_error local = {MM_OK, ""};
     mm_status st = out ? combine_check(ws->comm, in, attrs, out, &p, &local)
                        : mm_fail(&local, MM_ERR_INVALID_ARGUMENT, "outputs is NULL");
-    dc_summary mine;
-    dc_summary_fill(&mine, st ? NULL : attrs, p.bs, p.h, p.k, MM_DTYPE_BF16, p.mask.kind,
-                    in ? in->elastic_info : NULL);
-    dc_call *call = malloc(sizeof *call);
-    if (!call) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "combine: out of memory");
-    if ((st = dc_exchange(ws->comm, st, &mine, "combine_add_rms_norm_v2", call, &local))) {
-        mm_fail(err, st, "%s", local.message);
-        goto done;
-    }
-    st = exchange(ws, &p, call, out, err);
-done:
-    free(call);
-    return st;
+    dc_call call;
+    st = mm_dc_call_begin(ws->comm, st, &local, attrs, p.bs, p.h, p.k, MM_DTYPE_BF16, p.mask.kind,
+                          in ? in->elastic_info : NULL, "combine_add_rms_norm_v2", &call, err);
+    if (st) return st;
+    return exchange(ws, &p, &call, out, err);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "ops/common/exchange.h"
 #include "ops/dispatch_combine/dc_internal.h"
 
 mm_dc_attrs mm_dc_default_attrs(void) {
@@ -13,14 +14,14 @@ mm_dc_attrs mm_dc_default_attrs(void) {
     memset(&a, 0, sizeof a);
     a.ep_world_size = 1;
     a.moe_expert_num = 1;
-    a.expert_token_nums_type = 1;
+    a.expert_token_nums_type = MM_DC_TOKEN_NUMS_COUNTS;
     a.norm_eps = 1e-6f;
     return a;
 }
 
-int dc_token_active(const dc_mask *m, int64_t i) {
-    if (m->kind == 1) return m->data[i] != 0;
-    if (m->kind == 2) {
+int mm_dc_token_active(const dc_mask *m, int64_t i) {
+    if (m->kind == DC_MASK_PER_TOKEN) return m->data[i] != 0;
+    if (m->kind == DC_MASK_PER_PAIR) {
         for (int64_t k = 0; k < m->K; k++)
             if (m->data[i * m->K + k]) return 1;
         return 0;
@@ -28,7 +29,7 @@ int dc_token_active(const dc_mask *m, int64_t i) {
     return 1;
 }
 
-int64_t dc_bs_bound(const mm_dc_attrs *a, int64_t bs) {
+int64_t mm_dc_bs_bound(const mm_dc_attrs *a, int64_t bs) {
     return a->global_bs ? a->global_bs / a->ep_world_size : bs;
 }
 
@@ -40,7 +41,7 @@ int64_t dc_bs_bound(const mm_dc_attrs *a, int64_t bs) {
                            (int64_t)(lo), (int64_t)(hi));                                                    \
     } while (0)
 
-mm_status dc_check_attrs(const mm_dc_attrs *a, int combine, dc_topology *t, mm_error *err) {
+mm_status mm_dc_check_attrs(const mm_dc_attrs *a, int combine, dc_topology *t, mm_error *err) {
     if (!a) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "attrs is NULL");
     memset(t, 0, sizeof *t);
     RANGE("ep_world_size", a->ep_world_size, 1, DC_MAX_RANKS);
@@ -52,7 +53,7 @@ mm_status dc_check_attrs(const mm_dc_attrs *a, int combine, dc_topology *t, mm_e
                        a->ep_world_size * tpw, DC_MAX_RANKS);
     RANGE("ep_rank_id", a->ep_rank_id, 0, a->ep_world_size - 1);
     RANGE("tp_rank_id", a->tp_rank_id, 0, tpw - 1);
-    if (a->expert_shard_type != 0)
+    if (a->expert_shard_type != MM_DC_SHARD_SHARED_FIRST)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "expert_shard_type = %" PRId64 " is not supported (only 0: shared-expert ranks first)",
                        a->expert_shard_type);
@@ -75,7 +76,7 @@ mm_status dc_check_attrs(const mm_dc_attrs *a, int combine, dc_topology *t, mm_e
                        "moe_expert_num = %" PRId64 " is not divisible by the %" PRId64
                        " routed-expert ranks (ep_world_size - shared_expert_rank_num)",
                        a->moe_expert_num, moe_ranks);
-    if (a->quant_mode != 0 && a->quant_mode != 2)
+    if (a->quant_mode != MM_DC_QUANT_NONE && a->quant_mode != MM_DC_QUANT_INT8_PER_TOKEN)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "quant_mode = %" PRId64 " is not supported (0: none, 2: dynamic INT8 per token)",
                        a->quant_mode);
@@ -83,7 +84,8 @@ mm_status dc_check_attrs(const mm_dc_attrs *a, int combine, dc_topology *t, mm_e
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "global_bs = %" PRId64 " must be 0 or a positive multiple of ep_world_size = %" PRId64,
                        a->global_bs, a->ep_world_size);
-    if (a->expert_token_nums_type != 0 && a->expert_token_nums_type != 1)
+    if (a->expert_token_nums_type != MM_DC_TOKEN_NUMS_CUMULATIVE &&
+        a->expert_token_nums_type != MM_DC_TOKEN_NUMS_COUNTS)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "expert_token_nums_type = %" PRId64 " is not 0 (cumulative) or 1 (counts)",
                        a->expert_token_nums_type);
@@ -211,10 +213,10 @@ static mm_status check_elastic_tables(const int32_t *v, const mm_dc_attrs *a, dc
     return MM_OK;
 }
 
-mm_status dc_check_elastic(const mm_tensor *info, const mm_dc_attrs *a, mm_comm *comm, dc_topology *t,
-                           mm_error *err) {
+mm_status mm_dc_check_elastic(const mm_tensor *info, const mm_dc_attrs *a, mm_comm *comm, dc_topology *t,
+                              mm_error *err) {
     if (info) {
-        mm_status st = dc_check_tensor(info, "elastic_info", MM_DTYPE_I32, 1, err);
+        mm_status st = mm_op_check_tensor(info, "elastic_info", MM_DTYPE_I32, 1, err);
         if (st) return st;
         if (info->shape[0] != 4 + 2 * t->R)
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
@@ -255,26 +257,9 @@ mm_status dc_check_elastic(const mm_tensor *info, const mm_dc_attrs *a, mm_comm 
     return MM_OK;
 }
 
-mm_status dc_check_tensor(const mm_tensor *t, const char *name, mm_dtype dtype, int ndim, mm_error *err) {
-    if (!t) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s is missing (NULL)", name);
-    if (t->dtype != dtype)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s has dtype %s, expected %s", name,
-                       mm_dtype_name(t->dtype), mm_dtype_name(dtype));
-    if (t->ndim != ndim)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s has %d dimensions, expected %d", name, t->ndim,
-                       ndim);
-    for (int d = 0; d < ndim; d++)
-        if (t->shape[d] < 0)
-            return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s.shape[%d] = %" PRId64 " is negative", name, d,
-                           t->shape[d]);
-    if (!t->data && mm_tensor_numel(t) > 0)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s has elements but data is NULL", name);
-    return MM_OK;
-}
-
-mm_status dc_check_expert_ids(const mm_tensor *ids, const dc_topology *t, int64_t *bs, int64_t *k,
-                              mm_error *err) {
-    mm_status st = dc_check_tensor(ids, "expert_ids", MM_DTYPE_I32, 2, err);
+mm_status mm_dc_check_expert_ids(const mm_tensor *ids, const dc_topology *t, int64_t *bs, int64_t *k,
+                                 mm_error *err) {
+    mm_status st = mm_op_check_tensor(ids, "expert_ids", MM_DTYPE_I32, 2, err);
     if (st) return st;
     int64_t B = ids->shape[0], K = ids->shape[1];
     int64_t total = t->routed_experts + t->Z + t->C + t->N;
@@ -310,7 +295,7 @@ mm_status dc_check_expert_ids(const mm_tensor *ids, const dc_topology *t, int64_
     return MM_OK;
 }
 
-mm_status dc_check_mask(const mm_tensor *mask, int64_t bs, int64_t k, dc_mask *m, mm_error *err) {
+mm_status mm_dc_check_mask(const mm_tensor *mask, int64_t bs, int64_t k, dc_mask *m, mm_error *err) {
     memset(m, 0, sizeof *m);
     m->K = k;
     if (!mask) return MM_OK;
@@ -318,9 +303,9 @@ mm_status dc_check_mask(const mm_tensor *mask, int64_t bs, int64_t k, dc_mask *m
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "x_active_mask has dtype %s, expected bool",
                        mm_dtype_name(mask->dtype));
     if (mask->ndim == 1 && mask->shape[0] == bs) {
-        m->kind = 1;
+        m->kind = DC_MASK_PER_TOKEN;
     } else if (mask->ndim == 2 && mask->shape[0] == bs && mask->shape[1] == k) {
-        m->kind = 2;
+        m->kind = DC_MASK_PER_PAIR;
     } else {
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "x_active_mask must have shape (Bs,) = (%" PRId64 ") or (Bs, K) = (%" PRId64
@@ -329,12 +314,12 @@ mm_status dc_check_mask(const mm_tensor *mask, int64_t bs, int64_t k, dc_mask *m
     }
     if (!mask->data && bs > 0) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "x_active_mask data is NULL");
     m->data = mask->data;
-    int64_t n = m->kind == 1 ? bs : bs * k;
+    int64_t n = m->kind == DC_MASK_PER_TOKEN ? bs : bs * k;
     for (int64_t i = 0; i < n; i++)
         if (m->data[i] > 1)
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                            "x_active_mask element %" PRId64 " = %u is not 0 or 1", i, m->data[i]);
-    if (m->kind == 1)
+    if (m->kind == DC_MASK_PER_TOKEN)
         for (int64_t i = 1; i < bs; i++)
             if (m->data[i] && !m->data[i - 1])
                 return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
@@ -352,8 +337,8 @@ static const char *const attr_names[] = {"ep_world_size",     "moe_expert_num", 
                                          "zero_expert_num",   "copy_expert_num",   "const_expert_num",
                                          "norm_eps (bits)",   "comm_alg (set)"};
 
-void dc_summary_fill(dc_summary *s, const mm_dc_attrs *a, int64_t bs, int64_t h, int64_t k, int64_t dtype,
-                     int64_t mask_kind, const mm_tensor *elastic_info) {
+static void summary_fill(dc_summary *s, const mm_dc_attrs *a, int64_t bs, int64_t h, int64_t k, int64_t dtype,
+                         int64_t mask_kind, const mm_tensor *elastic_info) {
     memset(s, 0, sizeof *s);
     s->v[DC_SUM_BS] = bs;
     s->v[DC_SUM_H] = h;
@@ -391,75 +376,39 @@ void dc_summary_fill(dc_summary *s, const mm_dc_attrs *a, int64_t bs, int64_t h,
  * before the two would pair their different collectives. */
 static const char *const op_names[] = {"dispatch_v3", "combine_add_rms_norm_v2"};
 
-mm_status dc_exchange(mm_comm *comm, mm_status local, const dc_summary *mine, const char *op, dc_call *call,
-                      mm_error *err) {
-    memset(call, 0, sizeof *call);
-    call->comm = comm;
-    dc_summary send = *mine;
-    send.v[DC_SUM_STATUS] = local;
-    send.v[DC_SUM_OP] = strcmp(op, op_names[0]) == 0 ? 0 : 1;
-    if (!comm) return local ? local : mm_fail(err, MM_ERR_INVALID_ARGUMENT, "comm is NULL");
-    mm_error gather_err = {MM_OK, ""};
-    mm_status st = mm_comm_allgather(comm, &send, sizeof send, call->all, &gather_err);
-    if (st) {
-        /* A communication failure: keep the local validation message when there is one. */
-        if (local) return local;
-        return mm_fail(err, st, "%s: %s", op, gather_err.message);
-    }
-    int size = mm_comm_size(comm), first = -1;
-    for (int r = 0; r < size; r++)
-        if (mm_comm_is_alive(comm, r) && call->all[r].v[DC_SUM_STATUS] != MM_OK) {
-            first = r;
-            break;
-        }
-    if (first >= 0) return mm_comm_agree(comm, local, err); /* everyone learns the lowest failing message */
-    /* Every rank sees the same table, so every rank reaches the same verdict and message. */
-    int ref = -1;
-    for (int r = 0; r < size; r++) {
-        if (!mm_comm_is_alive(comm, r)) continue;
-        const dc_summary *s = &call->all[r];
-        if (ref < 0) {
-            ref = r;
-        } else {
-            const dc_summary *f = &call->all[ref];
-            if (s->v[DC_SUM_OP] != f->v[DC_SUM_OP])
-                return mm_fail(
-                    err, MM_ERR_INVALID_ARGUMENT,
-                    "rank %d called %s but rank %d called %s (every rank must call the same operator)", ref,
-                    op_names[f->v[DC_SUM_OP]], r, op_names[s->v[DC_SUM_OP]]);
-            for (int i = 0; i < 14; i++)
-                if (s->v[DC_SUM_ATTR0 + i] != f->v[DC_SUM_ATTR0 + i])
-                    return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                                   "%s: attribute %s = %" PRId64 " on rank %d but %" PRId64
-                                   " on rank %d (attributes must be equal on every rank)",
-                                   op, attr_names[i], f->v[DC_SUM_ATTR0 + i], ref, s->v[DC_SUM_ATTR0 + i], r);
-            static const struct {
-                int idx;
-                const char *what;
-            } same[] = {{DC_SUM_H, "H (hidden size)"},
-                        {DC_SUM_K, "K (expert_ids.shape[1])"},
-                        {DC_SUM_DTYPE, "the dtype of x"},
-                        {DC_SUM_MASK, "the x_active_mask form (0 none, 1 per token, 2 per pair)"},
-                        {DC_SUM_ELASTIC, "elastic_info (content hash)"}};
-            for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
-                if (s->v[same[i].idx] != f->v[same[i].idx])
-                    return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                                   "%s: %s is %" PRId64 " on rank %d but %" PRId64
-                                   " on rank %d (it must be equal on every rank)",
-                                   op, same[i].what, f->v[same[i].idx], ref, s->v[same[i].idx], r);
-        }
-        if (s->v[DC_SUM_BS] > call->bs_max) call->bs_max = s->v[DC_SUM_BS];
-    }
-    const int64_t *attrs = call->all[ref].v + DC_SUM_ATTR0;
-    int64_t R = attrs[0], gbs = attrs[7];
-    for (int r = 0; r < size; r++) {
-        if (!mm_comm_is_alive(comm, r)) continue;
-        int64_t bs = call->all[r].v[DC_SUM_BS];
-        if (gbs == 0 && bs != call->all[ref].v[DC_SUM_BS])
+/* The cross-rank rules, from the exchanged records: every rank sees the same records, so every rank
+ * reaches the same verdict and message. */
+static mm_status compare(const mm_op_exchange *x, const char *op, dc_call *call, mm_error *err) {
+    int ref = x->ref, i = mm_op_exchange_differing(x, 1);
+    if (i >= 0) {
+        int r = x->differ_rank[i];
+        int64_t a = mm_op_exchange_fields_of(x, ref)[i], b = mm_op_exchange_fields_of(x, r)[i];
+        if (i == DC_SUM_OP)
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                           "%s: Bs = %" PRId64 " on rank %d but %" PRId64
-                           " on rank %d (with global_bs = 0 every rank has the same Bs)",
-                           op, call->all[ref].v[DC_SUM_BS], ref, bs, r);
+                           "rank %d called %s but rank %d called %s (every rank must call the same operator)",
+                           ref, op_names[a], r, op_names[b]);
+        if (i < DC_SUM_ATTR0 + DC_SUM_ATTRS)
+            return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                           "%s: attribute %s = %" PRId64 " on rank %d but %" PRId64
+                           " on rank %d (attributes must be equal on every rank)",
+                           op, attr_names[i - DC_SUM_ATTR0], a, ref, b, r);
+        static const char *const what[] = {"H (hidden size)", "K (expert_ids.shape[1])", "the dtype of x",
+                                           "the x_active_mask form (0 none, 1 per token, 2 per pair)",
+                                           "elastic_info (content hash)"};
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "%s: %s is %" PRId64 " on rank %d but %" PRId64
+                       " on rank %d (it must be equal on every rank)",
+                       op, what[i - DC_SUM_H], a, ref, b, r);
+    }
+    const int64_t *attrs = mm_op_exchange_fields_of(x, ref) + DC_SUM_ATTR0;
+    int64_t R = attrs[0], gbs = attrs[7], ref_bs = mm_op_exchange_fields_of(x, ref)[DC_SUM_BS];
+    call->bs_max = x->hi[DC_SUM_BS] > 0 ? x->hi[DC_SUM_BS] : 0;
+    if (gbs == 0 && x->differ_rank[DC_SUM_BS] >= 0) {
+        int r = x->differ_rank[DC_SUM_BS];
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "%s: Bs = %" PRId64 " on rank %d but %" PRId64
+                       " on rank %d (with global_bs = 0 every rank has the same Bs)",
+                       op, ref_bs, ref, mm_op_exchange_fields_of(x, r)[DC_SUM_BS], r);
     }
     if (gbs != 0 && gbs != call->bs_max * R)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
@@ -468,4 +417,44 @@ mm_status dc_exchange(mm_comm *comm, mm_status local, const dc_summary *mine, co
                        op, gbs, call->bs_max, R, call->bs_max * R);
     if (gbs) call->bs_max = gbs / R; /* the bound every rank used for its own checks */
     return MM_OK;
+}
+
+static mm_status exchange(mm_comm *comm, mm_status local, const dc_summary *mine, const char *op,
+                          dc_call *call, mm_error *err) {
+    memset(call, 0, sizeof *call);
+    call->comm = comm;
+    dc_summary send = *mine;
+    send.v[DC_SUM_OP] = strcmp(op, op_names[0]) == 0 ? 0 : 1;
+    if (!comm) return local ? local : mm_fail(err, MM_ERR_INVALID_ARGUMENT, "comm is NULL");
+    mm_op_exchange x = {.local = local,
+                        .message = err ? err->message : NULL,
+                        .fields = send.v,
+                        .nfields = DC_SUM_COUNT,
+                        .ncompare = DC_SUM_COMPARED};
+    mm_error ex_err = {MM_OK, ""};
+    mm_status st = mm_op_exchange_run(comm, &x, &ex_err);
+    if (st == MM_OK) {
+        st = compare(&x, op, call, err);
+    } else if (x.failed_rank >= 0) {
+        st = mm_fail(err, st, "%s", ex_err.message); /* "rank N: ..." */
+    } else if (!local) {
+        st = mm_fail(err, st, "%s: %s", op, ex_err.message);
+    } else {
+        st = local; /* a communication failure after a local one: keep the local validation message */
+    }
+    mm_op_exchange_done(&x);
+    return st;
+}
+
+mm_status mm_dc_call_begin(mm_comm *comm, mm_status local, const mm_error *local_err, const mm_dc_attrs *a,
+                           int64_t bs, int64_t h, int64_t k, int64_t dtype, int64_t mask_kind,
+                           const mm_tensor *elastic_info, const char *op, dc_call *call, mm_error *err) {
+    dc_summary mine;
+    summary_fill(&mine, local ? NULL : a, bs, h, k, dtype, mask_kind, elastic_info);
+    mm_error e = {MM_OK, ""};
+    if (local_err) e = *local_err;
+    /* Every rank takes part in the exchange, failed or not, so that all learn the same verdict. */
+    mm_status st = exchange(comm, local, &mine, op, call, &e);
+    if (st) mm_fail(err, st, "%s", e.message);
+    return st;
 }

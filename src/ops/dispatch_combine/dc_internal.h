@@ -9,6 +9,8 @@
 
 #include "format/bf16_inline.h"
 #include "megamoe/dispatch_combine.h"
+#include "ops/common/symm_area.h"
+#include "ops/common/tensor_check.h"
 
 #define DC_MAX_RANKS MM_COMM_MAX_RANKS
 #define DC_MAX_K     64
@@ -62,52 +64,54 @@ static inline int64_t dc_rank_local_experts(const dc_topology *t, int64_t o) {
  * MM_INT8_SCALE_INV_MUL, NaN/Inf rows included): m = 127 / amax, q = round_half_even(x * m) clamped to
  * [-127, 127], scale = 1 / m. The shared row kernel of ffn/rowops.h (its AVX-512 twin when the CPU has
  * it): Dispatch quantizes every copy of a token on its own. */
-void dc_int8_quantize_row(const float *x, int64_t n, int8_t *q, float *scale);
+void mm_dc_int8_quantize_row(const float *x, int64_t n, int8_t *q, float *scale);
 
-/* Mask helpers: mask_kind 0 none, 1 per token, 2 per (token, k). */
+/* Mask helpers. The kind's numbers enter the exchanged call summary and its mismatch message. */
+enum { DC_MASK_NONE = 0, DC_MASK_PER_TOKEN = 1, DC_MASK_PER_PAIR = 2 };
 typedef struct dc_mask {
     int kind;
     const uint8_t *data;
     int64_t K;
 } dc_mask;
 static inline int dc_pair_active(const dc_mask *m, int64_t i, int64_t k) {
-    if (m->kind == 1) return m->data[i] != 0;
-    if (m->kind == 2) return m->data[i * m->K + k] != 0;
+    if (m->kind == DC_MASK_PER_TOKEN) return m->data[i] != 0;
+    if (m->kind == DC_MASK_PER_PAIR) return m->data[i * m->K + k] != 0;
     return 1;
 }
-int dc_token_active(const dc_mask *m, int64_t i);
+int mm_dc_token_active(const dc_mask *m, int64_t i);
 
 /* ---- checks shared by both operators (dc_check.c) ---- */
 
 /* Attributes alone; fills the parts of t that need no tensors. `combine` enables the combine-only
  * attributes. */
-mm_status dc_check_attrs(const mm_dc_attrs *a, int combine, dc_topology *t, mm_error *err);
+mm_status mm_dc_check_attrs(const mm_dc_attrs *a, int combine, dc_topology *t, mm_error *err);
 /* elastic_info (may be NULL) and the communicator's survivors; completes t. */
-mm_status dc_check_elastic(const mm_tensor *info, const mm_dc_attrs *a, mm_comm *comm, dc_topology *t,
-                           mm_error *err);
-/* expert_ids (Bs, K) I32 in range, no routed id twice in a row. */
-mm_status dc_check_expert_ids(const mm_tensor *ids, const dc_topology *t, int64_t *bs, int64_t *k,
+mm_status mm_dc_check_elastic(const mm_tensor *info, const mm_dc_attrs *a, mm_comm *comm, dc_topology *t,
                               mm_error *err);
+/* expert_ids (Bs, K) I32 in range, no routed id twice in a row. */
+mm_status mm_dc_check_expert_ids(const mm_tensor *ids, const dc_topology *t, int64_t *bs, int64_t *k,
+                                 mm_error *err);
 /* x_active_mask (may be NULL): BOOL (Bs,) true before false, or (Bs, K). */
-mm_status dc_check_mask(const mm_tensor *mask, int64_t bs, int64_t k, dc_mask *m, mm_error *err);
-/* Tensor descriptor basics: non-NULL, dtype, ndim, data present when it has elements. */
-mm_status dc_check_tensor(const mm_tensor *t, const char *name, mm_dtype dtype, int ndim, mm_error *err);
+mm_status mm_dc_check_mask(const mm_tensor *mask, int64_t bs, int64_t k, dc_mask *m, mm_error *err);
 /* Largest Bs of any rank as far as this rank can know it: global_bs / R, or Bs. */
-int64_t dc_bs_bound(const mm_dc_attrs *a, int64_t bs);
+int64_t mm_dc_bs_bound(const mm_dc_attrs *a, int64_t bs);
 
 /* ---- the cross-rank summary: one allgather per call checks attributes are equal everywhere ---- */
 
+/* The fields every rank contributes, in the order mismatches are reported: which operator, the
+ * attributes, then the shapes; Bs last, as ranks may differ there. */
 enum {
-    DC_SUM_STATUS,
-    DC_SUM_BS,
-    DC_SUM_H,
+    DC_SUM_OP,    /* which operator the rank called (mm_dc_call_begin's op) */
+    DC_SUM_ATTR0, /* attributes from here */
+    DC_SUM_ATTRS = 14,
+    DC_SUM_H = DC_SUM_ATTR0 + DC_SUM_ATTRS,
     DC_SUM_K,
     DC_SUM_DTYPE,
     DC_SUM_MASK,
     DC_SUM_ELASTIC,
-    DC_SUM_OP,    /* which operator the rank called (dc_exchange's op) */
-    DC_SUM_ATTR0, /* attributes from here */
-    DC_SUM_COUNT = DC_SUM_ATTR0 + 14
+    DC_SUM_COMPARED, /* the fields above must be equal on every rank */
+    DC_SUM_BS = DC_SUM_COMPARED,
+    DC_SUM_COUNT
 };
 typedef struct dc_summary {
     int64_t v[DC_SUM_COUNT];
@@ -116,45 +120,36 @@ typedef struct dc_summary {
 typedef struct dc_call {
     mm_comm *comm;
     int64_t bs_max; /* max Bs over the alive ranks */
-    dc_summary all[DC_MAX_RANKS];
 } dc_call;
 
-/* Fills the attribute part of s. */
-void dc_summary_fill(dc_summary *s, const mm_dc_attrs *a, int64_t bs, int64_t h, int64_t k, int64_t dtype,
-                     int64_t mask_kind, const mm_tensor *elastic_info);
-/* Allgathers the summaries. When any rank failed locally (local != MM_OK), every rank returns that
- * failure (the lowest failing rank's message). Otherwise checks that the ranks agree on attributes
- * and shapes and fills call->bs_max. */
-mm_status dc_exchange(mm_comm *comm, mm_status local, const dc_summary *mine, const char *op, dc_call *call,
-                      mm_error *err);
+/* The start of every call of both operators, collective: exchanges this rank's summary (its
+ * attributes only when its local checks passed) and verdict (ops/common/exchange.h). When any rank
+ * failed locally (local != MM_OK, its message in local_err), every rank returns that failure (the
+ * lowest failing rank's message). Otherwise checks that the ranks agree on attributes and shapes and
+ * fills call->bs_max. */
+mm_status mm_dc_call_begin(mm_comm *comm, mm_status local, const mm_error *local_err, const mm_dc_attrs *a,
+                           int64_t bs, int64_t h, int64_t k, int64_t dtype, int64_t mask_kind,
+                           const mm_tensor *elastic_info, const char *op, dc_call *call, mm_error *err);
 
 /* Runs fn over n tasks: on the pool when the work (bytes) is worth waking it, else in this thread (a
  * decode-sized call moves a few rows, and a pool round trip costs more than copying them). */
 #define DC_INLINE_BYTES ((size_t)256 * 1024)
-void dc_run_tasks(int64_t n, void (*fn)(void *, int64_t), void *ctx, size_t bytes);
+void mm_dc_run_tasks(int64_t n, void (*fn)(void *, int64_t), void *ctx, size_t bytes);
 
 /* ---- workspace (dc_workspace.c) ---- */
 
-typedef struct dc_buffer {
-    mm_symm *symm;
-    uint64_t epoch; /* data phases run on this buffer since it was allocated */
-} dc_buffer;
-
 struct mm_dc_workspace {
     mm_comm *comm;
-    dc_buffer dispatch, combine;
-    void *staging; /* for peers without a direct pointer */
+    mm_op_symm_area dispatch, combine; /* grown by half again when a call needs more */
+    void *staging;                     /* for peers without a direct pointer */
     size_t staging_bytes;
     float *scratch; /* per-task F32 rows */
     size_t scratch_floats;
 };
 
-/* Collective: all ranks reach the same decision from the same summaries. Ensures buf has at least
- * bytes; a regrown buffer restarts its epoch. */
-mm_status dc_buffer_ensure(mm_dc_workspace *ws, dc_buffer *buf, size_t bytes, mm_error *err);
 /* Local scratch buffers (grown on demand). */
-mm_status dc_staging_ensure(mm_dc_workspace *ws, size_t bytes, mm_error *err);
-mm_status dc_scratch_ensure(mm_dc_workspace *ws, size_t floats, mm_error *err);
+mm_status mm_dc_staging_ensure(mm_dc_workspace *ws, size_t bytes, mm_error *err);
+mm_status mm_dc_scratch_ensure(mm_dc_workspace *ws, size_t floats, mm_error *err);
 
 static inline size_t dc_align64(size_t n) {
     return (n + 63) & ~(size_t)63;

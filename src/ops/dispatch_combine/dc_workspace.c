@@ -1,9 +1,8 @@
 /* ops/dispatch_combine/dc_workspace.c: the per-rank workspace of Dispatch V3 / Combine V2.
  *
- * Each operator owns one symmetric buffer, reused across calls. Its signal counters only grow: every
- * data phase each rank raises each alive peer's counter by one, so after n phases a complete exchange
- * means "every counter >= n" (the buffer's epoch). A buffer that must grow is reallocated collectively;
- * the decision is taken from the allgathered call summaries, so every rank takes it at the same call. */
+ * Each operator owns one symmetric area (ops/common/symm_area.h), reused across calls and grown
+ * collectively; the size comes from the exchanged call summaries, so every rank grows it at the same
+ * call. */
 #include <stdlib.h>
 
 #include "core/error.h"
@@ -42,7 +41,7 @@ mm_status mm_dc_workspace_reserve(mm_dc_workspace *ws, const mm_dc_attrs *attrs,
                                   int64_t hidden, int64_t topk, mm_error *err) {
     if (!ws) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "ws (workspace) is NULL");
     dc_topology t;
-    mm_status st = dc_check_attrs(attrs, 0, &t, err);
+    mm_status st = mm_dc_check_attrs(attrs, 0, &t, err);
     if (st) return st;
     if (max_bs < 0 || max_bs > DC_MAX_BS || hidden < 1 || hidden > DC_MAX_H || topk < 1 || topk > DC_MAX_K)
         return mm_fail(
@@ -51,24 +50,14 @@ mm_status mm_dc_workspace_reserve(mm_dc_workspace *ws, const mm_dc_attrs *attrs,
             (long long)max_bs, (long long)hidden, (long long)topk, DC_MAX_BS, DC_MAX_H, DC_MAX_K);
     /* Rows of BF16/F16 (the largest element): enough for every quant mode. */
     dc_region_layout lay = dc_region_of(t.L, topk, max_bs, (size_t)hidden * 2);
-    if ((st = dc_buffer_ensure(ws, &ws->dispatch, lay.bytes * (size_t)mm_comm_size(ws->comm), err)))
+    if ((st = mm_op_symm_area_ensure(ws->comm, &ws->dispatch, lay.bytes * (size_t)mm_comm_size(ws->comm),
+                                     MM_OP_GROW_HALF_AGAIN, err)))
         return st;
-    return dc_buffer_ensure(ws, &ws->combine, dc_combine_bytes(t.tpw, max_bs, topk, t.S, hidden), err);
+    return mm_op_symm_area_ensure(ws->comm, &ws->combine, dc_combine_bytes(t.tpw, max_bs, topk, t.S, hidden),
+                                  MM_OP_GROW_HALF_AGAIN, err);
 }
 
-mm_status dc_buffer_ensure(mm_dc_workspace *ws, dc_buffer *buf, size_t bytes, mm_error *err) {
-    if (bytes == 0) bytes = 64;
-    if (buf->symm && mm_symm_size(buf->symm) >= bytes) return MM_OK;
-    mm_status st = mm_symm_free(buf->symm, err);
-    buf->symm = NULL;
-    buf->epoch = 0;
-    if (st) return st;
-    /* Grow by half again so that slowly growing calls do not reallocate every time. */
-    size_t want = bytes + bytes / 2;
-    return mm_symm_alloc(ws->comm, want, &buf->symm, err);
-}
-
-mm_status dc_staging_ensure(mm_dc_workspace *ws, size_t bytes, mm_error *err) {
+mm_status mm_dc_staging_ensure(mm_dc_workspace *ws, size_t bytes, mm_error *err) {
     if (ws->staging_bytes >= bytes && ws->staging) return MM_OK;
     free(ws->staging);
     ws->staging_bytes = 0;
@@ -79,7 +68,7 @@ mm_status dc_staging_ensure(mm_dc_workspace *ws, size_t bytes, mm_error *err) {
     return MM_OK;
 }
 
-mm_status dc_scratch_ensure(mm_dc_workspace *ws, size_t floats, mm_error *err) {
+mm_status mm_dc_scratch_ensure(mm_dc_workspace *ws, size_t floats, mm_error *err) {
     if (ws->scratch_floats >= floats && ws->scratch) return MM_OK;
     free(ws->scratch);
     ws->scratch_floats = 0;
@@ -90,7 +79,7 @@ mm_status dc_scratch_ensure(mm_dc_workspace *ws, size_t floats, mm_error *err) {
     return MM_OK;
 }
 
-void dc_run_tasks(int64_t n, void (*fn)(void *, int64_t), void *ctx, size_t bytes) {
+void mm_dc_run_tasks(int64_t n, void (*fn)(void *, int64_t), void *ctx, size_t bytes) {
     if (n <= 1 || bytes < DC_INLINE_BYTES) {
         for (int64_t t = 0; t < n; t++) fn(ctx, t);
         return;

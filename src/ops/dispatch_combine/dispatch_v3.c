@@ -37,7 +37,7 @@ static region_layout region_of(const dispatch_plan *p, int64_t bs_max) {
 
 static mm_status check_out(const mm_tensor *t, const char *name, mm_dtype dtype, int ndim, int64_t d0,
                            int64_t d1, int exact, mm_error *err) {
-    mm_status st = dc_check_tensor(t, name, dtype, ndim, err);
+    mm_status st = mm_op_check_tensor(t, name, dtype, ndim, err);
     if (st) return st;
     if (exact ? t->shape[0] != d0 : t->shape[0] < d0)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s.shape[0] = %" PRId64 " must be %s %" PRId64, name,
@@ -53,16 +53,16 @@ static mm_status dispatch_check(mm_comm *comm, const mm_dispatch_v3_inputs *in, 
                                 const mm_dispatch_v3_outputs *out, dispatch_plan *p, mm_error *err) {
     memset(p, 0, sizeof *p);
     if (!in) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "inputs is NULL");
-    mm_status st = dc_check_attrs(attrs, 0, &p->t, err);
+    mm_status st = mm_dc_check_attrs(attrs, 0, &p->t, err);
     if (st) return st;
-    if ((st = dc_check_elastic(in->elastic_info, attrs, comm, &p->t, err))) return st;
-    if ((st = dc_check_expert_ids(in->expert_ids, &p->t, &p->bs, &p->k, err))) return st;
-    if (!in->x) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "x is missing (NULL)");
+    if ((st = mm_dc_check_elastic(in->elastic_info, attrs, comm, &p->t, err))) return st;
+    if ((st = mm_dc_check_expert_ids(in->expert_ids, &p->t, &p->bs, &p->k, err))) return st;
+    if ((st = mm_op_check_present(in->x, "x", MM_OP_WORDS_DC, err))) return st;
     p->x_dtype = in->x->dtype;
     if (p->x_dtype != MM_DTYPE_BF16 && p->x_dtype != MM_DTYPE_F16)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "x has dtype %s, expected bf16 or f16",
                        mm_dtype_name(p->x_dtype));
-    if ((st = dc_check_tensor(in->x, "x", p->x_dtype, 2, err))) return st;
+    if ((st = mm_op_check_tensor(in->x, "x", p->x_dtype, 2, err))) return st;
     p->h = in->x->shape[1];
     if (in->x->shape[0] != p->bs)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
@@ -75,15 +75,15 @@ static mm_status dispatch_check(mm_comm *comm, const mm_dispatch_v3_inputs *in, 
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "Bs = %" PRId64 " exceeds global_bs / ep_world_size = %" PRId64, p->bs,
                        attrs->global_bs / attrs->ep_world_size);
-    if ((st = dc_check_mask(in->x_active_mask, p->bs, p->k, &p->mask, err))) return st;
-    p->quant = attrs->quant_mode == 2;
+    if ((st = mm_dc_check_mask(in->x_active_mask, p->bs, p->k, &p->mask, err))) return st;
+    p->quant = attrs->quant_mode == MM_DC_QUANT_INT8_PER_TOKEN;
     if (in->scales) {
         if (!p->quant)
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                            "scales (smoothing factors) are given but quant_mode = %" PRId64
                            " (they need quant_mode 2)",
                            attrs->quant_mode);
-        if ((st = dc_check_tensor(in->scales, "scales", MM_DTYPE_F32, 2, err))) return st;
+        if ((st = mm_op_check_tensor(in->scales, "scales", MM_DTYPE_F32, 2, err))) return st;
         int64_t rows = p->t.S + attrs->moe_expert_num;
         if (in->scales->shape[0] != rows || in->scales->shape[1] != p->h)
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
@@ -96,7 +96,7 @@ static mm_status dispatch_check(mm_comm *comm, const mm_dispatch_v3_inputs *in, 
     p->out_dtype = p->quant ? MM_DTYPE_I8 : p->x_dtype;
     p->row_bytes = (size_t)mm_dtype_row_bytes(p->out_dtype, p->h);
     int64_t per_src = p->t.is_shared ? 1 : (p->k < p->t.L ? p->k : p->t.L);
-    p->max_rows = dc_bs_bound(attrs, p->bs) * p->t.R_eff * per_src * p->t.tpw;
+    p->max_rows = mm_dc_bs_bound(attrs, p->bs) * p->t.R_eff * per_src * p->t.tpw;
     if (!out) return MM_OK;
     int64_t ep_counts = p->t.R * p->t.tpw * p->t.my_L;
     if ((st = check_out(out->expand_x, "expand_x", p->out_dtype, 2, p->max_rows, p->h, 0, err))) return st;
@@ -116,8 +116,8 @@ static mm_status dispatch_check(mm_comm *comm, const mm_dispatch_v3_inputs *in, 
     return MM_OK;
 }
 
-mm_status mm_dispatch_v3_shapes_of(const mm_dispatch_v3_inputs *in, const mm_dc_attrs *attrs,
-                                   mm_dispatch_v3_shapes *shapes, mm_error *err) {
+mm_status mm_dispatch_v3_plan(const mm_dispatch_v3_inputs *in, const mm_dc_attrs *attrs,
+                              mm_dispatch_v3_shapes *shapes, mm_error *err) {
     if (!shapes) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "shapes is NULL");
     memset(shapes, 0, sizeof *shapes);
     dispatch_plan p;
@@ -138,9 +138,14 @@ mm_status mm_dispatch_v3_shapes_of(const mm_dispatch_v3_inputs *in, const mm_dc_
     return MM_OK;
 }
 
+mm_status mm_dispatch_v3_shapes_of(const mm_dispatch_v3_inputs *in, const mm_dc_attrs *attrs,
+                                   mm_dispatch_v3_shapes *shapes, mm_error *err) {
+    return mm_dispatch_v3_plan(in, attrs, shapes, err);
+}
+
 /* ---- send side ---- */
 
-void dc_int8_quantize_row(const float *x, int64_t n, int8_t *q, float *scale) {
+void mm_dc_int8_quantize_row(const float *x, int64_t n, int8_t *q, float *scale) {
     /* Dispatch V3's rule (mul-even, stored scale 1 / m): the shared row kernel, AVX-512 when present. */
     mm_rowops_get()->int8_mul_even(x, n, MM_INT8_SCALE_INV_MUL, q, scale);
 }
@@ -198,14 +203,14 @@ static void write_item(const send_ctx *c, const send_item *it, unsigned char *ba
         for (int64_t j = 0; j < p->h; j++) f32[j] = f32[j] * s[j];
     }
     float scale;
-    dc_int8_quantize_row(f32, p->h, (int8_t *)row, &scale);
+    mm_dc_int8_quantize_row(f32, p->h, (int8_t *)row, &scale);
     *scale_at = scale;
     *memo = (quant_memo){it->token, (const int8_t *)row, scale};
 }
 
 static void send_task(void *ctx, int64_t task) {
     const send_ctx *c = ctx;
-    float *f32 = c->scratch + task * c->p->h;
+    float *f32 = c->scratch ? c->scratch + task * c->p->h : NULL; /* no scratch without quantization */
     int64_t end = (task + 1) * c->chunk < c->n_items ? (task + 1) * c->chunk : c->n_items;
     quant_memo memo = {-1, NULL, 0.0f};
     for (int64_t i = task * c->chunk; i < end; i++) {
@@ -266,7 +271,7 @@ static void plan_sends(const dispatch_plan *p, const int32_t *ids, send_item *it
     const dc_topology *t = &p->t;
     int64_t n = 0;
     for (int64_t i = 0; i < p->bs; i++) {
-        if (!dc_token_active(&p->mask, i)) continue;
+        if (!mm_dc_token_active(&p->mask, i)) continue;
         for (int64_t k = 0; k < p->k; k++) {
             int64_t e = ids[i * p->k + k];
             if (!dc_pair_active(&p->mask, i, k) || dc_kind(t, e) != DC_ROUTED) continue;
@@ -309,7 +314,8 @@ static mm_status exchange(mm_dc_workspace *ws, const dispatch_plan *p, const dc_
     mm_comm *comm = ws->comm;
     int size = mm_comm_size(comm), me = mm_comm_rank(comm);
     region_layout lay = region_of(p, call->bs_max);
-    mm_status st = dc_buffer_ensure(ws, &ws->dispatch, lay.bytes * (size_t)size, err);
+    mm_status st =
+        mm_op_symm_area_ensure(ws->comm, &ws->dispatch, lay.bytes * (size_t)size, MM_OP_GROW_HALF_AGAIN, err);
     if (st) return st;
     mm_symm *symm = ws->dispatch.symm;
     int64_t max_items = p->bs * (p->k + t->S);
@@ -339,15 +345,15 @@ static mm_status exchange(mm_dc_workspace *ws, const dispatch_plan *p, const dc_
         chunk = (n_items + 63) / 64;
         n_tasks = (n_items + chunk - 1) / chunk;
     }
-    if (p->quant && (st = dc_scratch_ensure(ws, (size_t)(n_tasks ? n_tasks : 1) * (size_t)p->h, err)))
+    if (p->quant && (st = mm_dc_scratch_ensure(ws, (size_t)(n_tasks ? n_tasks : 1) * (size_t)p->h, err)))
         goto fail;
     send_ctx sc = {p, &lay, items, n_items, chunk, in->x->data, bases, (int32_t)t->my_new, ws->scratch, -1};
     if (direct) {
         for (int g = 0; g < size; g++)
             if (bases[g]) memcpy(bases[g], counts + (g / t->tpw) * t->L, sizeof(int32_t) * (size_t)t->L);
-        dc_run_tasks(n_tasks, send_task, &sc, (size_t)n_items * p->row_bytes * (size_t)t->tpw);
+        mm_dc_run_tasks(n_tasks, send_task, &sc, (size_t)n_items * p->row_bytes * (size_t)t->tpw);
     } else {
-        if ((st = dc_staging_ensure(ws, lay.bytes, err))) goto fail;
+        if ((st = mm_dc_staging_ensure(ws, lay.bytes, err))) goto fail;
         unsigned char *stage = ws->staging;
         unsigned char *one[1] = {stage};
         for (int64_t o = 0; o < t->R; o++) {
@@ -358,7 +364,7 @@ static mm_status exchange(mm_dc_workspace *ws, const dispatch_plan *p, const dc_
             memcpy(stage, cnt, sizeof(int32_t) * (size_t)t->L);
             sc.bases = one;
             sc.only_dest = o;
-            dc_run_tasks(n_tasks, send_task, &sc, (size_t)n_items * p->row_bytes * (size_t)t->tpw);
+            mm_dc_run_tasks(n_tasks, send_task, &sc, (size_t)n_items * p->row_bytes * (size_t)t->tpw);
             for (int64_t tt = 0; tt < t->tpw; tt++) {
                 int g = (int)(o * t->tpw + tt);
                 size_t at = (size_t)me * lay.bytes;
@@ -421,7 +427,7 @@ static mm_status exchange(mm_dc_workspace *ws, const dispatch_plan *p, const dc_
     if (p->t.tpw == 1 && out->tp_recv_counts && out->tp_recv_counts->shape[0] == 1)
         ((int32_t *)out->tp_recv_counts->data)[0] = (int32_t)row;
     recv_ctx rc = {p, &lay, segs, out};
-    dc_run_tasks(ns, recv_task, &rc, (size_t)row * p->row_bytes);
+    mm_dc_run_tasks(ns, recv_task, &rc, (size_t)row * p->row_bytes);
     *rows_out = row;
     st = MM_OK;
 fail:
@@ -441,24 +447,16 @@ mm_status mm_dispatch_v3(mm_dc_workspace *ws, const mm_dispatch_v3_inputs *in, c
     mm_error local = {MM_OK, ""};
     mm_status st = out ? dispatch_check(ws->comm, in, attrs, out, &p, &local)
                        : mm_fail(&local, MM_ERR_INVALID_ARGUMENT, "outputs is NULL");
-    dc_summary mine;
-    dc_summary_fill(&mine, st ? NULL : attrs, p.bs, p.h, p.k, p.x_dtype, p.mask.kind,
-                    in ? in->elastic_info : NULL);
-    dc_call *call = malloc(sizeof *call);
-    if (!call) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "dispatch: out of memory");
-    /* Every rank takes part in the exchange, failed or not, so that all learn the same verdict. */
-    if ((st = dc_exchange(ws->comm, st, &mine, "dispatch_v3", call, &local))) {
-        mm_fail(err, st, "%s", local.message);
-        goto done;
-    }
+    dc_call call;
+    st = mm_dc_call_begin(ws->comm, st, &local, attrs, p.bs, p.h, p.k, p.x_dtype, p.mask.kind,
+                          in ? in->elastic_info : NULL, "dispatch_v3", &call, err);
+    if (st) return st;
     int64_t rows = 0;
-    if ((st = exchange(ws, &p, call, in, out, &rows, err))) goto done;
-    if (attrs->expert_token_nums_type == 0) {
+    if ((st = exchange(ws, &p, &call, in, out, &rows, err))) return st;
+    if (attrs->expert_token_nums_type == MM_DC_TOKEN_NUMS_CUMULATIVE) {
         int64_t *n = out->expert_token_nums->data;
         for (int64_t le = 1; le < p.t.my_L; le++) n[le] += n[le - 1];
     }
     if (rows_out) *rows_out = rows;
-done:
-    free(call);
-    return st;
+    return MM_OK;
 }

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "ops/common/exchange.h"
+#include "ops/common/symm_area.h"
 #include "ops/mega_moe/mega_moe_internal.h"
 
 static size_t round_up(size_t v, size_t a) {
@@ -69,24 +71,24 @@ static mm_status check_sizing(const mm_mega_moe_sizing *s, int world, mm_error *
     return MM_OK;
 }
 
-/* Every sizing field must be equal on all ranks: compare the minimum and maximum of each. */
-static mm_status check_equal(mm_comm *comm, const mm_mega_moe_sizing *s, mm_error *err) {
+/* One exchange (ops/common/exchange.h): every rank learns the lowest failing rank's verdict, else
+ * whether every sizing field is equal on all ranks. */
+static mm_status agree_sizing(mm_comm *comm, mm_status local, const mm_mega_moe_sizing *s, mm_error *err) {
     static const char *const names[] = {"moe_expert_num", "num_max_tokens_per_rank", "topk",
                                         "hidden",         "intermediate_hidden",     "max_recv_token_num"};
-    int64_t lo[6] = {s->moe_expert_num, s->num_max_tokens_per_rank, s->topk,
-                     s->hidden,         s->intermediate_hidden,     s->max_recv_token_num};
-    int64_t hi[6];
-    memcpy(hi, lo, sizeof hi);
-    mm_status st = mm_comm_allreduce_i64(comm, lo, 6, MM_REDUCE_MIN, err);
-    if (st == MM_OK) st = mm_comm_allreduce_i64(comm, hi, 6, MM_REDUCE_MAX, err);
-    if (st != MM_OK) return st;
-    for (int i = 0; i < 6; i++)
-        if (lo[i] != hi[i])
-            return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                           "sizing %s differs between ranks (from %" PRId64 " to %" PRId64
-                           "): it must be equal",
-                           names[i], lo[i], hi[i]);
-    return MM_OK;
+    int64_t fields[6] = {s->moe_expert_num, s->num_max_tokens_per_rank, s->topk,
+                         s->hidden,         s->intermediate_hidden,     s->max_recv_token_num};
+    mm_op_exchange x = {
+        .local = local, .message = err->message, .fields = fields, .nfields = 6, .ncompare = 6};
+    mm_status st = mm_op_exchange_run(comm, &x, err);
+    if (st != MM_OK && x.failed_rank < 0) mm_error_prefix(err, "agree"); /* a communication failure */
+    int i = st == MM_OK ? mm_op_exchange_differing(&x, 0) : -1;
+    if (i >= 0)
+        st = mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                     "sizing %s differs between ranks (from %" PRId64 " to %" PRId64 "): it must be equal",
+                     names[i], x.lo[i], x.hi[i]);
+    mm_op_exchange_done(&x);
+    return st;
 }
 
 mm_status mm_mega_moe_buffer_create(mm_comm *comm, const mm_mega_moe_sizing *sizing, mm_mega_moe_buffer **out,
@@ -106,8 +108,7 @@ mm_status mm_mega_moe_buffer_create(mm_comm *comm, const mm_mega_moe_sizing *siz
         if (!b || !b->check_area)
             st = mm_fail(&local, MM_ERR_OUT_OF_MEMORY, "mega_moe buffer: out of memory");
     }
-    st = mm_comm_agree(comm, st, &local);
-    if (st == MM_OK) st = check_equal(comm, sizing, &local);
+    st = agree_sizing(comm, st, sizing, &local);
     if (st != MM_OK) goto fail;
     b->comm = comm;
     b->rank = mm_comm_rank(comm);
@@ -123,8 +124,11 @@ mm_status mm_mega_moe_buffer_create(mm_comm *comm, const mm_mega_moe_sizing *siz
     b->comb_slot_bytes = round_up((size_t)(2 * H), 64);
     b->relay_slot_bytes = round_up(sizeof(mm_moe_relay_header) + (size_t)(2 * H), 64);
     b->relay_slots = (int64_t)world * M * K;
-    st = mm_symm_alloc(comm, (size_t)b->recv_capacity * b->recv_slot_bytes, &b->recv, &local);
-    if (st == MM_OK) st = mm_symm_alloc(comm, (size_t)(M * K) * b->comb_slot_bytes, &b->comb, &local);
+    st = mm_op_symm_grow(comm, &b->recv, (size_t)b->recv_capacity * b->recv_slot_bytes, MM_OP_GROW_EXACT,
+                         NULL, &local);
+    if (st == MM_OK)
+        st = mm_op_symm_grow(comm, &b->comb, (size_t)(M * K) * b->comb_slot_bytes, MM_OP_GROW_EXACT, NULL,
+                             &local);
     if (st != MM_OK) goto fail;
     *out = b;
     return MM_OK;
@@ -139,9 +143,10 @@ fail:
 }
 
 mm_status mm_moe_relay_area(mm_mega_moe_buffer *buf, mm_error *err) {
-    if (buf->relay) return MM_OK;
-    /* Collective: every rank reaches this in the same call (the attributes were checked equal). */
-    return mm_symm_alloc(buf->comm, (size_t)buf->relay_slots * buf->relay_slot_bytes, &buf->relay, err);
+    /* Collective: every rank reaches this in the same call (the attributes were checked equal). Its
+     * size never changes, so the area is allocated once and its epoch never restarts. */
+    return mm_op_symm_grow(buf->comm, &buf->relay, (size_t)buf->relay_slots * buf->relay_slot_bytes,
+                           MM_OP_GROW_EXACT, NULL, err);
 }
 
 mm_status mm_mega_moe_buffer_free(mm_mega_moe_buffer *buffer, mm_error *err) {

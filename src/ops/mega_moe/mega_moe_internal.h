@@ -1,6 +1,7 @@
 /* ops/mega_moe/mega_moe_internal.h: the private state of MegaMoE shared by its files.
  *
- *   scenario.c  scenario table (the activations are the table of ffn/activation.h)
+ *   scenario_table.c  the scenario table (one row per precision scenario; tools read it too)
+ *   scenario.c  the scenario path of a weight group (the activations are the table of ffn/activation.h)
  *   weights.c   mm_mega_moe_weights_create: checks and packs expert weights
  *   buffer.c    the buffer (symmetric areas, workspace, timing)
  *   validate.c  mm_mega_moe_plan: every rule of the spec, agreed on all ranks
@@ -31,21 +32,11 @@
 
 #include "ffn/ffn.h"
 #include "format/bf16_inline.h"
+#include "format/format_table.h"
 #include "gemm/gemm.h"
 #include "megamoe/formats.h"
 #include "megamoe/mega_moe.h"
-
-typedef enum mm_moe_scenario {
-    MM_MOE_SCENARIO_INVALID = 0,
-    MM_MOE_SCENARIO_A16W16,
-    MM_MOE_SCENARIO_A8W8_INT,
-    MM_MOE_SCENARIO_A8W4_INT,
-    MM_MOE_SCENARIO_A8W8_FP,
-    MM_MOE_SCENARIO_A8W4_FP,
-    MM_MOE_SCENARIO_A4W4_FP
-} mm_moe_scenario;
-
-const char *mm_moe_scenario_name(mm_moe_scenario scenario);
+#include "ops/mega_moe/scenario_table.h"
 
 /* How one group of experts computes. input_dtype is the GEMM1 activation type (BF16 for A16W16). */
 typedef struct mm_moe_path {
@@ -54,7 +45,6 @@ typedef struct mm_moe_path {
     mm_dtype gemm2_dtype; /* BF16, I8 or an MX element type */
 } mm_moe_path;
 
-int mm_moe_is_mx(mm_dtype dtype);
 /* Path of weights of weight_dtype fed with input_dtype (MM_DTYPE_INVALID = unquantized BF16); fails
  * naming `what` when the pair is not in the scenario table or activation_out_dtype does not fit. */
 mm_status mm_moe_path_make(mm_dtype weight_dtype, mm_dtype input_dtype, mm_dtype activation_out_dtype,

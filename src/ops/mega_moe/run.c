@@ -296,7 +296,8 @@ mm_status mm_mega_moe_run(mm_mega_moe_buffer *buffer, const mm_mega_moe_weights 
      * the agree (a collective) is skipped. */
     st = mm_moe_workspace(buffer, s.l.total, &ws, &local);
     if (c.workspace_grows) st = mm_comm_agree(buffer->comm, st, &local);
-    if (st == MM_OK && attrs->combine_comm_mode == 2) st = mm_moe_relay_area(buffer, &local);
+    if (st == MM_OK && attrs->combine_comm_mode == MM_MEGA_MOE_COMBINE_COMM_LAYERED)
+        st = mm_moe_relay_area(buffer, &local);
     if (st != MM_OK) goto fail;
     s.ws = (uint8_t *)(((uintptr_t)ws + 63) / 64 * 64);
     if ((st = prepare(&s, &local)) != MM_OK) goto fail;

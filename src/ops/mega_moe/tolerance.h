@@ -6,23 +6,20 @@
  * of the GEMM2 input, the MX code of a combine row) by one step of that format. The bound is
  * therefore one step of the coarsest format on the path, relative to the largest |y| of the rank:
  *   metric = max |y - y_ref| / max |y_ref| over one rank's output (tests/test_mega_moe_common.h).
- * The values were set from the measured errors of the test suite (docs/mega_moe.md lists them) with
- * a margin; they are a contract for the tests, not a statement about model accuracy. */
+ * The values (the `tolerance` column of scenario_table.c: BF16 1/64, INT8 1/32 = a flipped code of
+ * 1/127 of its row max, E4M3 2^-3, E5M2 2^-2, FP4 weights 2^-2 or 2^-1 with FP4 input) were set from
+ * the measured errors of the test suite (docs/mega_moe.md lists them) with a margin; they are a
+ * contract for the tests, not a statement about model accuracy. */
 #ifndef MEGAMOE_OPS_MEGA_MOE_TOLERANCE_H
 #define MEGAMOE_OPS_MEGA_MOE_TOLERANCE_H
 
-#include "megamoe/dtype.h"
+#include "ops/mega_moe/scenario_table.h"
 
+/* The scenario row of the pair, or else the first row of the weight dtype (0 for no such row). */
 static inline double mm_mega_moe_tolerance_one(mm_dtype weight, mm_dtype dispatch) {
-    switch (weight) {
-    case MM_DTYPE_BF16: return 1.0 / 64; /* BF16 rounding of GEMM1 and of y: 2^-8 relative, a few times */
-    case MM_DTYPE_I8:
-    case MM_DTYPE_INT4: return 1.0 / 32; /* a flipped INT8 code of the GEMM2 input: 1/127 of its row max */
-    case MM_DTYPE_FP8_E4M3FN: return 1.0 / 8; /* a flipped E4M3 code: 2^-3 relative */
-    case MM_DTYPE_FP8_E5M2: return 1.0 / 4;   /* E5M2: 2^-2 relative */
-    case MM_DTYPE_FP4_E2M1: return dispatch == MM_DTYPE_FP4_E2M1 ? 1.0 / 2 : 1.0 / 4;
-    default: return 0.0;
-    }
+    const mm_moe_scenario_row *row = mm_moe_scenario_find(weight, dispatch);
+    if (!row) row = mm_moe_scenario_of_weight(weight);
+    return row ? row->test_tolerance : 0.0;
 }
 
 /* Tolerance of a call with routed weights `weight` fed `dispatch`, and shared weights (INVALID =

@@ -12,34 +12,11 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "ops/common/exchange.h"
+#include "ops/common/tensor_check.h"
 #include "ops/mega_moe/mega_moe_internal.h"
 
-#define DT(d) (UINT64_C(1) << (d))
-
-static int dtype_in(mm_dtype d, uint64_t mask) {
-    return d > MM_DTYPE_INVALID && d < MM_DTYPE_COUNT && (mask & DT(d));
-}
-
-/* A 1-D or 2-D tensor of the given shape (shape[1] ignored for ndim 1). */
-static mm_status check_tensor(const char *name, const mm_tensor *t, uint64_t mask, int ndim, int64_t d0,
-                              int64_t d1, const char *rule, mm_error *err) {
-    if (!dtype_in(t->dtype, mask))
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s dtype %s is not accepted (%s)", name,
-                       mm_dtype_name(t->dtype), rule);
-    if (t->ndim != ndim || t->shape[0] != d0 || (ndim == 2 && t->shape[1] != d1)) {
-        if (ndim == 1)
-            return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                           "%s must have shape (%" PRId64 ") %s (has %d dims, dim 0 = %" PRId64 ")", name, d0,
-                           rule, t->ndim, t->ndim > 0 ? t->shape[0] : -1);
-        return mm_fail(
-            err, MM_ERR_INVALID_ARGUMENT,
-            "%s must have shape (%" PRId64 ", %" PRId64 ") %s (has %d dims: %" PRId64 " x %" PRId64 ")", name,
-            d0, d1, rule, t->ndim, t->ndim > 0 ? t->shape[0] : -1, t->ndim > 1 ? t->shape[1] : -1);
-    }
-    if (!t->data && mm_tensor_nbytes(t) > 0)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s data is NULL", name);
-    return MM_OK;
-}
+#define DT(d) MM_OP_DTYPE(d)
 
 static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_weights *w,
                              const mm_mega_moe_attrs *a, mm_moe_call *c, mm_error *err) {
@@ -53,8 +30,8 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
     mm_dtype dd = a->dispatch_quant_out_dtype;
     if (dd == MM_DTYPE_BF16) dd = MM_DTYPE_INVALID; /* "same as the BF16 weights" means no quantization */
     switch (a->dispatch_quant_mode) {
-    case 0:
-        if (dd != MM_DTYPE_INVALID && !mm_moe_is_mx(dd))
+    case MM_MEGA_MOE_DISPATCH_QUANT_NONE:
+        if (dd != MM_DTYPE_INVALID && !mm_format_is_mx(dd))
             return mm_fail(
                 err, MM_ERR_INVALID_ARGUMENT,
                 "dispatch_quant_out_dtype = %s with dispatch_quant_mode 0: only none/bf16, or an MX "
@@ -62,7 +39,7 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
                 mm_dtype_name(dd));
         c->prequantized = dd != MM_DTYPE_INVALID;
         break;
-    case 2:
+    case MM_MEGA_MOE_DISPATCH_QUANT_INT8:
         if (dd == MM_DTYPE_INVALID) dd = MM_DTYPE_I8;
         if (dd != MM_DTYPE_I8)
             return mm_fail(
@@ -70,8 +47,8 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
                 "dispatch_quant_out_dtype = %s with dispatch_quant_mode 2 (INT8 per token): must be int8",
                 mm_dtype_name(dd));
         break;
-    case 4:
-        if (!mm_moe_is_mx(dd))
+    case MM_MEGA_MOE_DISPATCH_QUANT_MX:
+        if (!mm_format_is_mx(dd))
             return mm_fail(
                 err, MM_ERR_INVALID_ARGUMENT,
                 "dispatch_quant_out_dtype = %s with dispatch_quant_mode 4 (MX): must be fp8_e4m3fn, "
@@ -85,7 +62,7 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
     mm_dtype sd = a->shared_expert_quant_out_dtype;
     if (sd == MM_DTYPE_BF16) sd = MM_DTYPE_INVALID;
     if (sd == MM_DTYPE_INVALID) sd = dd;
-    if (sd != MM_DTYPE_INVALID && sd != MM_DTYPE_I8 && !mm_moe_is_mx(sd))
+    if (sd != MM_DTYPE_INVALID && sd != MM_DTYPE_I8 && !mm_format_is_mx(sd))
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "shared_expert_quant_out_dtype = %s is not int8, fp8_e4m3fn, fp8_e5m2 or fp4_e2m1",
                        mm_dtype_name(sd));
@@ -95,10 +72,13 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
             "shared_expert_quant_out_dtype = %s must be undefined or equal dispatch_quant_out_dtype = %s "
             "with pre-quantized x",
             mm_dtype_name(sd), mm_dtype_name(dd));
-    if (a->combine_quant_mode != 0 && a->combine_quant_mode != 3 && a->combine_quant_mode != 4)
+    if (a->combine_quant_mode != MM_MEGA_MOE_COMBINE_QUANT_NONE &&
+        a->combine_quant_mode != MM_MEGA_MOE_COMBINE_QUANT_MX_E5M2 &&
+        a->combine_quant_mode != MM_MEGA_MOE_COMBINE_QUANT_MX_E4M3)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "combine_quant_mode = %d is not 0, 3 or 4",
                        a->combine_quant_mode);
-    if (a->topk_weights_type != 0 && a->topk_weights_type != 1)
+    if (a->topk_weights_type != MM_MEGA_MOE_WEIGHTS_AT_COMBINE &&
+        a->topk_weights_type != MM_MEGA_MOE_WEIGHTS_AFTER_ACTIVATION)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "topk_weights_type = %d is not 0 or 1",
                        a->topk_weights_type);
     int64_t rps = a->rank_num_per_server, R = buf->world;
@@ -111,22 +91,24 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
                        " (layered topology)",
                        rps, R);
     switch (a->combine_comm_mode) {
-    case 0: break;
-    case 1:
-    case 2:
-        if ((a->combine_comm_mode == 2) != c->layered || a->combine_quant_mode != 0)
+    case MM_MEGA_MOE_COMBINE_COMM_DIRECT: break;
+    case MM_MEGA_MOE_COMBINE_COMM_FLAT:
+    case MM_MEGA_MOE_COMBINE_COMM_LAYERED:
+        if ((a->combine_comm_mode == MM_MEGA_MOE_COMBINE_COMM_LAYERED) != c->layered ||
+            a->combine_quant_mode != MM_MEGA_MOE_COMBINE_QUANT_NONE)
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                            "combine_comm_mode = %d needs a %s topology and combine_quant_mode 0 (have "
                            "rank_num_per_server = %" PRId64 " of %" PRId64
                            " ranks: %s; combine_quant_mode = %d)",
-                           a->combine_comm_mode, a->combine_comm_mode == 2 ? "layered" : "flat", rps, R,
-                           c->layered ? "layered" : "flat", a->combine_quant_mode);
+                           a->combine_comm_mode,
+                           a->combine_comm_mode == MM_MEGA_MOE_COMBINE_COMM_LAYERED ? "layered" : "flat", rps,
+                           R, c->layered ? "layered" : "flat", a->combine_quant_mode);
         break;
     default:
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "combine_comm_mode = %d is not 0, 1 or 2",
                        a->combine_comm_mode);
     }
-    c->group_size = a->combine_comm_mode == 2 ? rps : 1;
+    c->group_size = a->combine_comm_mode == MM_MEGA_MOE_COMBINE_COMM_LAYERED ? rps : 1;
     if ((st = mm_ffn_act_resolve(a->activation, a->activation_params, a->activation_param_count, &c->act,
                                  err)) != MM_OK)
         return st;
@@ -154,14 +136,15 @@ static mm_status check_attrs(const mm_mega_moe_buffer *buf, const mm_mega_moe_we
             w->routed.k2 != k2 ? "routed" : "shared", w->routed.k2 != k2 ? w->routed.k2 : w->shared.k2,
             mm_mega_moe_activation_name(a->activation), k2, I, factor);
     }
-    int any_mx = mm_moe_is_mx(dd) || mm_moe_is_mx(sd) || mm_moe_is_mx(w->routed.dtype) ||
-                 (c->has_shared && mm_moe_is_mx(w->shared.dtype)) || a->combine_quant_mode != 0;
+    int any_mx = mm_format_is_mx(dd) || mm_format_is_mx(sd) || mm_format_is_mx(w->routed.dtype) ||
+                 (c->has_shared && mm_format_is_mx(w->shared.dtype)) ||
+                 a->combine_quant_mode != MM_MEGA_MOE_COMBINE_QUANT_NONE;
     if (any_mx && H % 32 != 0)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "hidden = %" PRId64 " must be a multiple of 32 with MX quantization", H);
-    int any_4bit = dd == MM_DTYPE_FP4_E2M1 || sd == MM_DTYPE_FP4_E2M1 ||
-                   mm_dtype_bits(w->routed.dtype) == 4 ||
-                   (c->has_shared && mm_dtype_bits(w->shared.dtype) == 4);
+    int any_4bit = mm_format_is_nibble(dd) || mm_format_is_nibble(sd) ||
+                   mm_format_is_nibble(w->routed.dtype) ||
+                   (c->has_shared && mm_format_is_nibble(w->shared.dtype));
     if (any_4bit && H % 2 != 0)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "hidden = %" PRId64 " must be even with 4-bit values",
                        H);
@@ -188,8 +171,8 @@ static mm_status check_inputs(const mm_mega_moe_buffer *buf, const mm_mega_moe_i
                        buf->sizing.num_max_tokens_per_rank);
     mm_dtype xd = c->prequantized ? c->dispatch_dtype : MM_DTYPE_BF16;
     uint64_t xmask = DT(xd);
-    if ((st = check_tensor(
-             "x", x, xmask, 2, bs, H,
+    if ((st = mm_op_check_shaped(
+             x, "x", xmask, 2, bs, H,
              c->prequantized ? "(BS, H) in dispatch_quant_out_dtype, pre-quantized" : "(BS, H) BF16", err)) !=
         MM_OK)
         return st;
@@ -199,34 +182,34 @@ static mm_status check_inputs(const mm_mega_moe_buffer *buf, const mm_mega_moe_i
                            "scales is required with pre-quantized x (dispatch_quant_mode 0, "
                            "dispatch_quant_out_dtype %s)",
                            mm_dtype_name(c->dispatch_dtype));
-        st = check_tensor("scales", in->scales, DT(MM_DTYPE_E8M0) | DT(MM_DTYPE_U8), 2, bs, (H + 31) / 32,
-                          "(BS, ceil(H/32)) E8M0", err);
+        st = mm_op_check_shaped(in->scales, "scales", DT(MM_DTYPE_E8M0) | DT(MM_DTYPE_U8), 2, bs,
+                                (H + 31) / 32, "(BS, ceil(H/32)) E8M0", err);
         if (st != MM_OK) return st;
     } else if (in->scales) {
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "scales is given but x is not pre-quantized (pass NULL)");
     }
-    if ((st = check_tensor("topk_ids", in->topk_ids, DT(MM_DTYPE_I32), 2, bs, K, "(BS, K) INT32", err)) !=
-        MM_OK)
+    if ((st = mm_op_check_shaped(in->topk_ids, "topk_ids", DT(MM_DTYPE_I32), 2, bs, K, "(BS, K) INT32",
+                                 err)) != MM_OK)
         return st;
-    st = check_tensor("topk_weights", in->topk_weights, DT(MM_DTYPE_F32) | DT(MM_DTYPE_BF16), 2, bs, K,
-                      "(BS, K) F32 or BF16", err);
+    st = mm_op_check_shaped(in->topk_weights, "topk_weights", DT(MM_DTYPE_F32) | DT(MM_DTYPE_BF16), 2, bs, K,
+                            "(BS, K) F32 or BF16", err);
     if (st != MM_OK) return st;
     c->bf16_weights = in->topk_weights->dtype == MM_DTYPE_BF16;
     c->mask = NULL;
     if (in->x_active_mask) {
-        st = check_tensor("x_active_mask", in->x_active_mask, DT(MM_DTYPE_BOOL) | DT(MM_DTYPE_I8), 1, bs, 0,
-                          "(BS,) BOOL or INT8", err);
+        st = mm_op_check_shaped(in->x_active_mask, "x_active_mask", DT(MM_DTYPE_BOOL) | DT(MM_DTYPE_I8), 1,
+                                bs, 0, "(BS,) BOOL or INT8", err);
         if (st != MM_OK) return st;
         c->mask = in->x_active_mask->data;
     }
     if (out) {
         if (!out->y || !out->expert_token_nums)
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "outputs y and expert_token_nums are required");
-        if ((st = check_tensor("y", out->y, DT(MM_DTYPE_BF16), 2, bs, H, "(BS, H) BF16", err)) != MM_OK)
+        if ((st = mm_op_check_shaped(out->y, "y", DT(MM_DTYPE_BF16), 2, bs, H, "(BS, H) BF16", err)) != MM_OK)
             return st;
-        st = check_tensor("expert_token_nums", out->expert_token_nums, DT(MM_DTYPE_I32), 1,
-                          buf->local_experts, 0, "(E / R,) INT32", err);
+        st = mm_op_check_shaped(out->expert_token_nums, "expert_token_nums", DT(MM_DTYPE_I32), 1,
+                                buf->local_experts, 0, "(E / R,) INT32", err);
         if (st != MM_OK) return st;
     }
     const int32_t *ids = in->topk_ids->data;
@@ -310,27 +293,12 @@ static void attr_vector(const mm_mega_moe_attrs *a, const mm_mega_moe_weights *w
     memcpy(v, vals, sizeof vals);
 }
 
-/* What every rank contributes to the one allgather of a call: its local verdict, its attributes, how
- * many received rows its workspace holds, then its row of the count matrix (stride values). */
-typedef struct check_record {
-    int64_t status, ws_rows, attrs[N_ATTR];
-    char message[MM_ERROR_MESSAGE_MAX];
-} check_record;
+/* What every rank contributes to the one exchange of a call (ops/common/exchange.h): its attributes,
+ * how many received rows its workspace holds, then, as payload, its row of the count matrix. */
+enum { F_WS_ROWS = N_ATTR, N_FIELDS };
 
 size_t mm_moe_check_record_bytes(int64_t E) {
-    return sizeof(check_record) + (size_t)MM_MOE_COUNT_STRIDE(E) * sizeof(int64_t);
-}
-
-/* The lowest failing rank's error ("rank N: ..."), as mm_comm_agree reports it; MM_OK if none. */
-static mm_status first_failure(const uint8_t *all, size_t bytes, int64_t R, mm_error *err) {
-    for (int64_t r = 0; r < R; r++) {
-        check_record rec;
-        memcpy(&rec, all + (size_t)r * bytes, sizeof rec);
-        if (rec.status == MM_OK) continue;
-        rec.message[sizeof rec.message - 1] = '\0';
-        return mm_fail(err, (mm_status)rec.status, "rank %" PRId64 ": %s", r, rec.message);
-    }
-    return MM_OK;
+    return mm_op_exchange_record_bytes(N_FIELDS, (size_t)MM_MOE_COUNT_STRIDE(E) * sizeof(int64_t));
 }
 
 mm_status mm_moe_validate(mm_mega_moe_buffer *buf, const mm_mega_moe_weights *weights,
@@ -342,14 +310,8 @@ mm_status mm_moe_validate(mm_mega_moe_buffer *buf, const mm_mega_moe_weights *we
     memset(c, 0, sizeof *c);
     if (!buf) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "buffer is NULL");
     int64_t E = buf->sizing.moe_expert_num, R = buf->world, stride = MM_MOE_COUNT_STRIDE(E);
-    size_t bytes = mm_moe_check_record_bytes(E);
     int64_t *counts = calloc((size_t)(R * stride), sizeof *counts);
     int32_t *stamp = malloc((size_t)E * sizeof *stamp);
-    /* The records live in the buffer, so that a rank short of memory still sends its verdict. */
-    uint8_t *all = buf->check_area, *mine = all + (size_t)R * bytes;
-    check_record rec;
-    memset(&rec, 0, sizeof rec);
-    memset(mine, 0, bytes);
     mm_status st = MM_OK;
     if (!counts || !stamp)
         st = mm_fail(&local, MM_ERR_OUT_OF_MEMORY, "count matrix: out of memory");
@@ -358,35 +320,28 @@ mm_status mm_moe_validate(mm_mega_moe_buffer *buf, const mm_mega_moe_weights *we
     if (st == MM_OK) st = check_attrs(buf, weights, attrs, c, &local);
     if (st == MM_OK) st = check_inputs(buf, in, out, c, counts + buf->rank * stride, stamp, &local);
     free(stamp);
-    /* One allgather carries the verdicts, the attributes and the counts (it was agree, two allreduces
-     * and an allgather: each collective of rank-threads on 2 cores can wait a time slice for a peer). */
-    rec.status = st;
+    /* One exchange carries the verdicts, the attributes and the counts (it was agree, two allreduces
+     * and an allgather: each collective of rank-threads on 2 cores can wait a time slice for a peer).
+     * The records live in the buffer, so that a rank short of memory still sends its verdict. */
+    int64_t fields[N_FIELDS];
     if (st == MM_OK) {
-        attr_vector(attrs, weights, rec.attrs);
-        rec.ws_rows = ws_rows ? ws_rows(buf, weights, c) : INT64_MAX;
-        memcpy(mine + sizeof rec, counts + buf->rank * stride, (size_t)stride * sizeof *counts);
-    } else {
-        memcpy(rec.message, local.message, sizeof rec.message);
+        attr_vector(attrs, weights, fields);
+        fields[F_WS_ROWS] = ws_rows ? ws_rows(buf, weights, c) : INT64_MAX;
     }
-    memcpy(mine, &rec, sizeof rec);
-    /* Blocks of ranks removed from the communicator stay untouched: they read as this rank's. */
-    for (int64_t r = 0; r < R; r++) memcpy(all + (size_t)r * bytes, mine, bytes);
-    st = mm_comm_allgather(buf->comm, mine, bytes, all, &local);
-    if (st == MM_OK) st = first_failure(all, bytes, R, &local);
+    mm_op_exchange x = {.local = st,
+                        .message = local.message,
+                        .fields = st == MM_OK ? fields : NULL,
+                        .nfields = N_FIELDS,
+                        .ncompare = N_ATTR,
+                        .payload = st == MM_OK ? counts + buf->rank * stride : NULL,
+                        .payload_bytes = (size_t)stride * sizeof *counts,
+                        .area = buf->check_area};
+    st = mm_op_exchange_run(buf->comm, &x, &local);
     if (st != MM_OK) goto fail;
+    for (int64_t r = 0; r < R; r++)
+        memcpy(counts + r * stride, mm_op_exchange_payload_of(&x, (int)r), (size_t)stride * sizeof *counts);
     /* Attributes equal on all ranks. */
-    int64_t lo[N_ATTR], hi[N_ATTR];
-    memcpy(lo, rec.attrs, sizeof lo);
-    memcpy(hi, rec.attrs, sizeof hi);
-    for (int64_t r = 0; r < R; r++) {
-        check_record other;
-        memcpy(&other, all + (size_t)r * bytes, sizeof other);
-        for (int i = 0; i < N_ATTR; i++) {
-            lo[i] = other.attrs[i] < lo[i] ? other.attrs[i] : lo[i];
-            hi[i] = other.attrs[i] > hi[i] ? other.attrs[i] : hi[i];
-        }
-        memcpy(counts + r * stride, all + (size_t)r * bytes + sizeof rec, (size_t)stride * sizeof *counts);
-    }
+    const int64_t *lo = x.lo, *hi = x.hi;
     for (int i = 0; i < N_ATTR; i++) {
         int differ = lo[i] != hi[i];
         if (i == 14) differ = lo[14] != INT64_MAX && lo[14] != hi[15]; /* among ranks with shared experts */
@@ -406,9 +361,7 @@ mm_status mm_moe_validate(mm_mega_moe_buffer *buf, const mm_mega_moe_weights *we
             for (int64_t j = 0; j < El; j++) rows += counts[s * stride + d * El + j];
         if (d == buf->rank) c->recv_rows = rows;
         if (rows > c->max_recv_rows) c->max_recv_rows = rows;
-        check_record other;
-        memcpy(&other, all + (size_t)d * bytes, sizeof other);
-        if (rows > other.ws_rows) c->workspace_grows = 1;
+        if (rows > mm_op_exchange_fields_of(&x, (int)d)[F_WS_ROWS]) c->workspace_grows = 1;
         if (rows > buf->recv_capacity) {
             st = mm_fail(&local, MM_ERR_INVALID_ARGUMENT,
                          "rank %" PRId64 " would receive %" PRId64 " rows, above %s = %" PRId64

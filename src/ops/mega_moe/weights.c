@@ -86,8 +86,13 @@ static const uint8_t *view_data(const weight_view *v, int64_t e) {
 }
 
 #define DT(d) (UINT64_C(1) << (d))
-static const uint64_t weight_dtypes = DT(MM_DTYPE_BF16) | DT(MM_DTYPE_I8) | DT(MM_DTYPE_INT4) |
-                                      DT(MM_DTYPE_FP8_E4M3FN) | DT(MM_DTYPE_FP8_E5M2) | DT(MM_DTYPE_FP4_E2M1);
+
+/* The weight dtypes of the scenario table. */
+static uint64_t weight_dtypes(void) {
+    uint64_t mask = 0;
+    for (int i = 0; i < mm_moe_scenario_count; i++) mask |= DT(mm_moe_scenario_table[i].weight_dtype);
+    return mask;
+}
 
 static void free_set(mm_moe_expert_set *s) {
     for (int64_t e = 0; e < s->count; e++) {
@@ -111,9 +116,8 @@ static mm_status pack_one(const char *group, int which, int64_t e, mm_dtype dtyp
     d.n = n;
     d.transposed = transposed;
     d.data = view_data(w, e);
-    int is_int = dtype == MM_DTYPE_I8 || dtype == MM_DTYPE_INT4;
     mm_status st;
-    if (is_int) {
+    if (mm_format_is_int_quant(dtype)) {
         if (scale_dtype == MM_DTYPE_U64) {
             st = mm_scale_u64_row_to_f32((const uint64_t *)view_data(sc, e), n, scale_tmp, err);
             if (st != MM_OK)
@@ -122,8 +126,8 @@ static mm_status pack_one(const char *group, int which, int64_t e, mm_dtype dtyp
         } else {
             d.scales = (const float *)view_data(sc, e);
         }
-        if (dtype == MM_DTYPE_INT4) d.bias = (const float *)view_data(bias, e);
-    } else if (dtype != MM_DTYPE_BF16) {
+        if (mm_moe_scenario_of_weight(dtype)->bias) d.bias = (const float *)view_data(bias, e);
+    } else if (mm_format_is_mx(dtype)) {
         d.mx_scales = view_data(sc, e);
     }
     mm_gemm_pack_options opts = {interleave};
@@ -161,7 +165,7 @@ static mm_status make_set(const char *group, const mm_mega_moe_expert_weights *s
     int64_t n1 = 2 * inter;
     int64_t shape1[2] = {t1 ? n1 : hidden, t1 ? hidden : n1};
     mm_dtype dtype = MM_DTYPE_INVALID, dtype2 = MM_DTYPE_INVALID;
-    st = check_view(group, &w1, count, weight_dtypes, 2, shape1,
+    st = check_view(group, &w1, count, weight_dtypes(), 2, shape1,
                     t1 ? "(count, 2I, H) with transpose_weight1" : "(count, H, 2I)", &dtype, err);
     if (st != MM_OK) return st;
     /* GEMM2's K is I, or 2I for gelu weights: read it from the shape (the call checks the activation). */
@@ -170,15 +174,16 @@ static mm_status make_set(const char *group, const mm_mega_moe_expert_weights *s
     int k_dim = (w2.list ? 0 : 1) + (t2 ? 1 : 0);
     if (w2t->ndim == (w2.list ? 2 : 3) && w2t->shape[k_dim] == 2 * inter) k2 = 2 * inter;
     int64_t shape2[2] = {t2 ? hidden : k2, t2 ? k2 : hidden};
-    st = check_view(group, &w2, count, weight_dtypes, 2, shape2,
+    st = check_view(group, &w2, count, weight_dtypes(), 2, shape2,
                     t2 ? "(count, H, I) with transpose_weight2 (2I for gelu)" : "(count, I, H) (2I for gelu)",
                     &dtype2, err);
     if (st != MM_OK) return st;
     if (dtype2 != dtype)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s weight2 dtype %s differs from weight1's %s", group,
                        mm_dtype_name(dtype2), mm_dtype_name(dtype));
-    int is_int = dtype == MM_DTYPE_I8 || dtype == MM_DTYPE_INT4;
-    int is_mx = mm_moe_is_mx(dtype);
+    int is_int = mm_format_is_int_quant(dtype);
+    int is_mx = mm_format_is_mx(dtype);
+    int bias = mm_moe_scenario_of_weight(dtype)->bias;
     mm_dtype sd1 = MM_DTYPE_INVALID, sd2 = MM_DTYPE_INVALID, bd = MM_DTYPE_INVALID;
     if (is_int || is_mx) {
         if (!view_present(&s1) || !view_present(&s2))
@@ -205,7 +210,7 @@ static mm_status make_set(const char *group, const mm_mega_moe_expert_weights *s
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "%s weight scales are given for bf16 weights (none allowed)", group);
     }
-    if (dtype == MM_DTYPE_INT4) {
+    if (bias) {
         if (!view_present(&b1) || !view_present(&b2))
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                            "%s %s is missing (required with int4 weights, A8W4-INT)", group,

@@ -19,6 +19,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "format/format_table.h"
 #include "gemm/kernels/amx/amx_tiles.h"
 #include "gemm/kernels/amx/mx_decode_avx512.h"
 #include "gemm/kernels/avx512/tile_store_avx512.h"
@@ -176,9 +177,9 @@ void mm_ukernel_mx_few_amx(const mm_ukernel_args *p) {
  * except that a zero activation of either sign becomes +0 (the sign of a zero product changes no sum). */
 static void row_chunk_scalar(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t begin,
                              int64_t end, uint16_t *out) {
-    const float *lut = mm_gemm_lut(a_dtype);
-    const float *e8m0 = mm_gemm_lut(MM_DTYPE_E8M0);
-    int nibbles = a_dtype == MM_DTYPE_FP4_E2M1;
+    const float *lut = mm_format_lut_f32(a_dtype);
+    const float *e8m0 = mm_format_lut_f32(MM_DTYPE_E8M0);
+    int nibbles = mm_format_is_nibble(a_dtype);
     for (int64_t i = begin; i < end; i++) {
         uint32_t code = nibbles ? (uint32_t)(row[i >> 1] >> ((i & 1) * 4)) & 0x0Fu : row[i];
         out[i] = mm_f32_to_bf16(lut[code] * e8m0[mx_scales[i >> 5]]);

@@ -26,7 +26,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "gemm/format_luts.h"
+#include "format/decode_tables.h"
+#include "format/format_table.h"
 #include "gemm/kernels/kernels.h"
 
 typedef struct mx_decoder {
@@ -61,15 +62,12 @@ static inline __m512i mx_decoder_perm(void) {
 }
 
 static inline void mx_decoder_make(mx_decoder *d, mm_dtype w_dtype) {
-    const uint16_t *lut = mm_gemm_lut_bf16(w_dtype);
-    d->f32 = mm_gemm_lut(w_dtype);
-    d->is_fp4 = w_dtype == MM_DTYPE_FP4_E2M1;
+    const uint16_t *lut = mm_format_lut_bf16(w_dtype);
+    d->f32 = mm_format_lut_f32(w_dtype);
+    d->is_fp4 = mm_format_is_nibble(w_dtype);
     /* The scale bytes for which every finite nonzero scaled value is a normal BF16 (mx_avx512.c). */
-    switch (w_dtype) {
-    case MM_DTYPE_FP8_E4M3FN: d->s_min = 10, d->s_max = 246; break; /* 2^-9 .. 448 */
-    case MM_DTYPE_FP8_E5M2: d->s_min = 17, d->s_max = 239; break;   /* 2^-16 .. 57344 */
-    default: d->s_min = 2, d->s_max = 252; break;                   /* FP4: 0.5 .. 6 */
-    }
+    d->s_min = (uint16_t)mm_format_mx_bf16_scale_lowest(w_dtype);
+    d->s_max = (uint16_t)mm_format_mx_bf16_scale_highest(w_dtype);
     if (d->is_fp4) {
         /* lut repeats codes 0..15 beyond 16, so the 32 words are the 16 codes twice. */
         d->t[0] = mx_biased_patterns(_mm512_loadu_si512(lut), d->s_max);

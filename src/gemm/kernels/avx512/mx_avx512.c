@@ -3,19 +3,20 @@
  * Every MX value times its E8M0 scale has at most 4 significant bits, so it is exact in BF16 (barring
  * values below 2^-126): the activations are decoded to BF16 once per call (mm_gemm_mx_row_to_bf16), the
  * panel once per (panel, K block) of a task by the prepare functions below, and the tile is then plain
- * BF16 dot products (bf16_tile_avx512.h). Decoding uses the tables of format_luts.c (BF16 patterns of
- * the exact decoders): vpermi2w over the 128 magnitudes for FP8, vpermw over the 16 codes for FP4.
- * The weight scale 2^(b-127) is applied by adding b - 127 to the BF16 exponent field, which is exact
- * whenever every finite nonzero value of the format stays a normal BF16 (b within [s_min, s_max]
- * below); zeros, NaN and Inf are left alone. A K block of 32 whose scales leave that range (extreme
- * scales, NaN scale 0xFF) takes the slow path: F32 decode, F32 multiply (the reference's rounding of
- * w' = lut[q] * scale), rounding to BF16.
+ * BF16 dot products (bf16_tile_avx512.h). Decoding uses the tables of format/decode_tables.c (BF16 patterns
+ * of the exact decoders): vpermi2w over the 128 magnitudes for FP8, vpermw over the 16 codes for FP4. The
+ * weight scale 2^(b-127) is applied by adding b - 127 to the BF16 exponent field, which is exact whenever
+ * every finite nonzero value of the format stays a normal BF16 (b within [s_min, s_max] below); zeros, NaN
+ * and Inf are left alone. A K block of 32 whose scales leave that range (extreme scales, NaN scale 0xFF)
+ * takes the slow path: F32 decode, F32 multiply (the reference's rounding of w' = lut[q] * scale), rounding
+ * to BF16.
  *
  * Tolerance against the reference kernel (ref_mx.c): both sum the same exact products a' * w' with one
  * F32 rounding per addition, in a different grouping (pairs), so as for BF16:
  *   |c_avx512 - c_ref| <= 2 * K * 2^-24 * sum_k |a'_k * w'_k|
  * plus, only for scales that push a value below 2^-126, the flushing of BF16 subnormals. */
-#include "gemm/format_luts.h"
+#include "format/decode_tables.h"
+#include "format/format_table.h"
 #include "gemm/kernels/avx512/bf16_tile_avx512.h"
 
 void mm_ukernel_mx_avx512(const mm_ukernel_args *p) {
@@ -35,12 +36,9 @@ typedef struct weight_format {
 } weight_format;
 
 static weight_format weight_format_of(mm_dtype dtype) {
-    weight_format f = {dtype == MM_DTYPE_FP4_E2M1, mm_gemm_lut_bf16(dtype), mm_gemm_lut(dtype), 0, 0};
-    switch (dtype) {
-    case MM_DTYPE_FP8_E4M3FN: f.s_min = 10, f.s_max = 246; break; /* 2^-9 .. 448 */
-    case MM_DTYPE_FP8_E5M2: f.s_min = 17, f.s_max = 239; break;   /* 2^-16 .. 57344 */
-    default: f.s_min = 2, f.s_max = 252; break;                   /* FP4: 0.5 .. 6 */
-    }
+    weight_format f = {mm_format_is_nibble(dtype), mm_format_lut_bf16(dtype), mm_format_lut_f32(dtype), 0, 0};
+    f.s_min = (uint8_t)mm_format_mx_bf16_scale_lowest(dtype);
+    f.s_max = (uint8_t)mm_format_mx_bf16_scale_highest(dtype);
     return f;
 }
 

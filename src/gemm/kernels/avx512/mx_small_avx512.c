@@ -25,7 +25,8 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "gemm/format_luts.h"
+#include "format/decode_tables.h"
+#include "format/format_table.h"
 #include "gemm/kernels/kernels.h"
 
 /* Accumulator vectors per row: FP8 2 (16 columns each), FP4 4 (8 columns x 2 K pairs each). */
@@ -39,20 +40,17 @@ typedef struct byte_tables {
 } byte_tables;
 
 static void tables_make(mm_dtype w_dtype, byte_tables *bt) {
-    const uint16_t *lut = mm_gemm_lut_bf16(w_dtype);
+    const uint16_t *lut = mm_format_lut_bf16(w_dtype);
     _Alignas(64) uint8_t bytes[4][64];
     for (int i = 0; i < 128; i++) {
-        uint16_t v = w_dtype == MM_DTYPE_FP4_E2M1 ? lut[i & 15] : lut[i];
+        uint16_t v = mm_format_is_nibble(w_dtype) ? lut[i & 15] : lut[i];
         bytes[i / 64][i % 64] = (uint8_t)(v >> 8);
         bytes[2 + i / 64][i % 64] = (uint8_t)v;
     }
     for (int i = 0; i < 4; i++) bt->t[i] = _mm512_load_si512(bytes[i]);
     /* As in mx_avx512.c: the scale bytes for which every finite nonzero scaled value is a normal BF16. */
-    switch (w_dtype) {
-    case MM_DTYPE_FP8_E4M3FN: bt->s_min = 10, bt->s_max = 246; break;
-    case MM_DTYPE_FP8_E5M2: bt->s_min = 17, bt->s_max = 239; break;
-    default: bt->s_min = 2, bt->s_max = 252; break;
-    }
+    bt->s_min = (uint8_t)mm_format_mx_bf16_scale_lowest(w_dtype);
+    bt->s_max = (uint8_t)mm_format_mx_bf16_scale_highest(w_dtype);
 }
 
 /* Panel column held by dword lane j of accumulator vector v. FP8: vector 0 = unpacklo of the 64 code
@@ -125,7 +123,7 @@ static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_ar
     const int n_vecs = is_fp4 ? 4 : 2, pairs_per_step = is_fp4 ? 2 : 1;
     byte_tables bt;
     tables_make(p->w_dtype, &bt);
-    const float *lut_f32 = mm_gemm_lut(p->w_dtype);
+    const float *lut_f32 = mm_format_lut_f32(p->w_dtype);
     __m512i idx[MAX_VECS];
     for (int v = 0; v < n_vecs; v++) {
         _Alignas(64) int32_t cols[16];
@@ -213,7 +211,7 @@ static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_ar
 }
 
 void mm_ukernel_mx_small_avx512(const mm_ukernel_args *p) {
-    int is_fp4 = p->w_dtype == MM_DTYPE_FP4_E2M1;
+    int is_fp4 = mm_format_is_nibble(p->w_dtype);
     switch (p->m * 2 + is_fp4) {
     case 2: small_tile(p, 1, 0); break;
     case 3: small_tile(p, 1, 1); break;

@@ -9,7 +9,8 @@
  * E4M3 and E5M2. */
 #include <string.h>
 
-#include "gemm/format_luts.h"
+#include "format/decode_tables.h"
+#include "format/format_table.h"
 #include "gemm/kernels/kernels.h"
 
 static uint32_t activation_code(const uint8_t *row, int64_t k, int nibbles) {
@@ -19,10 +20,10 @@ static uint32_t activation_code(const uint8_t *row, int64_t k, int nibbles) {
 static void mx_tile(const mm_ukernel_args *p) {
     float acc[MM_GEMM_REF_MR][MM_GEMM_NR];
     float wv[MM_GEMM_NR];
-    const float *a_lut = mm_gemm_lut(p->a_dtype);
-    const float *w_lut = mm_gemm_lut(p->w_dtype);
-    const float *e8m0 = mm_gemm_lut(MM_DTYPE_E8M0);
-    int a_nibbles = p->a_dtype == MM_DTYPE_FP4_E2M1;
+    const float *a_lut = mm_format_lut_f32(p->a_dtype);
+    const float *w_lut = mm_format_lut_f32(p->w_dtype);
+    const float *e8m0 = mm_format_lut_f32(MM_DTYPE_E8M0);
+    int a_nibbles = mm_format_is_nibble(p->a_dtype);
     if (p->first)
         memset(acc, 0, sizeof acc);
     else
