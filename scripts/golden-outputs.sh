@@ -18,35 +18,36 @@ make_corpus() {
     local s a
     for s in a16w16 a8w8-int a8w4-int a8w8-fp-e4m3 a8w8-fp-e5m2 a8w4-fp a4w4-fp; do
         for a in swiglu swiglustep swigluoai situglu gelu; do
-            gen "mm_${s}_${a}" mega_moe --scenario "$s" --activation "$a" --ranks 2 --tokens 5
+            gen "mm_${s}_${a}" mega-moe --scenario "$s" --activation "$a" --ranks 2 --tokens 5
         done
-        gen "mm_${s}_r1_opts" mega_moe --scenario "$s" --ranks 1 --tokens 6 --shared 2 --mask \
-            --topk-weights-type 1 --hidden 128 --inter 64
-        gen "mm_${s}_r3_opts" mega_moe --scenario "$s" --ranks 3 --tokens 7 --shared 1 --mask --transpose \
+        gen "mm_${s}_r1_opts" mega-moe --scenario "$s" --ranks 1 --tokens 6 --shared-experts 2 --mask \
+            --topk-weights-type 1 --hidden 128 --intermediate 64
+        gen "mm_${s}_r3_opts" mega-moe --scenario "$s" --ranks 3 --tokens 7 --shared-experts 1 --mask --transpose \
             --combine-comm-mode 1 --clamp 7 --zero-rank 1
-        gen "mm_${s}_cq3" mega_moe --scenario "$s" --ranks 2 --combine-quant-mode 3
-        gen "mm_${s}_layered" mega_moe --scenario "$s" --ranks 4 --combine-comm-mode 2 --rank-num-per-server 2
-        gen "mm_${s}_cq4" mega_moe --scenario "$s" --ranks 2 --combine-quant-mode 4 --topk 3 --experts 6
-        gen "mm_${s}_big" mega_moe --scenario "$s" --ranks 2 --tokens 40 --hidden 256 --inter 128 --seed 7
+        gen "mm_${s}_cq3" mega-moe --scenario "$s" --ranks 2 --combine-quant-mode 3
+        gen "mm_${s}_layered" mega-moe --scenario "$s" --ranks 4 --combine-comm-mode 2 --rank-num-per-server 2
+        gen "mm_${s}_cq4" mega-moe --scenario "$s" --ranks 2 --combine-quant-mode 4 --topk 3 --experts 6
+        gen "mm_${s}_big" mega-moe --scenario "$s" --ranks 2 --tokens 40 --hidden 256 --intermediate 128 --seed 7
     done
     for s in a8w8-fp-e4m3 a8w4-fp a4w4-fp; do
-        gen "mm_${s}_preq" mega_moe --scenario "$s" --ranks 2 --prequantized
+        gen "mm_${s}_preq" mega-moe --scenario "$s" --ranks 2 --prequantized
     done
-    local op
-    for op in dispatch_v3 combine_v2; do
-        gen "${op}_plain" "$op"
-        gen "${op}_shared" "$op" --ranks 6 --shared-experts 1 --shared-ranks 2 --experts 8 --zero-experts 1 \
+    local op n
+    for op in dispatch-v3 combine-v2; do
+        n=${op/-/_} # the corpus's file names keep the case-file spelling
+        gen "${n}_plain" "$op"
+        gen "${n}_shared" "$op" --ranks 6 --shared-experts 1 --shared-ranks 2 --experts 8 --zero-experts 1 \
             --copy-experts 1 --const-experts 2 --alpha-2d --mask 2d --shared-x --quant-mode 2 --smooth
-        gen "${op}_tp2" "$op" --ranks 2 --tp 2 --tokens 4 --hidden 32 --mask 1d --uneven-bs
-        gen "${op}_elastic" "$op" --ranks 5 --remove 1,3 --uneven-bs --quant-mode 2
-        gen "${op}_cum" "$op" --expert-token-nums-type 0 --experts 8 --topk 3 --seed 3
+        gen "${n}_tp2" "$op" --ranks 2 --tp 2 --tokens 4 --hidden 32 --mask 1d --uneven-bs
+        gen "${n}_elastic" "$op" --ranks 5 --remove 1,3 --uneven-bs --quant-mode 2
+        gen "${n}_cum" "$op" --expert-token-nums-type 0 --experts 8 --topk 3 --seed 3
     done
     local d
     for d in f16 bf16 int8 fp8_e5m2 fp8_e4m3fn hifloat8 fp4_e2m1 fp4_e1m2; do
-        gen "rr_$d" re_routing --dtype "$d" --hidden 64
+        gen "rr_$d" re-routing --dtype "$d" --hidden 64
     done
-    gen rr_scales re_routing --scales f32 --scale-cols 3 --expert-token-num-type 0 --idx-type 1 --count-dtype int64
-    gen rr_e8m0 re_routing --dtype fp8_e4m3fn --scales e8m0 --scale-cols 2
+    gen rr_scales re-routing --scales f32 --scale-cols 3 --expert-token-num-type 0 --idx-type 1 --count-dtype int64
+    gen rr_e8m0 re-routing --dtype fp8_e4m3fn --scales e8m0 --scale-cols 2
     run_corpus "$dir/out"
     echo "golden: $(ls "$dir/in" | wc -l) cases written to $dir"
 }

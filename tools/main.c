@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli_util.h"
-#include "commands.h"
+#include "common/cli_util.h"
+#include "common/commands.h"
 #include "megamoe/comm.h"
 #include "megamoe/version.h"
 

@@ -5,7 +5,10 @@
  * AVX-512 instruction faults. The answer is computed once per process (thread-safe) and never changes,
  * except that MEGAMOE_ISA in the environment caps it: "ref" forces the portable reference code paths,
  * "avx512" stops below AMX. AMX tile data also needs a per-process permission from Linux
- * (arch_prctl ARCH_REQ_XCOMP_PERM), requested once here. */
+ * (arch_prctl ARCH_REQ_XCOMP_PERM), requested once here.
+ *
+ * Internal API for tools: `megamoe bench ffn` (tools/bench/bench_ffn.c) lists and caps the ISA levels; not
+ * part of include/megamoe/. */
 #ifndef MEGAMOE_CORE_CPU_H
 #define MEGAMOE_CORE_CPU_H
 

@@ -6,7 +6,10 @@
  * Several callers may submit at once (ranks running as threads): each call is a job with
  * an atomic task counter; the calling thread works on its own job, and idle workers help whichever job
  * has tasks left. Calls may nest (a task may call mm_parallel_for); nested calls run serially in the
- * calling thread. */
+ * calling thread.
+ *
+ * Internal API for tools: `megamoe bench ffn` (tools/bench/bench_ffn.c) sets the pool's thread count; not
+ * part of include/megamoe/. */
 #ifndef MEGAMOE_CORE_PARALLEL_H
 #define MEGAMOE_CORE_PARALLEL_H
 

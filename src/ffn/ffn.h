@@ -6,8 +6,8 @@
  * rows and, if it wants them, a timing callback and kernel choices.
  *
  * Users: MegaMoE (ops/mega_moe: routed experts per finished batch, shared experts, the compute-only
- * baseline), `megamoe run --op dispatch-combine` (tools/run_dc_ffn.c) and `megamoe bench ffn`
- * (tools/bench_ffn_expert.c). A local "x (T, H), top-k ids / weights -> y" over packed per-expert
+ * baseline), `megamoe run --op dispatch-combine` (tools/run/run_dc_ffn.c) and `megamoe bench ffn`
+ * (tools/bench/bench_ffn_expert.c). A local "x (T, H), top-k ids / weights -> y" over packed per-expert
  * weights of one process calls it directly: gather each expert's rows contiguously (one mm_ffn_group
  * per expert with rows, rows numbered globally from 0), pass the top-k weights in row_weights when they
  * scale the activation output (or weigh the BF16 outputs afterwards), and point row_dst at each row's

@@ -3,7 +3,10 @@
  * Every place that needs to know something about a format (size, packing, whether it is an MX element
  * type and with which scale, its decode table, name in case files, how to turn one element into F32
  * and back) reads it from this table or from the accessors below, so a new format is one enum value
- * and one row, and tests that loop over the table (tests/test_format_table.c) cover it at once. */
+ * and one row, and tests that loop over the table (tests/test_format_table.c) cover it at once.
+ *
+ * Internal API for tools: `megamoe run` (tools/run/run_moe_data.c) and `megamoe case-gen mega-moe`
+ * (tools/case/case_gen_mega_moe.c) read format facts from it; not part of include/megamoe/. */
 #ifndef MEGAMOE_FORMAT_TABLE_H
 #define MEGAMOE_FORMAT_TABLE_H
 

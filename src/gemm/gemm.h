@@ -9,7 +9,11 @@
  * The arithmetic per format pair is that of spec/mega_moe.md (see docs/gemm.md): INT8 x INT8 and
  * INT8 x INT4 accumulate exactly in INT32 and scale afterwards; BF16 and MX accumulate F32 products of
  * dequantized values. Every output element is reduced over the whole K by one kernel call, in a fixed
- * order, so results do not depend on the thread count. */
+ * order, so results do not depend on the thread count.
+ *
+ * Internal API for tools: `megamoe bench ffn` (tools/bench/bench_ffn_expert.c) and the dispatch-combine demo
+ * (tools/run/run_dc_ffn.c) pack weights and time the grouped GEMM through it; not part of include/megamoe/.
+ */
 #ifndef MEGAMOE_GEMM_GEMM_H
 #define MEGAMOE_GEMM_GEMM_H
 

@@ -2,7 +2,10 @@
  *
  * The portable reference set is registered first, for every pair the GEMM supports; the AVX-512 set
  * then overrides the pairs it improves, if the CPU and OS support it (core/cpu.h) and MEGAMOE_ISA=ref is
- * not set. The table is built once per process and is read-only afterwards. */
+ * not set. The table is built once per process and is read-only afterwards.
+ *
+ * Internal API for tools: `megamoe bench ffn` (tools/bench/bench_ffn_expert.c) picks kernels per ISA; not
+ * part of include/megamoe/. */
 #ifndef MEGAMOE_GEMM_KERNEL_REGISTRY_H
 #define MEGAMOE_GEMM_KERNEL_REGISTRY_H
 

@@ -13,7 +13,10 @@
  *                      "and 0x0F" / ">> 4" of the zero-extended bytes give columns 0..15 / 16..31 already
  *                      in the (column, k%2) word order of a BF16 pair vector
  * K is zero-padded to a multiple of k_group, so kernels may read whole groups. Per-column data (scales,
- * column sums, MX scales) is stored per panel in the same column order. */
+ * column sums, MX scales) is stored per panel in the same column order.
+ *
+ * Internal API for tools: `megamoe bench ffn` (tools/bench/bench_ffn_expert.c) reads the packed layout; not
+ * part of include/megamoe/. */
 #ifndef MEGAMOE_GEMM_PACKED_H
 #define MEGAMOE_GEMM_PACKED_H
 

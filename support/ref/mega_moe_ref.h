@@ -37,7 +37,9 @@
  *               reduces the weighted BF16 expert rows of its domain directly, rounding once.
  *  Inactive rows (x_active_mask[i] == 0) are not dispatched, get no shared expert and y = +0.
  *  expert_token_nums[e_l] counts the rows local expert e_l received from all ranks.
- */
+ *
+ * Internal API for tools: `megamoe run` (tools/run/run_moe_check.c) checks its samples against it; not part
+ * of include/megamoe/. */
 #ifndef MEGAMOE_REF_MEGA_MOE_REF_H
 #define MEGAMOE_REF_MEGA_MOE_REF_H
 

@@ -2,7 +2,7 @@
 # tests/cli/backend_launch.sh: `--backend NAME` is looked up in the table of backends: an unknown name
 # is one line naming it and the available ones (exit 2) on every command; the MPI backend asked for more
 # than one rank in a process not started by an MPI launcher is an error saying how to start it (it used
-# to run 1 rank and print "1 ranks (mpi)"), and so is a rank count other than the world size under
+# to run 1 rank and print "1 rank (mpi)"), and so is a rank count other than the world size under
 # mpirun. A build without MPI says so (exit 1).
 # Usage: bash backend_launch.sh <path-to-megamoe> <source-dir>
 set -u
@@ -10,13 +10,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 cli_mpi_env
 
 SMALL=(--hidden 256 --intermediate 128 --experts 12 --tokens 10 --iterations 1 --check-tokens 2)
-"$MEGAMOE" case-gen re_routing -o "$WORK/in.st" --tokens 30 --hidden 48 --scales f32 --seed 9 || bad "case-gen failed"
+"$MEGAMOE" case-gen re-routing -o "$WORK/in.st" --tokens 30 --hidden 48 --scales f32 --seed 9 || bad "case-gen failed"
 
 expect 2 "run unknown backend" -- run --backend ucx
 stderr_is_one_line "--backend 'ucx' is not a backend (available: threads"
 expect 2 "case unknown backend" -- case "$WORK/in.st" -o "$WORK/o.st" --backend ucx
 stderr_is_one_line "--backend 'ucx' is not a backend (available: threads"
-expect 2 "bench layer unknown backend" -- bench layer --backend ucx
+expect 2 "bench mega-moe unknown backend" -- bench mega-moe --backend ucx
 stderr_is_one_line "--backend 'ucx' is not a backend (available: threads"
 expect 2 "bench comm unknown backend" -- bench comm --backend ucx
 stderr_is_one_line "--backend 'ucx' is not a backend (available: threads"
@@ -36,7 +36,7 @@ if cli_has_mpi; then
     timeout 120 "${NOLAUNCH[@]}" "$MEGAMOE" run --backend mpi --ranks 1 "${SMALL[@]}" \
         >"$WORK/out" 2>"$WORK/err"
     status=$?
-    if [ "$status" -eq 0 ] && grep -qF "1 ranks (mpi)" "$WORK/out"; then ok; else bad "singleton --ranks 1: exit $status $(cat "$WORK/err")"; fi
+    if [ "$status" -eq 0 ] && grep -qF "1 rank (mpi)" "$WORK/out"; then ok; else bad "singleton --ranks 1: exit $status $(cat "$WORK/err")"; fi
     # Under mpirun the count must be the world's.
     timeout 120 mpirun -n 2 "$MEGAMOE" run --backend mpi --ranks 3 "${SMALL[@]}" >"$WORK/out" 2>"$WORK/err"
     status=$?

@@ -10,7 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 # test_case_re_routing and the other CLI scripts.
 cli_mpi_env
 
-"$MEGAMOE" case-gen re_routing -o "$WORK/in.st" --tokens 300 --hidden 48 --scales f32 --seed 9 || bad "case-gen failed"
+"$MEGAMOE" case-gen re-routing -o "$WORK/in.st" --tokens 300 --hidden 48 --scales f32 --seed 9 || bad "case-gen failed"
 "$MEGAMOE" case "$WORK/in.st" -o "$WORK/threads.st" || bad "threads backend failed"
 python3 - "$WORK" <<'PY'
 import json, struct, sys

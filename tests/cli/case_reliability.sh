@@ -24,7 +24,7 @@ have_mpi() {
     ! "$MEGAMOE" case "$WORK/nothing.st" -o "$WORK/nothing_out.st" --backend mpi 2>&1 | grep -q "no MPI"
 }
 for op in dispatch_v3 combine_v2; do
-    expect 0 "case-gen $op tp 2" case-gen "$op" -o "$WORK/$op.st" --ranks 2 --tp 2 --tokens 4 --hidden 32
+    expect 0 "case-gen $op tp 2" case-gen "${op/_/-}" -o "$WORK/$op.st" --ranks 2 --tp 2 --tokens 4 --hidden 32
     for g in 1 3; do
         drop_rank "$WORK/$op.st" "$WORK/$op.no$g.st" "$g"
         case_rejected "$op tp 2 without rank $g" "$WORK/$op.no$g.st" \
@@ -39,7 +39,7 @@ done
 # 5. The receive plan of Dispatch is linear in L (local experts per rank): moe_expert_num = 2^22 on two
 # ranks (L = 2^21) finishes in seconds (the quadratic prefix sum ran for hours), with the results of the
 # small-L path: the same ids (all below 4) sent to rank 0 with L = 4 and with L = 2^21.
-expect 0 "case-gen dispatch_v3 8 experts" case-gen dispatch_v3 -o "$WORK/small_l.st" --ranks 2 --experts 8 \
+expect 0 "case-gen dispatch-v3 8 experts" case-gen dispatch-v3 -o "$WORK/small_l.st" --ranks 2 --experts 8 \
     --topk 2 --tokens 4 --hidden 32
 python3 - "$WORK/small_l.st" "$WORK/big_l.st" <<'PY'
 import struct, sys
@@ -88,7 +88,7 @@ expect 2 "--memory-budget 0" case "$WORK/huge_e.st" -o "$WORK/huge_e_out.st" --m
 
 # 8. norm_eps = 0 is accepted; a token whose sum is all zero (expert weights 0, residual 0) gets
 # rstd = +inf and y = NaN (0 x inf), as docs/dispatch_combine.md says; the other tokens stay finite.
-expect 0 "case-gen combine_v2 norm_eps 0" case-gen combine_v2 -o "$WORK/eps0.st" --ranks 2 --tokens 4 \
+expect 0 "case-gen combine-v2 norm_eps 0" case-gen combine-v2 -o "$WORK/eps0.st" --ranks 2 --tokens 4 \
     --hidden 32 --norm-eps 0
 python3 - "$WORK/eps0.st" <<'PY'
 import struct, sys

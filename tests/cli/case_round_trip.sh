@@ -3,7 +3,7 @@
 # (standard library only) that parses both safetensors files itself (lib/safetensors_io.py) and
 # rebuilds the re-routing from the spec's definitions (SrcOffset/DstOffset). Also: case-gen is
 # deterministic, and the re-routing demo (`megamoe run --op re-routing`; plain `run` is the MegaMoE
-# layer) and `bench rerouting` finish with their own checks passing on small shapes.
+# layer) and `bench re-routing` finish with their own checks passing on small shapes.
 # Usage: bash case_round_trip.sh <path-to-megamoe> <source-dir>
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
@@ -83,7 +83,7 @@ round_trip() {
     local label=$1
     shift
     rm -f "$WORK/in.st" "$WORK/out.st"
-    if ! timeout 60 "$MEGAMOE" case-gen re_routing -o "$WORK/in.st" "$@" 2>"$WORK/err"; then
+    if ! timeout 60 "$MEGAMOE" case-gen re-routing -o "$WORK/in.st" "$@" 2>"$WORK/err"; then
         bad "$label: case-gen failed: $(cat "$WORK/err")"
         return
     fi
@@ -109,9 +109,9 @@ round_trip "many sparse blocks" --tokens 30 --ranks 16 --experts 32 --seed 3
 round_trip "larger" --tokens 2000 --hidden 128 --ranks 8 --experts 16 --scales f32
 
 # Seeded: the same options give the same bytes, another seed gives other bytes.
-"$MEGAMOE" case-gen re_routing -o "$WORK/a.st" --seed 5 --scales f32
-"$MEGAMOE" case-gen re_routing -o "$WORK/b.st" --seed 5 --scales f32
-"$MEGAMOE" case-gen re_routing -o "$WORK/c.st" --seed 6 --scales f32
+"$MEGAMOE" case-gen re-routing -o "$WORK/a.st" --seed 5 --scales f32
+"$MEGAMOE" case-gen re-routing -o "$WORK/b.st" --seed 5 --scales f32
+"$MEGAMOE" case-gen re-routing -o "$WORK/c.st" --seed 6 --scales f32
 if cmp -s "$WORK/a.st" "$WORK/b.st"; then ok; else bad "case-gen with one seed gave two files"; fi
 if ! cmp -s "$WORK/a.st" "$WORK/c.st"; then ok; else bad "case-gen ignores --seed"; fi
 
@@ -148,11 +148,11 @@ if timeout 120 "$MEGAMOE" run --op re-routing --tokens 512 --hidden 256 --iterat
 else
     bad "run: $(cat "$WORK/run.log")"
 fi
-if timeout 120 "$MEGAMOE" bench rerouting --tokens 512 --hidden 256 --repetitions 3 --warmup 1 --threads 2 >"$WORK/bench.log" 2>&1 &&
+if timeout 120 "$MEGAMOE" bench re-routing --tokens 512 --hidden 256 --iterations 3 --warmup 1 --threads 2 >"$WORK/bench.log" 2>&1 &&
     grep -q "^check: ok" "$WORK/bench.log" && grep -q "memcpy 2 threads" "$WORK/bench.log" && grep -q "^ratio" "$WORK/bench.log"; then
     ok
 else
-    bad "bench rerouting: $(cat "$WORK/bench.log")"
+    bad "bench re-routing: $(cat "$WORK/bench.log")"
 fi
 
 cli_finish case_round_trip

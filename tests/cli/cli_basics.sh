@@ -25,14 +25,14 @@ for cmd in run case case-gen bench version; do
     stdout_has "usage: megamoe $cmd"
     stderr_empty
 done
-expect 0 "case-gen re_routing --help" -- case-gen re_routing --help
+expect 0 "case-gen re-routing --help" -- case-gen re-routing --help
 stdout_has "--expert-token-num-type"
-expect 0 "bench rerouting --help" -- bench rerouting --help
-stdout_has "--repetitions"
+expect 0 "bench re-routing --help" -- bench re-routing --help
+stdout_has "--iterations"
 expect 0 "bench lists" -- bench
-for name in rerouting comm dispatch-combine ffn layer; do stdout_has "  $name "; done
+for name in re-routing comm dispatch-combine ffn mega-moe; do stdout_has "  $name "; done
 # Every benchmark, run operator and case-gen operator has its own --help (stdout, status 0, no stderr).
-for name in rerouting comm dispatch-combine ffn layer; do
+for name in re-routing comm dispatch-combine ffn mega-moe; do
     expect 0 "bench $name --help" -- bench "$name" --help
     stdout_has "usage: megamoe bench $name"
     stderr_empty
@@ -43,7 +43,7 @@ for op in mega-moe re-routing dispatch-combine; do
     stdout_has "$op"
     stderr_empty
 done
-for op in re_routing mega_moe dispatch_v3 combine_v2; do
+for op in re-routing mega-moe dispatch-v3 combine-v2; do
     expect 0 "case-gen $op --help" -- case-gen "$op" --help
     stdout_has "usage: megamoe case-gen $op"
     stderr_empty
@@ -84,13 +84,13 @@ expect 2 "bench comm bad ranks" -- bench comm --ranks 2,99
 stderr_is_one_line "--ranks '2,99'"
 expect 2 "bench unknown" -- bench nope
 stderr_is_one_line "unknown benchmark 'nope'"
-expect 2 "bench rerouting bad option" -- bench rerouting --warp 9
+expect 2 "bench re-routing bad option" -- bench re-routing --warp 9
 stderr_is_one_line "unknown option '--warp'"
 expect 2 "case-gen unknown op" -- case-gen mega_blob -o "$WORK/x.st"
 stderr_is_one_line "unknown operator 'mega_blob'"
-expect 2 "case-gen without -o" -- case-gen re_routing
+expect 2 "case-gen without -o" -- case-gen re-routing
 stderr_is_one_line "missing output file"
-expect 2 "case-gen bad idx type" -- case-gen re_routing -o "$WORK/x.st" --idx-type 2
+expect 2 "case-gen bad idx type" -- case-gen re-routing -o "$WORK/x.st" --idx-type 2
 stderr_is_one_line "--idx-type 2 is outside [0, 1]"
 expect 2 "version with argument" -- version extra
 stderr_is_one_line "unexpected argument 'extra'"
@@ -101,5 +101,19 @@ if [ ! -e "$WORK/x.st" ] && [ ! -e "$WORK/o.st" ]; then ok; else bad "a failed c
 # A missing input file is an I/O failure: status 1, one line naming the file.
 expect 1 "case missing input" -- case "$WORK/absent.st" -o "$WORK/o.st"
 stderr_is_one_line "absent.st"
+
+# A usage error of an operator points to that operator's help, once.
+expect 2 "run --op dispatch-combine bad option" -- run --op dispatch-combine --warp 9
+stderr_is_one_line "unknown option '--warp' (see 'megamoe run --op dispatch-combine --help')"
+expect 2 "case-gen mega-moe unknown scenario" -- case-gen mega-moe -o "$WORK/x.st" --scenario a9w9
+stderr_is_one_line "--scenario 'a9w9' is not known (see 'megamoe case-gen mega-moe --help')"
+if [ "$(grep -o "(see " "$WORK/err" | wc -l)" -eq 1 ]; then ok; else bad "doubled (see ...): $(cat "$WORK/err")"; fi
+expect 2 "bench re-routing bad value" -- bench re-routing --iterations 0
+stderr_is_one_line "(see 'megamoe bench re-routing --help')"
+
+# Counts of one are singular in the run header.
+expect 0 "run, one of each" -- run --hidden 64 --intermediate 32 --experts 8 --tokens 1 --ranks 1 --iterations 1
+stdout_has "1 rank (threads) x 1 token, seed 1, routing skew 1; 1 timed call after 1 warm-up; 1 token per rank checked"
+stdout_has "MegaMoE layer of the shape of Qwen3-30B-A3B (preset qwen3-30b-a3b), H and I overridden: H 64, I 32"
 
 cli_finish cli_basics

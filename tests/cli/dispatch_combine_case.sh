@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # tests/cli/dispatch_combine_case.sh: the Dispatch V3 / Combine V2 case files end to end, checked by an
 # independent Python reader (standard library only):
-#   1. case-gen dispatch_v3 -> case: every output row is the x row its (source, token, k) names, routed
+#   1. case-gen dispatch-v3 -> case: every output row is the x row its (source, token, k) names, routed
 #      to this rank, in the page's order; counts agree.
 #   2. the dispatch output file is the source of a combine case's handoff tensors (its ep_recv_counts
 #      under the dispatch name), plus weights, residual and gamma written by Python; the combine
 #      outputs match a float64 reference of the page's formula.
-#   3. case-gen combine_v2 with shared ranks, special experts and an elastic removal runs; a broken
+#   3. case-gen combine-v2 with shared ranks, special experts and an elastic removal runs; a broken
 #      combine case exits 2 with one line and writes nothing; MPI gives the same bytes (when available).
 # Usage: bash dispatch_combine_case.sh <path-to-megamoe> <source-dir>
 set -u
@@ -113,8 +113,8 @@ elif cmd == "both-counts":  # ep_send_counts and Dispatch's ep_recv_counts for t
 PY
 
 # 1. dispatch
-"$MEGAMOE" case-gen dispatch_v3 -o "$WORK/d.st" --ranks 4 --experts 8 --topk 3 --tokens 6 --hidden 48 --seed 3 \
-    && ok || bad "case-gen dispatch_v3"
+"$MEGAMOE" case-gen dispatch-v3 -o "$WORK/d.st" --ranks 4 --experts 8 --topk 3 --tokens 6 --hidden 48 --seed 3 \
+    && ok || bad "case-gen dispatch-v3"
 "$MEGAMOE" case "$WORK/d.st" -o "$WORK/d_out.st" && ok || bad "case dispatch"
 python3 "$WORK/dc.py" dispatch "$WORK/d.st" "$WORK/d_out.st" && ok || bad "dispatch outputs"
 # 2. the dispatch output feeds a combine case
@@ -122,15 +122,15 @@ python3 "$WORK/dc.py" make-combine "$WORK/d.st" "$WORK/d_out.st" "$WORK/c.st" &&
 "$MEGAMOE" case "$WORK/c.st" -o "$WORK/c_out.st" && ok || bad "case combine from dispatch output"
 python3 "$WORK/dc.py" combine "$WORK/c.st" "$WORK/c_out.st" && ok || bad "combine outputs"
 # 3. generated combine cases, a broken one, MPI
-"$MEGAMOE" case-gen combine_v2 -o "$WORK/c2.st" --ranks 6 --shared-experts 1 --shared-ranks 2 --experts 8 \
+"$MEGAMOE" case-gen combine-v2 -o "$WORK/c2.st" --ranks 6 --shared-experts 1 --shared-ranks 2 --experts 8 \
     --zero-experts 1 --copy-experts 1 --const-experts 2 --alpha-2d --mask 2d --shared-x --quant-mode 2 --smooth \
-    && ok || bad "case-gen combine_v2"
+    && ok || bad "case-gen combine-v2"
 "$MEGAMOE" case "$WORK/c2.st" -o "$WORK/c2_out.st" && ok || bad "case combine_v2"
-"$MEGAMOE" case-gen combine_v2 -o "$WORK/c3.st" --ranks 5 --remove 1,3 --uneven-bs && ok || bad "case-gen elastic"
+"$MEGAMOE" case-gen combine-v2 -o "$WORK/c3.st" --ranks 5 --remove 1,3 --uneven-bs && ok || bad "case-gen elastic"
 "$MEGAMOE" case "$WORK/c3.st" -o "$WORK/c3_out.st" && ok || bad "case elastic"
 # Rank 0 removed: under MPI, process 0 holds no outputs, so a survivor must write the file.
 for op in dispatch_v3 combine_v2; do
-    "$MEGAMOE" case-gen $op -o "$WORK/r0_$op.st" --ranks 4 --remove 0,2 && ok || bad "case-gen $op --remove 0,2"
+    "$MEGAMOE" case-gen ${op/_/-} -o "$WORK/r0_$op.st" --ranks 4 --remove 0,2 && ok || bad "case-gen $op --remove 0,2"
     "$MEGAMOE" case "$WORK/r0_$op.st" -o "$WORK/r0_${op}_out.st" && ok || bad "case $op --remove 0,2"
 done
 python3 "$WORK/dc.py" break "$WORK/c.st" "$WORK/bad.st" && ok || bad "break"

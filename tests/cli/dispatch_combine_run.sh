@@ -10,7 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 
 SAME="check: every iteration gives the same bits: yes; outputs finite: yes"
 F64="of y, x, rstd within tolerance"
-SMALL=(--tokens 4 --hidden 64 --inter 32 --iterations 2)
+SMALL=(--tokens 4 --hidden 64 --intermediate 32 --iterations 2)
 
 # ---- run --op dispatch-combine ----
 expect 0 "run help" run --op dispatch-combine --help
@@ -58,7 +58,7 @@ stderr_is_one_line "--iterations" "run --iterations"
 # ---- bench dispatch-combine ----
 expect 0 "bench help" bench dispatch-combine --help
 stdout_has "--experts-per-rank E" "bench help"
-BENCH=(--tokens 1,3 --hidden 64 --topk 2 --experts-per-rank 2 --repetitions 1 --warmup 0)
+BENCH=(--tokens 1,3 --hidden 64 --topk 2 --experts-per-rank 2 --iterations 1 --warmup 0)
 # rows_of SIZE: the rows column of the benchmark row for SIZE tokens per rank.
 rows_of() { awk -v t="$1" '$1 == t && NF == 8 { print $2 }' "$WORK/out"; }
 expect 0 "bench threads" bench dispatch-combine --ranks 2 "${BENCH[@]}"
@@ -82,7 +82,7 @@ fi
 # Out of memory is said on stderr (it used to exit 1 with nothing). A sanitizer build reserves more
 # address space than the cap allows, so the check runs on ordinary builds only.
 if ! grep -q "^MEGAMOE_SANITIZE:BOOL=ON" "$(dirname "$MEGAMOE")/CMakeCache.txt" 2>/dev/null; then
-    for c in "run --op dispatch-combine" "case-gen dispatch_v3 -o $WORK/oom.st"; do
+    for c in "run --op dispatch-combine" "case-gen dispatch-v3 -o $WORK/oom.st"; do
         (ulimit -v 400000; $MEGAMOE $c --tokens 60000 --hidden 8192 >/dev/null 2>"$WORK/err"); rc=$?
         [ "$rc" = 1 ] && grep -q "out of memory generating a rank's tokens" "$WORK/err" && ok ||
             bad "$c out of memory: exit $rc, stderr: $(cat "$WORK/err")"

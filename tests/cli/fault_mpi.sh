@@ -48,8 +48,8 @@ fault() {
     echo "$name: exit $rc after $((SECONDS - start)) s"
 }
 
-expect 0 "case-gen mega_moe" case-gen mega_moe -o "$WORK/m3.st" --ranks 3 --tokens 2048 --hidden 1024 \
-    --inter 1024 --experts 6
+expect 0 "case-gen mega-moe" case-gen mega-moe -o "$WORK/m3.st" --ranks 3 --tokens 2048 --hidden 1024 \
+    --intermediate 1024 --experts 6
 for sig in STOP KILL; do
     # STOP: the survivors time out naming the stopped rank. KILL: megamoe names the missing rank when
     # its peers notice first; mpirun may end the job first, then it names the killed process.

@@ -32,11 +32,11 @@ PY
 }
 
 SMALL=(--hidden 256 --intermediate 128 --experts 16 --tokens 12 --iterations 2 --check-tokens 3)
-ALL="a16w16 a8w8-int a8w4-int a8w8-fp8 a8w8-fp8-e5m2 a8w4-fp a4w4-fp"
+ALL="a16w16 a8w8-int a8w4-int a8w8-fp-e4m3 a8w8-fp-e5m2 a8w4-fp a4w4-fp"
 
 # Every scenario, one run (4 ranks as threads, skewed routing).
 expect 0 "all scenarios" -- run "${SMALL[@]}" --scenario all
-stdout_has "MegaMoE layer of Qwen3-30B-A3B"
+stdout_has "MegaMoE layer of the shape of Qwen3-30B-A3B (preset qwen3-30b-a3b), H and I overridden"
 stdout_has "maxerr/rms"
 # shellcheck disable=SC2086
 check_rows $ALL
@@ -50,26 +50,26 @@ stdout_has "swigluoai [7, 1.702, 1]"
 check_rows a8w4-fp
 expect 0 "deepseek preset" -- run --preset deepseek-v3 "${SMALL[@]}"
 stdout_has "1 shared"
-check_rows a8w8-fp8
-if grep -q "^a8w8-fp8 " "$WORK/out" && awk '$1 == "a8w8-fp8" { exit !($7 > 0) }' "$WORK/out"; then ok; else bad "deepseek: shared stage time not > 0"; fi
+check_rows a8w8-fp-e4m3
+if grep -q "^a8w8-fp-e4m3 " "$WORK/out" && awk '$1 == "a8w8-fp-e4m3" { exit !($7 > 0) }' "$WORK/out"; then ok; else bad "deepseek: shared stage time not > 0"; fi
 expect 0 "mixtral preset, 3 ranks" -- run --preset mixtral-8x7b --hidden 128 --intermediate 64 --experts 6 --ranks 3 --tokens 5 --iterations 1
 check_rows a16w16
 
 # Combine knobs: a quantized combine (MX E4M3 rows) and the rank-level / domain-level partial sums of
 # combine_comm_mode 1 / 2 with weights applied after the activation, each checked against the float64
 # reference; a mode the topology does not allow is the library's invalid-argument error (exit 2, one line).
-expect 0 "combine quant e4m3" -- run "${SMALL[@]}" --combine-quant e4m3
+expect 0 "combine quant e4m3" -- run "${SMALL[@]}" --combine-quant-mode 4
 stdout_has "combine: quantization MX E4M3, comm mode 0"
 check_rows a16w16
-expect 0 "combine comm 1, weights after the activation" -- run "${SMALL[@]}" --combine-comm 1 --topk-weights-type 1
+expect 0 "combine comm 1, weights after the activation" -- run "${SMALL[@]}" --combine-comm-mode 1 --topk-weights-type 1
 stdout_has "comm mode 1, top-k weights type 1"
 check_rows a16w16
-expect 0 "combine comm 2, domains of 2" -- run "${SMALL[@]}" --combine-comm 2 --ranks-per-server 2 --scenario a8w8-int
+expect 0 "combine comm 2, domains of 2" -- run "${SMALL[@]}" --combine-comm-mode 2 --rank-num-per-server 2 --scenario a8w8-int
 stdout_has "comm mode 2 (layered)"
 check_rows a8w8-int
-expect 2 "combine comm 2 on a flat topology" -- run "${SMALL[@]}" --combine-comm 2
+expect 2 "combine comm 2 on a flat topology" -- run "${SMALL[@]}" --combine-comm-mode 2
 stderr_is_one_line "combine_comm_mode = 2 needs a layered topology"
-expect 2 "bad --combine-quant" -- run "${SMALL[@]}" --combine-quant fp4
+expect 2 "bad --combine-quant-mode" -- run "${SMALL[@]}" --combine-quant-mode 2
 stderr_is_one_line "--combine-quant"
 
 # --no-check prints the row without error columns.
@@ -125,11 +125,11 @@ stderr_is_one_line "'--op' needs a value"
 
 # An operator error (MX needs H a multiple of 32) is reported by the operator, cleanly: status 2, a
 # "not run" row naming the rule, one stderr line.
-expect 2 "operator rejects the shape" -- run --hidden 48 --intermediate 32 --experts 16 --tokens 4 --scenario a8w8-fp8
-stdout_has "a8w8-fp8        not run:"
+expect 2 "operator rejects the shape" -- run --hidden 48 --intermediate 32 --experts 16 --tokens 4 --scenario a8w8-fp-e4m3
+stdout_has "a8w8-fp-e4m3    not run:"
 # The message names the rank once (the operator's agreed message already carries "rank 0: ").
 stdout_has "not run: rank 0: hidden = 48 must be a multiple of 32 with MX quantization"
-stderr_is_one_line "a8w8-fp8: rank 0: hidden = 48 must be a multiple of 32 with MX quantization"
+stderr_is_one_line "a8w8-fp-e4m3: rank 0: hidden = 48 must be a multiple of 32 with MX quantization"
 
 # Help and the other operator.
 expect 0 "help" -- run --help

@@ -31,7 +31,7 @@ else
 import json, sys
 rows = [l.split() for l in open(sys.argv[1])]
 rows = [r for r in rows if len(r) == 15 and r[1].isdigit()]
-assert [r[0] for r in rows] == ["a16w16", "a8w8-int", "a8w4-int", "a8w8-fp8", "a8w8-fp8-e5m2", "a8w4-fp",
+assert [r[0] for r in rows] == ["a16w16", "a8w8-int", "a8w4-int", "a8w8-fp-e4m3", "a8w8-fp-e5m2", "a8w4-fp",
                                 "a4w4-fp"], rows
 for r in rows:
     assert int(r[1]) == 10 * int(sys.argv[3]), r

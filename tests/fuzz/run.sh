@@ -20,23 +20,23 @@ cmake --build "$out" -j "$(nproc 2>/dev/null || echo 2)" --target fuzz_safetenso
 # Seeds: a few small cases of each operator and option family, fixed seeds so a run is reproducible.
 corpus=$out/corpus
 rm -rf "$corpus"
-gen() { # gen OP NAME OPTIONS...
-  local op=$1 name=$2
+gen() { # gen OP NAME OPTIONS...  (OP as the CLI spells it; the corpus folders keep the old names)
+  local op=$1 name=$2 dir=${1//-/_}
   shift 2
-  mkdir -p "$corpus/case_$op"
-  "$cli" case-gen "$op" -o "$corpus/case_$op/${op}_$name.safetensors" "$@" >/dev/null
+  mkdir -p "$corpus/case_$dir"
+  "$cli" case-gen "$op" -o "$corpus/case_$dir/${dir}_$name.safetensors" "$@" >/dev/null
 }
-gen re_routing small --tokens 8 --hidden 16 --ranks 2 --experts 4
-gen re_routing fp4_scales --tokens 6 --hidden 7 --ranks 2 --experts 3 --dtype fp4_e2m1 --scales e8m0 --scale-cols 2
-gen re_routing int8_int64 --tokens 5 --hidden 8 --ranks 3 --experts 2 --dtype int8 --count-dtype int64 --scales f32 --idx-type 1
-gen mega_moe a16w16 --ranks 2 --tokens 4 --hidden 32 --inter 16 --experts 4 --topk 2
-gen mega_moe a8w4_shared --scenario a8w4-int --ranks 2 --tokens 4 --hidden 64 --inter 32 --experts 2 --topk 2 --shared 1
-gen mega_moe fp8_mask --scenario a8w8-fp-e4m3 --ranks 2 --tokens 3 --hidden 64 --inter 32 --experts 2 --topk 1 --mask
-gen dispatch_v3 small --ranks 2 --tokens 4 --hidden 32 --topk 2
-gen dispatch_v3 tp_quant_shared --ranks 3 --tp 2 --tokens 3 --hidden 32 --quant-mode 2 --smooth --mask 1d --shared-experts 1 --shared-ranks 1
-gen dispatch_v3 special_removed --ranks 3 --tokens 4 --hidden 32 --zero-experts 1 --copy-experts 1 --const-experts 1 --uneven-bs --remove 2
-gen combine_v2 small --ranks 2 --tokens 4 --hidden 32 --topk 2
-gen combine_v2 shared_quant_mask --ranks 3 --tokens 3 --hidden 32 --shared-x --shared-experts 1 --shared-ranks 1 --quant-mode 2 --mask 2d
+gen re-routing small --tokens 8 --hidden 16 --ranks 2 --experts 4
+gen re-routing fp4_scales --tokens 6 --hidden 7 --ranks 2 --experts 3 --dtype fp4_e2m1 --scales e8m0 --scale-cols 2
+gen re-routing int8_int64 --tokens 5 --hidden 8 --ranks 3 --experts 2 --dtype int8 --count-dtype int64 --scales f32 --idx-type 1
+gen mega-moe a16w16 --ranks 2 --tokens 4 --hidden 32 --intermediate 16 --experts 4 --topk 2
+gen mega-moe a8w4_shared --scenario a8w4-int --ranks 2 --tokens 4 --hidden 64 --intermediate 32 --experts 2 --topk 2 --shared-experts 1
+gen mega-moe fp8_mask --scenario a8w8-fp-e4m3 --ranks 2 --tokens 3 --hidden 64 --intermediate 32 --experts 2 --topk 1 --mask
+gen dispatch-v3 small --ranks 2 --tokens 4 --hidden 32 --topk 2
+gen dispatch-v3 tp_quant_shared --ranks 3 --tp 2 --tokens 3 --hidden 32 --quant-mode 2 --smooth --mask 1d --shared-experts 1 --shared-ranks 1
+gen dispatch-v3 special_removed --ranks 3 --tokens 4 --hidden 32 --zero-experts 1 --copy-experts 1 --const-experts 1 --uneven-bs --remove 2
+gen combine-v2 small --ranks 2 --tokens 4 --hidden 32 --topk 2
+gen combine-v2 shared_quant_mask --ranks 3 --tokens 3 --hidden 32 --shared-x --shared-experts 1 --shared-ranks 1 --quant-mode 2 --mask 2d
 mkdir -p "$corpus/safetensors"
 cp tests/fuzz/seeds/safetensors/* "$corpus"/case_*/*.safetensors "$corpus/safetensors/"
 

@@ -22,11 +22,11 @@ typedef enum mm_moe_scenario {
 } mm_moe_scenario;
 
 typedef struct mm_moe_scenario_row {
-    const char *name;          /* the `megamoe run --scenario` spelling: "a8w8-fp8" (an alias of spec_name) */
-    const char *spec_name;     /* docs/mega_moe.md's name, `megamoe case-gen --scenario`: "a8w8-fp-e4m3" */
-    const char *label;         /* report label: "A8W8-FP (E4M3)" */
-    mm_moe_scenario kind;      /* precision class; its name is mm_moe_scenario_name(kind): "A8W8-FP" */
-    mm_dtype weight_dtype;     /* routed / shared weight dtype */
+    const char *name;      /* a short alias of spec_name ("a8w8-fp8"), accepted by mm_moe_scenario_by_name */
+    const char *spec_name; /* docs/mega_moe.md's name, the CLI's --scenario: "a8w8-fp-e4m3" */
+    const char *label;     /* report label: "A8W8-FP (E4M3)" */
+    mm_moe_scenario kind;  /* precision class; its name is mm_moe_scenario_name(kind): "A8W8-FP" */
+    mm_dtype weight_dtype; /* routed / shared weight dtype */
     int dispatch_quant_mode;   /* the mode producing dispatch_dtype: 0 (none), 2 (INT8 per token), 4 (MX) */
     mm_dtype dispatch_dtype;   /* the dispatch dtype these weights accept; INVALID = none (BF16 x) */
     mm_dtype gemm1_input;      /* GEMM1 activation dtype */

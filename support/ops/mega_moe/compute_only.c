@@ -1,5 +1,5 @@
 /* ops/mega_moe/compute_only.c: this rank's expert FFN alone, on rows placed in memory beforehand, with
- * no communication: the baseline `megamoe bench layer` compares the whole layer with ("expert compute
+ * no communication: the baseline `megamoe bench mega-moe` compares the whole layer with ("expert compute
  * alone"). It runs exactly the FFN batches of a call (the same packed weights, kernels, fused
  * epilogues and compute gate): every local expert with its row count as one batch, then the shared
  * experts on the active rows. Not part of the public API. */

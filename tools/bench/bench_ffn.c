@@ -1,0 +1,553 @@
+/* tools/bench/bench_ffn.c: `megamoe bench ffn`: the expert FFN on the grouped GEMM layer, per format, row
+ * count and ISA level, against baselines measured in the same run:
+ *   (a) peak loops of the instructions the kernels are made of (vdpbf16ps, vpdpbusd, AMX tdpbf16ps /
+ *       tdpbusd, F32 FMA), 1 and N threads;
+ *   (b) streaming-read bandwidth over a buffer much larger than the last-level cache, 1 and N threads;
+ *   (c) the FFN: median time (1 and N threads), GFLOP/s, % of the AVX-512 dot peak of its arithmetic
+ *       (vdpbf16ps for BF16 and MX, vpdpbusd for INT) and of the peak of the ISA its kernels use, weight
+ *       bytes / time against the streaming bandwidth, and the N-thread speed-up;
+ *   (d) oneDNN matmul with pre-packed weights on the same per-expert GEMMs (BF16, u8s8s32), when built
+ *       with oneDNN.
+ * The bench uses the library's internals (src/gemm, src/core), which only the CLI's bench and run files
+ * see. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench/bench.h"
+#include "bench/bench_ffn.h"
+#include "common/cli_util.h"
+#include "core/cpu.h"
+#include "core/large_alloc.h"
+#include "core/parallel.h"
+#include "common/timing.h"
+
+static const char bench_ffn_usage[] =
+    "usage: megamoe bench ffn [options]\n"
+    "\n"
+    "Times one expert's FFN (GEMM1 H -> 2I, SwiGLU + quantization, GEMM2 I -> H) on the grouped GEMM\n"
+    "layer for each format, rows per expert and ISA level, with 1 and N threads, against peak loops of\n"
+    "the kernels' instructions, a streaming-read loop and (when built with it) oneDNN, all measured in\n"
+    "this run. Experts rotate so that every run streams weights that are not in cache.\n"
+    "\n"
+    "options:\n"
+    "      --hidden LIST        hidden sizes H (default 2048,7168)\n"
+    "      --intermediate I     intermediate size I (default 2048)\n"
+    "      --rows LIST          rows per expert (default 1,2,4,8,64,256)\n"
+    "      --format LIST        bf16,int8,int8xint4,mxfp8,mxfp8xmxfp4,mxfp4 (default all)\n"
+    "      --isa LIST           auto,avx512,amx (default all the CPU has; auto = the registry's choice)\n"
+    "      --threads N          the N of the N-thread columns (default: MEGAMOE_NUM_THREADS or CPUs)\n"
+    "      --iterations R       timed runs per measurement, after one warm-up (default 5)\n"
+    "      --stream-mb MB       streaming-read buffer and rotated weight bytes (default 1024)\n"
+    "      --quick              a fast subset: H 2048, I 512, rows 1,8,64, 3 runs, 64 MB\n"
+    "  -h, --help               show this help\n";
+
+#define MAX_LIST 16
+enum { LEVEL_AUTO = -1 };
+
+typedef struct ffn_config {
+    int64_t hidden[MAX_LIST], rows[MAX_LIST];
+    int n_hidden, n_rows;
+    int64_t inter;
+    int formats[FFN_FORMAT_COUNT], n_formats;
+    int levels[4], n_levels;
+    int threads, repeat;
+    int64_t stream_mb;
+} ffn_config;
+
+typedef struct baselines {
+    double dot_bf16[2], dot_i8[2], fma[2], amx_bf16[2], amx_i8[2]; /* ops/s: [0] 1 thread, [1] N */
+    double bandwidth[2];                                           /* bytes/s */
+} baselines;
+
+/* Per (format, hidden, rows): the oneDNN comparison, measured alternately with our GEMMs. */
+typedef struct dnnl_result {
+    int measured;                      /* 0: not applicable, 1: measured, -1: failed (why) */
+    double dnnl_seconds, ours_seconds; /* medians, N threads */
+    char why[160];
+} dnnl_result;
+/* Per (format, hidden, rows): the registry's choice (level auto), for the summary (e). */
+typedef struct auto_result {
+    int measured;
+    double pct_dot, xbw[2], speedup;
+} auto_result;
+typedef struct best_gemm {
+    dnnl_result r[FFN_FORMAT_COUNT][MAX_LIST][MAX_LIST];
+    auto_result a[FFN_FORMAT_COUNT][MAX_LIST][MAX_LIST];
+} best_gemm;
+
+static int parse_list(const char *cmd, const char *option, const char *text, int64_t min, int64_t max,
+                      int64_t *out, int *n) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", text);
+    *n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*n == MAX_LIST) {
+            cli_error(cmd, "%s: at most %d values", option, MAX_LIST);
+            return -1;
+        }
+        if (cli_parse_int64(cmd, option, tok, min, max, &out[(*n)++]) != 0) return -1;
+    }
+    if (*n == 0) cli_error(cmd, "%s: empty list", option);
+    return *n == 0 ? -1 : 0;
+}
+
+static int parse_names(const char *cmd, const char *option, const char *text, const char *const *names,
+                       const int *values, int count, int *out, int *n) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", text);
+    *n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int found = -1;
+        for (int i = 0; i < count; i++)
+            if (strcmp(tok, names[i]) == 0) found = i;
+        if (found < 0 || *n == count) {
+            cli_error(cmd, "%s: unknown or repeated value '%s'", option, tok);
+            return -1;
+        }
+        out[(*n)++] = values[found];
+    }
+    if (*n == 0) cli_error(cmd, "%s: empty list", option);
+    return *n == 0 ? -1 : 0;
+}
+
+static const char *level_name(int level) {
+    return level == LEVEL_AUTO ? "auto" : mm_isa_name((mm_isa)level);
+}
+
+static void measure_baselines(const ffn_config *cfg, int quick, baselines *b) {
+    int t[2] = {1, cfg->threads};
+    double secs = quick ? 0.02 : 0.1;
+    memset(b, 0, sizeof *b);
+    printf("(a) peak loops, median of 3 (GFLOP/s; INT: GOP/s)\n");
+    printf("%-22s %12s %12s\n", "instruction", "1 thread", "N threads");
+    struct {
+        const char *name;
+        bench_ffn_peak_fn fn;
+        double *out;
+        mm_isa isa;
+    } peaks[] = {
+        {"vdpbf16ps (bf16)", bench_ffn_peak_vdpbf16ps, b->dot_bf16, MM_ISA_AVX512},
+        {"vpdpbusd (int8)", bench_ffn_peak_vpdpbusd, b->dot_i8, MM_ISA_AVX512},
+        {"vfmadd231ps (f32)", bench_ffn_peak_fma_f32, b->fma, MM_ISA_AVX512},
+        {"AMX tdpbf16ps", bench_ffn_peak_tdpbf16ps, b->amx_bf16, MM_ISA_AMX},
+        {"AMX tdpbusd", bench_ffn_peak_tdpbusd, b->amx_i8, MM_ISA_AMX},
+    };
+    for (size_t i = 0; i < sizeof peaks / sizeof peaks[0]; i++) {
+        if (!mm_cpu_supports(peaks[i].isa)) {
+            printf("%-22s %12s %12s\n", peaks[i].name, "n/a", "n/a");
+            continue;
+        }
+        for (int j = 0; j < 2; j++) peaks[i].out[j] = bench_ffn_peak_rate(peaks[i].fn, t[j], secs, 3);
+        printf("%-22s %12.1f %12.1f\n", peaks[i].name, peaks[i].out[0] / 1e9, peaks[i].out[1] / 1e9);
+        fflush(stdout);
+    }
+    size_t bytes = (size_t)cfg->stream_mb << 20;
+    /* On huge pages, as the packed weights (core/large_alloc.h): the same page size on both sides. */
+    uint8_t *buf = mm_cpu_supports(MM_ISA_AVX512) ? mm_alloc_large(bytes) : NULL;
+    printf("\n(b) streaming read of %lld MiB, median of 5 (GB/s)\n", (long long)cfg->stream_mb);
+    if (!buf) {
+        printf("  not measured (no AVX-512 or out of memory)\n\n");
+        return;
+    }
+    memset(buf, 1, bytes);
+    for (int j = 0; j < 2; j++) b->bandwidth[j] = bench_ffn_stream_rate(buf, bytes, t[j], 5);
+    printf("%-22s %12.1f %12.1f\n\n", "read", b->bandwidth[0] / 1e9, b->bandwidth[1] / 1e9);
+    fflush(stdout);
+    free(buf);
+}
+
+/* The peak that a kernel of this ISA level and format is made of. */
+static double level_peak(const baselines *b, int isa, int is_int, int j) {
+    if (isa == MM_ISA_AMX) return is_int ? b->amx_i8[j] : b->amx_bf16[j];
+    if (isa == MM_ISA_REF) return b->fma[j];
+    return is_int ? b->dot_i8[j] : b->dot_bf16[j];
+}
+
+/* Times one (expert set, rows, level) with 1 and N threads and prints its row. Returns -1 on failure. */
+static int measure_row(const ffn_config *cfg, const baselines *b, bench_ffn_expert *x, bench_ffn_format f,
+                       int64_t hidden, int64_t inter, int64_t rows, int64_t experts, int level,
+                       auto_result *keep) {
+    bench_ffn_choice choice;
+    if (bench_ffn_choose(x, level, &choice) != 0) return 0; /* the CPU lacks this level */
+    int t[2] = {1, cfg->threads};
+    double med[2];
+    double *samples = malloc((size_t)cfg->repeat * 2 * sizeof *samples);
+    if (!samples) return -1;
+    char why[256];
+    int64_t run = 0;
+    for (int j = 0; j < 2; j++) {
+        mm_parallel_set_num_threads(t[j]);
+        for (int r = -1; r < cfg->repeat; r++, run++) {
+            double total, gemm;
+            if (bench_ffn_expert_run(x, run % experts, rows, &choice, &total, &gemm, why, sizeof why) != 0) {
+                cli_error("bench ffn", "%s", why);
+                free(samples);
+                return -1;
+            }
+            (void)gemm;
+            if (r >= 0) samples[r] = total;
+        }
+        med[j] = cli_time_stats_of(samples, (size_t)cfg->repeat).median;
+    }
+    free(samples);
+    int is_int = bench_ffn_format_is_int(f);
+    const char *kname = bench_ffn_kernel_name(x, &choice, rows);
+    int isa = level >= 0               ? level
+              : strstr(kname, "_amx_") ? MM_ISA_AMX
+              : strstr(kname, "_ref_") ? MM_ISA_REF
+                                       : MM_ISA_AVX512;
+    double flops = 6.0 * (double)rows * (double)hidden * (double)inter;
+    double rate = flops / med[1];
+    double dot = is_int ? b->dot_i8[1] : b->dot_bf16[1];
+    double peak = level_peak(b, isa, is_int, 1);
+    double wbytes = bench_ffn_expert_weight_bytes(x);
+    double xbw[2];
+    for (int j = 0; j < 2; j++) xbw[j] = b->bandwidth[j] > 0 ? med[j] / (wbytes / b->bandwidth[j]) : NAN;
+    printf("%-11s %5lld %4lld %-6s %-22s %9.3f %9.3f %8.1f %6.0f%% %6.0f%% %7.1f %6.2f %6.2f %5.2f\n",
+           bench_ffn_format_name(f), (long long)hidden, (long long)rows, level_name(level), kname,
+           med[0] * 1e3, med[1] * 1e3, rate / 1e9, dot > 0 ? 100 * rate / dot : NAN,
+           peak > 0 ? 100 * rate / peak : NAN, wbytes / 1e6, xbw[0], xbw[1], med[0] / med[1]);
+    fflush(stdout);
+    if (keep && level == LEVEL_AUTO)
+        *keep = (auto_result){1, dot > 0 ? 100 * rate / dot : NAN, {xbw[0], xbw[1]}, med[0] / med[1]};
+    return 0;
+}
+
+/* Lets the other side's idle threads stop spinning (oneDNN's OpenMP workers spin after a primitive,
+ * the library's pool briefly too) before the next timed run starts. */
+static void settle(void) {
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* oneDNN against what the library runs by itself (the registry's kernels), N threads, the two GEMMs of
+ * one expert each, in alternating blocks on the same rotation of cold experts so that the VM's noise
+ * (other tenants on the second core) hits both sides alike. */
+enum { DNNL_BLOCKS = 3 };
+static void compare_dnnl(const ffn_config *cfg, bench_ffn_expert *x, bench_ffn_format f, int64_t hidden,
+                         int64_t rows, int64_t experts, dnnl_result *out) {
+    out->measured = -1;
+    bench_dnnl_ffn *d =
+        bench_dnnl_ffn_create(f == FFN_BF16 ? BENCH_DNNL_BF16 : BENCH_DNNL_U8S8S32, rows, hidden, cfg->inter,
+                              experts, cfg->threads, out->why, sizeof out->why);
+    double *samples = malloc((size_t)(2 * DNNL_BLOCKS * cfg->repeat) * sizeof *samples);
+    if (!d || !samples) {
+        if (!samples) snprintf(out->why, sizeof out->why, "out of memory");
+        goto done;
+    }
+    bench_ffn_choice automatic;
+    bench_ffn_choose(x, LEVEL_AUTO, &automatic);
+    mm_parallel_set_num_threads(cfg->threads);
+    /* DNNL_BLOCKS blocks per side, alternating: a pause (the other side's idle threads stop spinning),
+     * one untimed run (wakes this side's threads), then `repeat` timed runs back to back, the steady
+     * state both libraries are built for. */
+    for (int blk = 0; blk < DNNL_BLOCKS; blk++) {
+        double total, seconds;
+        settle();
+        for (int i = -1; i < cfg->repeat; i++) {
+            int64_t e = (blk * (cfg->repeat + 1) + i + 1) % experts;
+            if (bench_ffn_expert_run(x, e, rows, &automatic, &total, &seconds, out->why, sizeof out->why) !=
+                0)
+                goto done;
+            if (i >= 0) samples[blk * cfg->repeat + i] = seconds;
+        }
+        settle();
+        for (int i = -1; i < cfg->repeat; i++) {
+            if (bench_dnnl_ffn_run(d, blk * (cfg->repeat + 1) + i + 1, &seconds, out->why, sizeof out->why) !=
+                0)
+                goto done;
+            if (i >= 0) samples[(DNNL_BLOCKS + blk) * cfg->repeat + i] = seconds;
+        }
+    }
+    size_t n = (size_t)(DNNL_BLOCKS * cfg->repeat);
+    out->ours_seconds = cli_time_stats_of(samples, n).median;
+    out->dnnl_seconds = cli_time_stats_of(samples + n, n).median;
+    out->measured = 1;
+done:
+    free(samples);
+    bench_dnnl_ffn_free(d);
+}
+
+/* One untimed FFN on every expert: the first read of freshly packed weights is slower than later ones
+ * (seen as a slow first --rows entry; measured: docs/gemm.md, 'Benchmarks'), and a model's weights are
+ * read many times after loading. */
+static int touch_experts(bench_ffn_expert *x, int64_t experts) {
+    bench_ffn_choice automatic;
+    bench_ffn_choose(x, LEVEL_AUTO, &automatic);
+    char why[256];
+    for (int64_t e = 0; e < experts; e++) {
+        double total, gemm;
+        if (bench_ffn_expert_run(x, e, 1, &automatic, &total, &gemm, why, sizeof why) != 0) {
+            cli_error("bench ffn", "%s", why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void print_ffn_header(void) {
+    printf("%-11s %5s %4s %-6s %-22s %9s %9s %8s %7s %7s %7s %6s %6s %5s\n", "format", "H", "rows", "level",
+           "kernel (GEMM1)", "t1 ms", "tN ms", "GFLOP/s", "%dot", "%isa", "w MB", "xbw1", "xbwN", "N/1");
+}
+
+/* (c) for one format: the tiny reference shape, then every hidden size and row count. */
+static int measure_format(const ffn_config *cfg, const baselines *b, bench_ffn_format f, best_gemm *best) {
+    if (cfg->n_levels > 0) {
+        /* The portable reference kernels, on a shape small enough for them. */
+        bench_ffn_expert *x = bench_ffn_expert_create(f, 256, 128, 1, 4, 7);
+        if (!x) goto oom;
+        int rc = measure_row(cfg, b, x, f, 256, 128, 4, 1, MM_ISA_REF, NULL);
+        bench_ffn_expert_free(x);
+        if (rc != 0) return -1;
+    }
+    for (int h = 0; h < cfg->n_hidden; h++) {
+        int64_t hidden = cfg->hidden[h], max_rows = 1;
+        for (int r = 0; r < cfg->n_rows; r++)
+            if (cfg->rows[r] > max_rows) max_rows = cfg->rows[r];
+        int64_t experts =
+            bench_ffn_experts_for_bytes(f, hidden, cfg->inter, (double)((size_t)cfg->stream_mb << 20));
+        bench_ffn_expert *x =
+            bench_ffn_expert_create(f, hidden, cfg->inter, experts, max_rows, 11 + (uint64_t)h);
+        if (!x) goto oom;
+        mm_parallel_set_num_threads(cfg->threads);
+        if (touch_experts(x, experts) != 0) {
+            bench_ffn_expert_free(x);
+            return -1;
+        }
+        for (int r = 0; r < cfg->n_rows; r++) {
+            for (int l = 0; l < cfg->n_levels; l++)
+                if (measure_row(cfg, b, x, f, hidden, cfg->inter, cfg->rows[r], experts, cfg->levels[l],
+                                &best->a[f][h][r]) != 0) {
+                    bench_ffn_expert_free(x);
+                    return -1;
+                }
+            if ((f == FFN_BF16 || f == FFN_INT8) && bench_dnnl_available())
+                compare_dnnl(cfg, x, f, hidden, cfg->rows[r], experts, &best->r[f][h][r]);
+        }
+        bench_ffn_expert_free(x);
+    }
+    return 0;
+oom:
+    cli_error("bench ffn", "%s: out of memory for the experts' weights (try a smaller --stream-mb)",
+              bench_ffn_format_name(f));
+    return -1;
+}
+
+static void print_dnnl(const ffn_config *cfg, const best_gemm *best) {
+    printf("\n(d) oneDNN matmul, pre-packed weights, GEMM1 + GEMM2 of one expert, %d threads (median ms)\n",
+           cfg->threads);
+    if (!bench_dnnl_available()) {
+        char why[256];
+        bench_dnnl_ffn_free(bench_dnnl_ffn_create(BENCH_DNNL_BF16, 1, 1, 1, 1, 1, why, sizeof why));
+        printf("  not measured: %s\n", why);
+        return;
+    }
+    printf("    megamoe ms = the GEMMs of its FFN with the registry's kernels (level auto), N threads;\n"
+           "    medians over %d alternating blocks per side (a pause, a wake-up run, %d timed runs back to\n"
+           "    back) on the same rotation of cold experts\n",
+           DNNL_BLOCKS, cfg->repeat);
+    printf("%-11s %5s %4s %12s %12s %14s\n", "format", "H", "rows", "oneDNN ms", "megamoe ms",
+           "oneDNN/megamoe");
+    for (int fi = 0; fi < cfg->n_formats; fi++) {
+        bench_ffn_format f = (bench_ffn_format)cfg->formats[fi];
+        if (f != FFN_BF16 && f != FFN_INT8) continue;
+        for (int h = 0; h < cfg->n_hidden; h++)
+            for (int r = 0; r < cfg->n_rows; r++) {
+                const dnnl_result *d = &best->r[f][h][r];
+                if (d->measured == 0) continue;
+                if (d->measured < 0) {
+                    printf("%-11s %5lld %4lld  failed: %s\n", bench_ffn_format_name(f),
+                           (long long)cfg->hidden[h], (long long)cfg->rows[r], d->why);
+                    continue;
+                }
+                printf("%-11s %5lld %4lld %12.3f %12.3f %14.2f\n", bench_ffn_format_name(f),
+                       (long long)cfg->hidden[h], (long long)cfg->rows[r], d->dnnl_seconds * 1e3,
+                       d->ours_seconds * 1e3, d->dnnl_seconds / d->ours_seconds);
+            }
+    }
+}
+
+/* Worst case of one target over the measured (format, hidden, rows) of a row range, level auto. */
+typedef struct target_span {
+    double worst;
+    int n;
+} target_span;
+
+static void span_add(target_span *t, double v, int want_max) {
+    if (isnan(v)) return;
+    if (t->n == 0 || (want_max ? v > t->worst : v < t->worst)) t->worst = v;
+    t->n++;
+}
+
+static void print_target(const char *what, const char *rule, target_span t, double bound, int want_max) {
+    if (t.n == 0) return;
+    int met = want_max ? t.worst <= bound : t.worst >= bound;
+    printf("%-44s %-16s %10.2f   %s\n", what, rule, t.worst, met ? "met" : "NOT met");
+}
+
+/* (e) the targets of the speed work, from the rows above (registry's choice): prefill = 64 rows or more
+ * per expert, decode = 1 to 8 rows. */
+static void print_summary(const ffn_config *cfg, const best_gemm *best, int quick) {
+    printf("\n(e) against the targets (worst case over the measured hidden sizes and rows, level auto)%s\n",
+           quick ? ";\n    --quick shapes are far below the targets' (one small expert per call: fixed costs "
+                   "weigh)"
+                 : "");
+    printf("%-44s %-16s %10s   %s\n", "target", "rule", "worst", "verdict");
+    for (int fi = 0; fi < cfg->n_formats; fi++) {
+        bench_ffn_format f = (bench_ffn_format)cfg->formats[fi];
+        target_span dot = {0}, xbw1 = {0}, scale = {0}, dnnl = {0};
+        for (int h = 0; h < cfg->n_hidden; h++)
+            for (int r = 0; r < cfg->n_rows; r++) {
+                const auto_result *a = &best->a[f][h][r];
+                const dnnl_result *d = &best->r[f][h][r];
+                if (!a->measured) continue;
+                if (cfg->rows[r] >= 64) {
+                    span_add(&dot, a->pct_dot, 0);
+                    span_add(&scale, a->speedup, 0);
+                    if (d->measured > 0) span_add(&dnnl, d->dnnl_seconds / d->ours_seconds, 0);
+                } else if (cfg->rows[r] <= 8) {
+                    span_add(&xbw1, a->xbw[0], 1);
+                    span_add(&xbw1, a->xbw[1], 1);
+                }
+            }
+        char what[64];
+        const char *name = bench_ffn_format_name(f);
+        double want = f == FFN_BF16 ? 85 : f == FFN_INT8 || f == FFN_INT8_INT4 ? 80 : 70;
+        snprintf(what, sizeof what, "%s prefill: %% of the %s peak", name,
+                 bench_ffn_format_is_int(f) ? "vpdpbusd" : "vdpbf16ps");
+        char rule[32];
+        snprintf(rule, sizeof rule, ">= %.0f", want);
+        print_target(what, rule, dot, want, 0);
+        snprintf(what, sizeof what, "%s prefill: oneDNN time / ours", name);
+        print_target(what, ">= 1.00", dnnl, 1.0, 0);
+        snprintf(what, sizeof what, "%s prefill: N threads / 1 thread", name);
+        print_target(what, ">= 1.80", scale, 1.8, 0);
+        snprintf(what, sizeof what, "%s decode: time / streaming bound (1 and N)", name);
+        print_target(what, "<= 1.30", xbw1, 1.3, 1);
+    }
+}
+
+int mm_bench_ffn_main(int argc, char **argv) {
+    enum {
+        OPT_HIDDEN = 500,
+        OPT_INTER,
+        OPT_ROWS,
+        OPT_FORMAT,
+        OPT_ISA,
+        OPT_THREADS,
+        OPT_ITERATIONS,
+        OPT_STREAM,
+        OPT_QUICK
+    };
+    static const struct option long_options[] = {{"hidden", required_argument, NULL, OPT_HIDDEN},
+                                                 {"intermediate", required_argument, NULL, OPT_INTER},
+                                                 {"rows", required_argument, NULL, OPT_ROWS},
+                                                 {"format", required_argument, NULL, OPT_FORMAT},
+                                                 {"isa", required_argument, NULL, OPT_ISA},
+                                                 {"threads", required_argument, NULL, OPT_THREADS},
+                                                 {"iterations", required_argument, NULL, OPT_ITERATIONS},
+                                                 {"stream-mb", required_argument, NULL, OPT_STREAM},
+                                                 {"quick", no_argument, NULL, OPT_QUICK},
+                                                 {"help", no_argument, NULL, 'h'},
+                                                 {NULL, 0, NULL, 0}};
+    static const char *const format_names[] = {"bf16", "int8", "int8xint4", "mxfp8", "mxfp8xmxfp4", "mxfp4"};
+    static const int format_values[] = {FFN_BF16,  FFN_INT8,        FFN_INT8_INT4,
+                                        FFN_MXFP8, FFN_MXFP8_MXFP4, FFN_MXFP4};
+    static const char *const level_names[] = {"auto", "avx512", "amx"};
+    static const int level_values[] = {LEVEL_AUTO, MM_ISA_AVX512, MM_ISA_AMX};
+    const char *cmd = "bench ffn";
+    ffn_config cfg = {.hidden = {2048, 7168},
+                      .n_hidden = 2,
+                      .rows = {1, 2, 4, 8, 64, 256},
+                      .n_rows = 6,
+                      .inter = 2048,
+                      .n_formats = FFN_FORMAT_COUNT,
+                      .threads = mm_bench_default_threads(),
+                      .repeat = 5,
+                      .stream_mb = 1024};
+    for (int i = 0; i < FFN_FORMAT_COUNT; i++) cfg.formats[i] = i;
+    int set_hidden = 0, set_rows = 0, set_inter = 0, set_repeat = 0, set_stream = 0, set_levels = 0,
+        quick = 0;
+    int64_t v;
+    int opt;
+    optind = 0;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
+        int bad = 0;
+        switch (opt) {
+        case OPT_HIDDEN:
+            bad = parse_list(cmd, "--hidden", optarg, 32, 65536, cfg.hidden, &cfg.n_hidden), set_hidden = 1;
+            break;
+        case OPT_ROWS:
+            bad = parse_list(cmd, "--rows", optarg, 1, 4096, cfg.rows, &cfg.n_rows), set_rows = 1;
+            break;
+        case OPT_INTER:
+            bad = cli_parse_int64(cmd, "--intermediate", optarg, 16, 65536, &cfg.inter), set_inter = 1;
+            break;
+        case OPT_FORMAT:
+            bad = parse_names(cmd, "--format", optarg, format_names, format_values, FFN_FORMAT_COUNT,
+                              cfg.formats, &cfg.n_formats);
+            break;
+        case OPT_ISA:
+            bad = parse_names(cmd, "--isa", optarg, level_names, level_values, 3, cfg.levels, &cfg.n_levels);
+            set_levels = 1;
+            break;
+        case OPT_THREADS:
+            bad = cli_parse_int64(cmd, "--threads", optarg, 1, 64, &v), cfg.threads = (int)v;
+            break;
+        case OPT_ITERATIONS:
+            bad = cli_parse_int64(cmd, "--iterations", optarg, 1, 1000, &v), cfg.repeat = (int)v,
+            set_repeat = 1;
+            break;
+        case OPT_STREAM:
+            bad = cli_parse_int64(cmd, "--stream-mb", optarg, 1, 65536, &cfg.stream_mb), set_stream = 1;
+            break;
+        case OPT_QUICK: quick = 1; break;
+        case 'h': fputs(bench_ffn_usage, stdout); return MM_CLI_EXIT_OK;
+        default: return cli_option_error(cmd, opt, argv);
+        }
+        if (bad) return MM_CLI_EXIT_USAGE;
+    }
+    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (quick) {
+        if (!set_hidden) cfg.hidden[0] = 2048, cfg.n_hidden = 1;
+        if (!set_inter) cfg.inter = 512;
+        if (!set_rows) cfg.rows[0] = 1, cfg.rows[1] = 8, cfg.rows[2] = 64, cfg.n_rows = 3;
+        if (!set_repeat) cfg.repeat = 3;
+        if (!set_stream) cfg.stream_mb = 64;
+    }
+    if (!set_levels) {
+        cfg.levels[cfg.n_levels++] = LEVEL_AUTO;
+        if (mm_cpu_supports(MM_ISA_AVX512)) cfg.levels[cfg.n_levels++] = MM_ISA_AVX512;
+        if (mm_cpu_supports(MM_ISA_AMX)) cfg.levels[cfg.n_levels++] = MM_ISA_AMX;
+    }
+
+    printf("megamoe bench ffn: I = %lld, %d threads for the N columns, CPU levels: avx512 %s, amx %s "
+           "(registry uses up to %s)\n\n",
+           (long long)cfg.inter, cfg.threads, mm_cpu_supports(MM_ISA_AVX512) ? "yes" : "no",
+           mm_cpu_supports(MM_ISA_AMX) ? "yes" : "no", mm_isa_name(mm_cpu_isa()));
+    baselines b;
+    measure_baselines(&cfg, quick, &b);
+    printf(
+        "(c) expert FFN, median of %d runs after a warm-up; %%dot = of the N-thread %s peak of the format's\n"
+        "    arithmetic, %%isa = of the peak of the kernels' ISA, xbw = time / (weight bytes / streaming\n"
+        "    bandwidth) with 1 and N threads, N/1 = speed-up of N threads\n",
+        cfg.repeat, "vdpbf16ps/vpdpbusd");
+    print_ffn_header();
+    best_gemm *best = calloc(1, sizeof *best);
+    if (!best) {
+        cli_error(cmd, "out of memory");
+        return MM_CLI_EXIT_FAILURE;
+    }
+    int rc = MM_CLI_EXIT_OK;
+    for (int i = 0; i < cfg.n_formats && rc == MM_CLI_EXIT_OK; i++)
+        if (measure_format(&cfg, &b, (bench_ffn_format)cfg.formats[i], best) != 0) rc = MM_CLI_EXIT_FAILURE;
+    if (rc == MM_CLI_EXIT_OK) print_dnnl(&cfg, best);
+    if (rc == MM_CLI_EXIT_OK) print_summary(&cfg, best, quick);
+    free(best);
+    return rc;
+}

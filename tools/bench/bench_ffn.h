@@ -1,0 +1,93 @@
+/* tools/bench/bench_ffn.h: the pieces of `megamoe bench ffn` that live in their own files: the peak loops
+ * (AVX-512 and AMX instructions, compiled with those flags and called only after run-time detection),
+ * the streaming-read loop, and the optional oneDNN baseline. */
+#ifndef MEGAMOE_TOOLS_BENCH_FFN_H
+#define MEGAMOE_TOOLS_BENCH_FFN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A peak loop: runs `iterations` iterations of independent dependency chains of one instruction on
+ * registers (or tiles) and returns the operations done (multiply and add counted separately). */
+typedef double (*bench_ffn_peak_fn)(int64_t iterations);
+
+/* AVX-512 (call only when mm_cpu_supports(MM_ISA_AVX512)). */
+double bench_ffn_peak_vdpbf16ps(int64_t iterations);
+double bench_ffn_peak_vpdpbusd(int64_t iterations);
+double bench_ffn_peak_fma_f32(int64_t iterations);
+/* Reads `bytes` (a multiple of 256, 64-byte aligned) with 64-byte loads; returns a checksum. */
+uint64_t bench_ffn_stream_read_avx512(const void *buf, size_t bytes);
+
+/* AMX (call only when mm_cpu_supports(MM_ISA_AMX)). */
+double bench_ffn_peak_tdpbf16ps(int64_t iterations);
+double bench_ffn_peak_tdpbusd(int64_t iterations);
+
+/* oneDNN matmul with pre-packed weights, for the per-expert GEMMs of the FFN. */
+typedef enum bench_dnnl_kind { BENCH_DNNL_BF16, BENCH_DNNL_U8S8S32 } bench_dnnl_kind;
+
+/* 1 when the build found oneDNN. */
+int bench_dnnl_available(void);
+/* GEMM1 (rows x hidden . hidden x 2I) and GEMM2 (rows x I . I x hidden) of `experts` experts as oneDNN
+ * matmuls, weights reordered once into oneDNN's preferred layout, on `threads` OpenMP threads. NULL (with
+ * a reason in why) when oneDNN is missing or fails. */
+typedef struct bench_dnnl_ffn bench_dnnl_ffn;
+bench_dnnl_ffn *bench_dnnl_ffn_create(bench_dnnl_kind kind, int64_t rows, int64_t hidden, int64_t inter,
+                                      int64_t experts, int threads, char *why, size_t why_size);
+/* Runs the two GEMMs of expert e (modulo the count) and returns their seconds; 0, or -1 with why. */
+int bench_dnnl_ffn_run(bench_dnnl_ffn *d, int64_t e, double *seconds, char *why, size_t why_size);
+void bench_dnnl_ffn_free(bench_dnnl_ffn *d);
+
+#endif
+
+/* ---- baselines (bench_ffn_baselines.c) ---- */
+
+/* Median operations per second of `fn` run by `threads` threads at once (each its own chains), over
+ * `samples` runs of about `seconds` each. */
+double bench_ffn_peak_rate(bench_ffn_peak_fn fn, int threads, double seconds, int samples);
+/* Median bytes per second of reading `bytes` of `buf` with `threads` threads (contiguous slices). */
+double bench_ffn_stream_rate(const void *buf, size_t bytes, int threads, int samples);
+
+/* ---- the expert FFN (bench_ffn_expert.c) ---- */
+
+/* The formats of the FFN: activation dtype x weight dtype, the same for both GEMMs. */
+typedef enum bench_ffn_format {
+    FFN_BF16,
+    FFN_INT8,
+    FFN_INT8_INT4,
+    FFN_MXFP8,
+    FFN_MXFP8_MXFP4,
+    FFN_MXFP4,
+    FFN_FORMAT_COUNT
+} bench_ffn_format;
+
+const char *bench_ffn_format_name(bench_ffn_format f);
+/* 1 for INT formats (compared with vpdpbusd), 0 for BF16 and MX (compared with vdpbf16ps). */
+int bench_ffn_format_is_int(bench_ffn_format f);
+
+typedef struct bench_ffn_expert bench_ffn_expert;
+
+/* `experts` experts of one format (hidden H, intermediate I), weights of random codes packed for the
+ * gemm layer (GEMM1 gate/up interleaved), and inputs for up to max_rows rows. NULL when out of memory. */
+bench_ffn_expert *bench_ffn_expert_create(bench_ffn_format format, int64_t hidden, int64_t inter,
+                                          int64_t experts, int64_t max_rows, uint64_t seed);
+void bench_ffn_expert_free(bench_ffn_expert *x);
+/* Bytes of weights one FFN reads (both packed matrices, with their scales). */
+double bench_ffn_expert_weight_bytes(const bench_ffn_expert *x);
+/* Experts a rotation needs so that `bytes` of weights lie between two uses of one expert. */
+int64_t bench_ffn_experts_for_bytes(bench_ffn_format format, int64_t hidden, int64_t inter, double bytes);
+
+/* Kernel choice for one FFN run: the registry's (isa < 0) or that ISA's kernels forced on both GEMMs. */
+typedef struct bench_ffn_choice {
+    int isa;
+    const struct mm_gemm_kernel *k1, *k2; /* NULL with isa < 0 */
+} bench_ffn_choice;
+
+/* The kernels an ISA level has for this format (0), or -1 when the hardware lacks it. */
+int bench_ffn_choose(const bench_ffn_expert *x, int isa, bench_ffn_choice *out);
+/* Name of the kernel GEMM1 uses with `rows` rows under the choice. */
+const char *bench_ffn_kernel_name(const bench_ffn_expert *x, const bench_ffn_choice *c, int64_t rows);
+
+/* One FFN on expert `e`: GEMM1, SwiGLU + quantization to the activation format, GEMM2. Fills the
+ * seconds spent in the two GEMMs. Returns 0, or -1 with the library's message in why. */
+int bench_ffn_expert_run(bench_ffn_expert *x, int64_t e, int64_t rows, const bench_ffn_choice *c,
+                         double *total_seconds, double *gemm_seconds, char *why, size_t why_size);

@@ -1,0 +1,473 @@
+/* tools/bench/bench_mega_moe.c: `megamoe bench mega-moe`: the whole MegaMoE layer (mm_mega_moe_run) against
+ * its expert compute alone, per model shape and phase, measured in the same run.
+ *
+ * For each case (preset x phase x tokens per rank) every rank builds its experts and tokens as
+ * `megamoe run` does (seeded, skewed top-k routing), then:
+ *   layer    mm_mega_moe_run, after a barrier; one call's time is the last rank's end minus the first
+ *            rank's start (mm_mega_moe_last_stats);
+ *   compute  the same expert FFN batches on rows placed in memory beforehand, no communication (each
+ *            rank: its experts with the row counts the layer call received, then its shared experts),
+ *            all ranks at once as in the layer, timed the same way.
+ * After one warm-up of each, --iterations pairs (one layer call, one compute-only run, alternating
+ * which goes first) are timed, so that the noise of this shared machine hits both sides alike.
+ * Printed: median layer and compute times, their ratio (target at prefill: <= 1.15, communication
+ * hidden), the share of the layer that is not expert compute and the dispatch + combine stage share
+ * (target at decode: < 20 %), tokens/s and GFLOP/s of the layer, and the quartiles of the per-pair
+ * ratios (how much the ratio itself moved during the run).
+ *
+ * The DeepSeek-like shape keeps H 7168 and I 2048 but loads fewer routed experts (the preset's 32 of
+ * 256, top-8, 1 shared, MX FP8) so the weights fit in memory; prefill uses fewer tokens per rank than
+ * Qwen3 (each call moves 20x the FLOPs). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "common/cli_util.h"
+#include "ops/mega_moe/compute_only.h"
+#include "run/run_moe.h"
+#include "common/timing.h"
+
+#define MAX_ITERATIONS   32
+#define MAX_DECODE_SIZES 8
+
+static const char *const cmd = "bench mega-moe";
+
+static const char usage[] =
+    "usage: megamoe bench mega-moe [options]\n"
+    "\n"
+    "The whole MegaMoE layer on R ranks vs the same expert GEMMs alone on pre-placed rows (no\n"
+    "communication), prefill and decode, at the Qwen3-30B-A3B and a DeepSeek-like shape.\n"
+    "\n"
+    "options:\n"
+    "      --backend NAME       threads (default) or mpi (under mpirun, one rank per process)\n"
+    "      --ranks R            ranks as threads (default 4)\n"
+    "      --preset NAME        qwen3-30b-a3b, deepseek-v3 or all (default all)\n"
+    "      --phase NAME         prefill, decode or all (default all)\n"
+    "      --prefill-tokens T   tokens per rank at prefill (default 512 for qwen3, 128 for deepseek)\n"
+    "      --decode-tokens LIST tokens per rank at decode, comma-separated (default 1,8)\n"
+    "      --scenario NAME      quantization scenario (default: the preset's)\n"
+    "      --iterations N       timed pairs of layer and compute-only calls per case (default 9;\n"
+    "                           one warm-up of each first)\n"
+    "      --seed S             seed of weights, tokens and routing (default 1)\n"
+    "  -h, --help               show this help\n";
+
+typedef struct bench_case {
+    run_moe_config cfg;
+    const run_moe_scenario *sc;
+    const char *phase;
+} bench_case;
+
+/* What every rank measures; rank 0's copy holds the reductions over ranks. */
+typedef struct rank_times {
+    double layer[MAX_ITERATIONS][2];   /* [begin, end] of each timed call */
+    double compute[MAX_ITERATIONS][2]; /* [begin, end] of each compute-only run */
+    double comm_share;                 /* mean over calls of (dispatch + combine stages) / call */
+    int64_t recv_rows;
+} rank_times;
+
+typedef struct threads_arg {
+    const bench_case *bc;
+    rank_times times[MM_COMM_MAX_RANKS];
+} threads_arg;
+
+/* One timed layer call (after a barrier); it < 0 is a warm-up. */
+static mm_status time_layer(mm_comm *comm, const bench_case *bc, mm_mega_moe_buffer *buffer,
+                            const mm_mega_moe_weights *weights, const mm_mega_moe_attrs *attrs,
+                            const mm_mega_moe_inputs *in, const mm_mega_moe_outputs *outs, int64_t it,
+                            rank_times *out, mm_error *err) {
+    mm_status st = mm_comm_barrier(comm, err);
+    double t0 = cli_now_seconds();
+    if (st == MM_OK) st = mm_mega_moe_run(buffer, weights, attrs, in, outs, err);
+    double t1 = cli_now_seconds();
+    if (st != MM_OK || it < 0) return st;
+    mm_mega_moe_stats stats;
+    mm_mega_moe_last_stats(buffer, &stats, NULL);
+    out->layer[it][0] = t0;
+    out->layer[it][1] = t1;
+    double call = t1 - t0;
+    double comm_s = stats.seconds[MM_MEGA_MOE_STAGE_DISPATCH] + stats.seconds[MM_MEGA_MOE_STAGE_COMBINE];
+    out->comm_share += call > 0 ? comm_s / call / (double)bc->cfg.iterations : 0;
+    return MM_OK;
+}
+
+/* One timed compute-only run (after a barrier); it < 0 is a warm-up. */
+static mm_status time_compute(mm_comm *comm, mm_moe_compute_only *co, int64_t it, rank_times *out,
+                              mm_error *err) {
+    mm_status st = mm_comm_barrier(comm, err);
+    if (st != MM_OK) return st;
+    double t0 = cli_now_seconds();
+    st = mm_moe_compute_only_run(co, err);
+    double t1 = cli_now_seconds();
+    if (it >= 0) {
+        out->compute[it][0] = t0;
+        out->compute[it][1] = t1;
+    }
+    return st;
+}
+
+/* A warm-up layer call (its received row counts size the compute-only runs), a warm-up compute-only
+ * run, then --iterations pairs of one timed layer call and one timed compute-only run, in alternating
+ * order: a busy minute on this shared machine then slows both sides alike instead of one block of
+ * calls, and neither side always runs right after the other. */
+static mm_status measure(mm_comm *comm, const bench_case *bc, mm_mega_moe_buffer *buffer,
+                         const mm_mega_moe_weights *weights, const run_moe_tokens *tok, rank_times *out,
+                         mm_error *err) {
+    const run_moe_config *cfg = &bc->cfg;
+    int64_t T = cfg->tokens, H = cfg->hidden, K = cfg->topk, local = cfg->experts / cfg->ranks;
+    mm_mega_moe_attrs attrs = run_moe_attrs(cfg, bc->sc);
+    uint16_t *y = malloc((size_t)(T * H) * 2 + 2);
+    int32_t *etn = malloc((size_t)local * 4 + 4);
+    int64_t *rows = malloc((size_t)local * 8 + 8);
+    mm_moe_compute_only *co = NULL;
+    mm_status st = y && etn && rows ? MM_OK : cli_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for y");
+    if ((st = mm_comm_agree(comm, st, err)) != MM_OK) goto done;
+    int64_t xs[2] = {T, H}, ks[2] = {T, K}, es[1] = {local};
+    mm_tensor x = mm_tensor_make(MM_DTYPE_BF16, 2, xs, tok->x);
+    mm_tensor ids = mm_tensor_make(MM_DTYPE_I32, 2, ks, tok->ids);
+    mm_tensor gates = mm_tensor_make(MM_DTYPE_F32, 2, ks, tok->weights);
+    mm_tensor y_t = mm_tensor_make(MM_DTYPE_BF16, 2, xs, y);
+    mm_tensor etn_t = mm_tensor_make(MM_DTYPE_I32, 1, es, etn);
+    mm_mega_moe_inputs in = {&x, NULL, &ids, &gates, NULL};
+    mm_mega_moe_outputs outs = {&y_t, &etn_t};
+    out->comm_share = 0;
+    if ((st = time_layer(comm, bc, buffer, weights, &attrs, &in, &outs, -1, out, err)) != MM_OK) goto done;
+    out->recv_rows = 0;
+    for (int64_t j = 0; j < local; j++) out->recv_rows += rows[j] = etn[j];
+    st = mm_moe_compute_only_create(buffer, weights, &attrs, rows, cfg->shared_experts > 0 ? T : 0, tok->x, T,
+                                    &co, err);
+    if ((st = mm_comm_agree(comm, st, err)) != MM_OK) goto done;
+    st = time_compute(comm, co, -1, out, err);
+    for (int64_t it = 0; it < cfg->iterations && st == MM_OK; it++)
+        for (int64_t pass = 0; pass < 2 && st == MM_OK; pass++)
+            st = pass == it % 2 ? time_layer(comm, bc, buffer, weights, &attrs, &in, &outs, it, out, err)
+                                : time_compute(comm, co, it, out, err);
+    st = mm_comm_agree(comm, st, err);
+done:
+    mm_moe_compute_only_free(co);
+    free(y);
+    free(etn);
+    free(rows);
+    return st;
+}
+
+static mm_status rank_main(mm_comm *comm, const bench_case *bc, rank_times *out, mm_error *err) {
+    const run_moe_config *cfg = &bc->cfg;
+    mm_mega_moe_buffer *buffer = NULL;
+    mm_mega_moe_weights *weights = NULL;
+    run_moe_tokens tok;
+    memset(&tok, 0, sizeof tok);
+    mm_status st = run_moe_tokens_make(cfg, mm_comm_rank(comm), &tok, err);
+    if ((st = mm_comm_agree(comm, st, err)) != MM_OK) goto done;
+    mm_mega_moe_sizing sizing = {cfg->experts, cfg->tokens, cfg->topk, cfg->hidden, cfg->inter, 0};
+    if ((st = mm_mega_moe_buffer_create(comm, &sizing, &buffer, err)) != MM_OK) goto done;
+    st = run_moe_weights_make(comm, &bc->cfg, bc->sc, buffer, &weights, NULL, err);
+    if ((st = mm_comm_agree(comm, st, err)) != MM_OK) goto done;
+    st = measure(comm, bc, buffer, weights, &tok, out, err);
+done:
+    mm_mega_moe_weights_free(weights);
+    mm_mega_moe_buffer_free(buffer, NULL);
+    run_moe_tokens_free(&tok);
+    return st;
+}
+
+static mm_status threads_rank(mm_comm *comm, void *arg_, mm_error *err) {
+    threads_arg *arg = arg_;
+    return rank_main(comm, arg->bc, &arg->times[mm_comm_rank(comm)], err);
+}
+
+/* FLOPs of one call: 2 * rows * (H * 2I + K2 * H) over routed and shared rows. */
+static double call_flops(const run_moe_config *cfg, int64_t routed_rows) {
+    double per_row = 2.0 * (double)cfg->hidden * (double)(2 * cfg->inter + cfg->inter);
+    double shared_rows = (double)(cfg->shared_experts * cfg->tokens * cfg->ranks);
+    return per_row * ((double)routed_rows + shared_rows);
+}
+
+static void print_header(const char *backend, int64_t ranks) {
+    printf(
+        "megamoe bench mega-moe: MegaMoE layer (mm_mega_moe_run) on %lld rank%s (%s) vs its expert compute "
+        "alone\n(same FFN batches on pre-placed rows, no communication); times are medians over the "
+        "timed calls,\none call = first rank start to last rank end; layer and compute-only calls "
+        "alternate;\npair q1-q3: quartiles of layer / compute over the pairs; pool threads %d\n\n",
+        (long long)ranks, cli_plural_s(ranks), backend, mm_bench_default_threads());
+    printf("%-14s %-12s %-8s %7s %6s %10s %10s %7s %8s %8s %10s %8s %10s\n", "preset", "scenario", "phase",
+           "tok/rk", "rows", "layer ms", "compute", "ratio", "non-exp", "disp+cmb", "tokens/s", "GFLOP/s",
+           "pair q1-q3");
+}
+
+/* The q-quantile (linear between order statistics) of v[0..n); sorts v. */
+static double quantile(double *v, int64_t n, double q) {
+    for (int64_t i = 1; i < n; i++)
+        for (int64_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    double at = q * (double)(n - 1);
+    int64_t lo = (int64_t)at;
+    return lo + 1 < n ? v[lo] + (at - (double)lo) * (v[lo + 1] - v[lo]) : v[lo];
+}
+
+/* Reduces (over ranks: first begin, last end) and prints one case. times[0..n) are per rank. */
+static void report(const bench_case *bc, const rank_times *times, int64_t n) {
+    const run_moe_config *cfg = &bc->cfg;
+    double layer[MAX_ITERATIONS], compute[MAX_ITERATIONS], share = 0;
+    int64_t rows = 0;
+    for (int64_t it = 0; it < cfg->iterations; it++) {
+        double lb = times[0].layer[it][0], le = times[0].layer[it][1];
+        double cb = times[0].compute[it][0], ce = times[0].compute[it][1];
+        for (int64_t r = 1; r < n; r++) {
+            lb = times[r].layer[it][0] < lb ? times[r].layer[it][0] : lb;
+            le = times[r].layer[it][1] > le ? times[r].layer[it][1] : le;
+            cb = times[r].compute[it][0] < cb ? times[r].compute[it][0] : cb;
+            ce = times[r].compute[it][1] > ce ? times[r].compute[it][1] : ce;
+        }
+        layer[it] = le - lb;
+        compute[it] = ce - cb;
+    }
+    for (int64_t r = 0; r < n; r++) {
+        share += times[r].comm_share / (double)n;
+        rows += times[r].recv_rows;
+    }
+    double pair[MAX_ITERATIONS];
+    for (int64_t it = 0; it < cfg->iterations; it++) pair[it] = layer[it] / compute[it];
+    double q1 = quantile(pair, cfg->iterations, 0.25), q3 = quantile(pair, cfg->iterations, 0.75);
+    cli_time_stats l = cli_time_stats_of(layer, (size_t)cfg->iterations);
+    cli_time_stats c = cli_time_stats_of(compute, (size_t)cfg->iterations);
+    double ratio = l.median / c.median;
+    printf("%-14s %-12s %-8s %7lld %6lld %10.3f %10.3f %6.2fx %7.1f%% %7.1f%% %10.0f %8.1f %5.2f-%.2f\n",
+           cfg->preset->name, bc->sc->name, bc->phase, (long long)cfg->tokens, (long long)rows,
+           1e3 * l.median, 1e3 * c.median, ratio, 100.0 * (1.0 - c.median / l.median), 100.0 * share,
+           (double)(cfg->tokens * cfg->ranks) / l.median, call_flops(cfg, rows) / l.median * 1e-9, q1, q3);
+    fflush(stdout);
+}
+
+/* One rank per process (mpi): rank 0 gets the first begin and last end of every call over all ranks, the
+ * summed share and rows, in its own times (reported as one rank). */
+static mm_status reduce_over_comm(mm_comm *comm, const bench_case *bc, rank_times *t, mm_error *err) {
+    mm_status st = MM_OK;
+    int64_t R = mm_comm_size(comm);
+    for (int64_t it = 0; it < bc->cfg.iterations && st == MM_OK; it++) {
+        double lo[2] = {t->layer[it][0], t->compute[it][0]}, hi[2] = {t->layer[it][1], t->compute[it][1]};
+        st = mm_comm_allreduce_f64(comm, lo, 2, MM_REDUCE_MIN, err);
+        if (st == MM_OK) st = mm_comm_allreduce_f64(comm, hi, 2, MM_REDUCE_MAX, err);
+        t->layer[it][0] = lo[0];
+        t->compute[it][0] = lo[1];
+        t->layer[it][1] = hi[0];
+        t->compute[it][1] = hi[1];
+    }
+    double share = t->comm_share / (double)R;
+    int64_t rows = t->recv_rows;
+    if (st == MM_OK) st = mm_comm_allreduce_f64(comm, &share, 1, MM_REDUCE_SUM, err);
+    if (st == MM_OK) st = mm_comm_allreduce_i64(comm, &rows, 1, MM_REDUCE_SUM, err);
+    t->comm_share = share;
+    t->recv_rows = rows;
+    return st;
+}
+
+typedef struct bench_options {
+    const char *backend;
+    int64_t ranks, prefill_tokens, iterations, decode[MAX_DECODE_SIZES];
+    int n_decode;
+    const char *preset, *phase, *scenario;
+    uint64_t seed;
+} bench_options;
+
+/* The cases of the options for `ranks` ranks, at most max; returns the count or -1 (usage printed). */
+static int make_cases(const bench_options *o, int64_t ranks, bench_case *cases, int max) {
+    static const char *const presets[] = {"qwen3-30b-a3b", "deepseek-v3"};
+    int n = 0;
+    for (size_t p = 0; p < 2; p++) {
+        if (strcmp(o->preset, "all") != 0 && strcmp(o->preset, presets[p]) != 0) continue;
+        const run_moe_preset *pr = run_moe_find_preset(presets[p]);
+        const run_moe_scenario *sc = run_moe_find_scenario(o->scenario ? o->scenario : pr->default_scenario);
+        if (!pr || !sc) {
+            cli_usage_error(cmd, "unknown preset or scenario");
+            return -1;
+        }
+        if (pr->experts % ranks != 0) {
+            cli_usage_error(cmd, "%lld ranks do not divide the %lld experts of %s", (long long)ranks,
+                            (long long)pr->experts, pr->name);
+            return -1;
+        }
+        for (int ph = 0; ph < 2; ph++) {
+            const char *phase = ph == 0 ? "prefill" : "decode";
+            if (strcmp(o->phase, "all") != 0 && strcmp(o->phase, phase) != 0) continue;
+            int sizes = ph == 0 ? 1 : o->n_decode;
+            for (int q = 0; q < sizes && n < max; q++) {
+                bench_case *bc = &cases[n++];
+                memset(bc, 0, sizeof *bc);
+                bc->sc = sc;
+                bc->phase = phase;
+                run_moe_config *c = &bc->cfg;
+                c->preset = pr;
+                c->hidden = pr->hidden;
+                c->inter = pr->inter;
+                c->experts = pr->experts;
+                c->topk = pr->topk;
+                c->shared_experts = pr->shared_experts;
+                c->ranks = ranks;
+                c->iterations = o->iterations;
+                c->seed = o->seed;
+                c->skew = 1.0;
+                int64_t prefill = o->prefill_tokens > 0 ? o->prefill_tokens : (p == 0 ? 512 : 128);
+                c->tokens = ph == 0 ? prefill : o->decode[q];
+            }
+        }
+    }
+    if (n == 0) {
+        cli_usage_error(cmd, "no case: --preset %s --phase %s", o->preset, o->phase);
+        return -1;
+    }
+    return n;
+}
+
+static int parse_decode(const char *text, bench_options *o) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", text);
+    o->n_decode = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (o->n_decode == MAX_DECODE_SIZES) return cli_usage_error(cmd, "--decode-tokens: at most 8 sizes");
+        if (cli_parse_int64(cmd, "--decode-tokens", tok, 1, 4096, &o->decode[o->n_decode])) return -1;
+        o->n_decode++;
+    }
+    return o->n_decode > 0 ? 0 : cli_usage_error(cmd, "--decode-tokens: no size given");
+}
+
+static int run_threads(const bench_options *o) {
+    bench_case cases[2 * (MAX_DECODE_SIZES + 1)];
+    int n = make_cases(o, o->ranks, cases, (int)(sizeof cases / sizeof cases[0]));
+    if (n < 0) return MM_CLI_EXIT_USAGE;
+    threads_arg *arg = calloc(1, sizeof *arg);
+    if (!arg) {
+        cli_error(cmd, "out of memory");
+        return MM_CLI_EXIT_FAILURE;
+    }
+    print_header("threads", o->ranks);
+    int rc = MM_CLI_EXIT_OK;
+    for (int i = 0; i < n && rc == MM_CLI_EXIT_OK; i++) {
+        mm_error err;
+        mm_error_clear(&err);
+        arg->bc = &cases[i];
+        if (mm_comm_run_threads((int)o->ranks, threads_rank, arg, NULL, NULL, &err) != MM_OK)
+            rc = cli_report(cmd, &err);
+        else
+            report(&cases[i], arg->times, o->ranks);
+    }
+    free(arg);
+    return rc;
+}
+
+typedef struct launched_bench {
+    const bench_options *o;
+    int rc;
+} launched_bench;
+
+/* One process of a launched backend (mpi: under mpirun): its rank of every case; rank 0 reports. */
+static mm_status bench_process(mm_comm *comm, void *arg, mm_error *err) {
+    launched_bench *lb = arg;
+    const bench_options *o = lb->o;
+    int rank = mm_comm_rank(comm), size = mm_comm_size(comm), rc = MM_CLI_EXIT_OK;
+    char what[64];
+    snprintf(what, sizeof what, "%s processes", mm_comm_backend_name(comm));
+    bench_case cases[2 * (MAX_DECODE_SIZES + 1)];
+    int n = make_cases(o, size, cases, (int)(sizeof cases / sizeof cases[0]));
+    if (n < 0) rc = MM_CLI_EXIT_USAGE;
+    if (rc == MM_CLI_EXIT_OK && rank == 0) print_header(what, size);
+    for (int i = 0; i < n && rc == MM_CLI_EXIT_OK; i++) {
+        rank_times t;
+        memset(&t, 0, sizeof t);
+        mm_status st = rank_main(comm, &cases[i], &t, err);
+        if (st == MM_OK) st = reduce_over_comm(comm, &cases[i], &t, err);
+        if (st != MM_OK)
+            rc = rank == 0 ? cli_report(cmd, err) : cli_exit_status(st);
+        else if (rank == 0)
+            report(&cases[i], &t, 1);
+    }
+    lb->rc = rc;
+    mm_error_clear(err); /* reported above by rank 0; the exit status carries the rest */
+    return MM_OK;
+}
+
+static int run_launched(const bench_options *o) {
+    launched_bench lb = {o, MM_CLI_EXIT_OK};
+    mm_error err;
+    mm_error_clear(&err);
+    if (mm_comm_launch(o->backend, 0, bench_process, &lb, &err) != MM_OK) return cli_report(cmd, &err);
+    return lb.rc;
+}
+
+int mm_bench_mega_moe_main(int argc, char **argv) {
+    enum {
+        OPT_BACKEND = 256,
+        OPT_RANKS,
+        OPT_PRESET,
+        OPT_PHASE,
+        OPT_PREFILL,
+        OPT_DECODE,
+        OPT_SCENARIO,
+        OPT_ITER,
+        OPT_SEED
+    };
+    static const struct option long_opts[] = {{"backend", required_argument, NULL, OPT_BACKEND},
+                                              {"ranks", required_argument, NULL, OPT_RANKS},
+                                              {"preset", required_argument, NULL, OPT_PRESET},
+                                              {"phase", required_argument, NULL, OPT_PHASE},
+                                              {"prefill-tokens", required_argument, NULL, OPT_PREFILL},
+                                              {"decode-tokens", required_argument, NULL, OPT_DECODE},
+                                              {"scenario", required_argument, NULL, OPT_SCENARIO},
+                                              {"iterations", required_argument, NULL, OPT_ITER},
+                                              {"seed", required_argument, NULL, OPT_SEED},
+                                              {"help", no_argument, NULL, 'h'},
+                                              {NULL, 0, NULL, 0}};
+    bench_options o = {"threads", 4, 0, 9, {1, 8}, 2, "all", "all", NULL, 1};
+    int64_t v = 0;
+    optind = 1;
+    opterr = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
+        switch (opt) {
+        case OPT_BACKEND:
+            if (cli_parse_backend(cmd, optarg, &o.backend) != 0) return MM_CLI_EXIT_USAGE;
+            break;
+        case OPT_RANKS:
+            if (cli_parse_int64(cmd, "--ranks", optarg, 1, MM_COMM_MAX_RANKS, &o.ranks))
+                return MM_CLI_EXIT_USAGE;
+            break;
+        case OPT_PRESET: o.preset = optarg; break;
+        case OPT_PHASE:
+            if (strcmp(optarg, "prefill") != 0 && strcmp(optarg, "decode") != 0 && strcmp(optarg, "all") != 0)
+                return cli_usage_error(cmd, "--phase '%s' is not prefill, decode or all", optarg);
+            o.phase = optarg;
+            break;
+        case OPT_PREFILL:
+            if (cli_parse_int64(cmd, "--prefill-tokens", optarg, 1, 65536, &o.prefill_tokens))
+                return MM_CLI_EXIT_USAGE;
+            break;
+        case OPT_DECODE:
+            if (parse_decode(optarg, &o)) return MM_CLI_EXIT_USAGE;
+            break;
+        case OPT_SCENARIO:
+            if (!run_moe_find_scenario(optarg))
+                return cli_usage_error(cmd, "unknown --scenario '%s'", optarg);
+            o.scenario = optarg;
+            break;
+        case OPT_ITER:
+            if (cli_parse_int64(cmd, "--iterations", optarg, 1, MAX_ITERATIONS, &o.iterations))
+                return MM_CLI_EXIT_USAGE;
+            break;
+        case OPT_SEED:
+            if (cli_parse_int64(cmd, "--seed", optarg, 0, INT64_MAX, &v)) return MM_CLI_EXIT_USAGE;
+            o.seed = (uint64_t)v;
+            break;
+        case 'h': fputs(usage, stdout); return MM_CLI_EXIT_OK;
+        default: return cli_option_error(cmd, opt, argv);
+        }
+    }
+    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (strcmp(o.preset, "all") != 0 && strcmp(o.preset, "qwen3-30b-a3b") != 0 &&
+        strcmp(o.preset, "deepseek-v3") != 0)
+        return cli_usage_error(cmd, "--preset '%s' is not qwen3-30b-a3b, deepseek-v3 or all", o.preset);
+    return cli_backend_is_threads(o.backend) ? run_threads(&o) : run_launched(&o);
+}

@@ -1,0 +1,375 @@
+/* tools/case/case_gen_mega_moe.c: `megamoe case-gen mega-moe`: a random, seeded mega_moe case file.
+ *
+ * Every rank gets x (BF16, or pre-quantized MX bytes + scales), distinct top-k ids, gating weights,
+ * and stacked weights of the scenario's dtype with moderate scales, so outputs are O(1). Options pick
+ * the scenario, shapes, ranks and every attribute the operator takes. Same options, same bytes. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "case/case_gen_mega_moe.h"
+#include "common/cli_util.h"
+#include "common/demo_data.h"
+#include "format/format_table.h"
+#include "ops/mega_moe/scenario_table.h"
+#include "megamoe/formats.h"
+#include "megamoe/safetensors.h"
+
+static const char usage[] =
+    "usage: megamoe case-gen mega-moe -o FILE [options]\n"
+    "\n"
+    "Writes a mega_moe case (spec/mega_moe.md, docs/case_files.md): per rank x, topk_ids, topk_weights,\n"
+    "stacked expert weights of the scenario, optional shared experts and mask; attributes in the metadata.\n"
+    "\n"
+    "options:\n"
+    "  -o, --output FILE             file to write (required)\n"
+    "      --scenario NAME           a16w16, a8w8-int, a8w4-int, a8w8-fp-e4m3, a8w8-fp-e5m2, a8w4-fp,\n"
+    "                                a4w4-fp (default a16w16)\n"
+    "      --ranks R                 ranks (default 2)\n"
+    "      --tokens BS               rows of x per rank (default 8); --zero-rank G gives rank G none\n"
+    "      --zero-rank G             rank with BS = 0 (default none)\n"
+    "      --hidden H                (default 64; a multiple of 32 for MX)\n"
+    "      --intermediate I          intermediate size, even (default 32)\n"
+    "      --experts E               routed experts in total, a multiple of R (default 2R)\n"
+    "      --topk K                  (default 2)\n"
+    "      --shared-experts S        shared experts per rank, 0..4 (default 0)\n"
+    "      --activation NAME         swiglu, swiglustep, swigluoai, situglu, gelu (default swiglu)\n"
+    "      --clamp C                 clamp of swiglu / swiglustep / swigluoai (default none)\n"
+    "      --prequantized            x as MX bytes + scales (FP scenarios, dispatch_quant_mode 0)\n"
+    "      --mask                    x_active_mask with every third row inactive\n"
+    "      --transpose               transpose_weight1 and transpose_weight2\n"
+    "      --topk-weights-type T     0 or 1 (default 0)\n"
+    "      --combine-quant-mode Q    0, 3 or 4 (default 0)\n"
+    "      --combine-comm-mode M     0, 1 or 2 (default 0)\n"
+    "      --rank-num-per-server N   domain size (default: not written)\n"
+    "      --seed S                  random seed (default 1)\n"
+    "  -h, --help                    show this help\n";
+
+typedef struct gen_options {
+    const char *scenario;
+    int64_t ranks, tokens, zero_rank, hidden, inter, experts, topk, shared, topk_weights_type, cq, cc, rps,
+        seed;
+    int prequantized, mask, transpose, activation;
+    double clamp;
+} gen_options;
+
+static double uniform(uint64_t *s, double lo, double hi) {
+    return lo + (hi - lo) * (double)(cli_rand_u64(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static uint32_t random_code(mm_dtype t, uint64_t *s) {
+    switch (t) {
+    case MM_DTYPE_BF16: return mm_f32_to_bf16((float)uniform(s, -0.5, 0.5));
+    case MM_DTYPE_I8: return (uint8_t)(int8_t)((int)(cli_rand_u64(s) % 255) - 127);
+    case MM_DTYPE_INT4: return (uint32_t)(cli_rand_u64(s) % 16);
+    default: return mm_dtype_from_f32(t, (float)uniform(s, -4, 4)); /* an MX element type */
+    }
+}
+
+/* Stores code at logical element (row, col) of a row-major matrix with `cols` columns. */
+static void put_code(uint8_t *m, mm_dtype t, int64_t cols, int64_t row, int64_t col, uint32_t code) {
+    int64_t rb = mm_dtype_row_bytes(t, cols);
+    if (mm_dtype_bits(t) == 4) {
+        uint8_t *b = m + row * rb + col / 2;
+        *b = (uint8_t)((*b & (col % 2 ? 0x0F : 0xF0)) | ((code & 0x0F) << (col % 2 ? 4 : 0)));
+    } else if (mm_dtype_bits(t) == 16) {
+        ((uint16_t *)(m + row * rb))[col] = (uint16_t)code;
+    } else {
+        m[row * rb + col] = (uint8_t)code;
+    }
+}
+
+/* One group's six tensors for `count` experts; buffers are kept in `keep` for the writer. */
+typedef struct group_tensors {
+    mm_tensor t[6];
+    int has[6];
+} group_tensors;
+
+static int make_group(const gen_options *o, const mm_moe_scenario_row *scenario, int64_t count, uint64_t *s,
+                      group_tensors *g, void **keep, int *nkeep) {
+    memset(g, 0, sizeof *g);
+    mm_dtype wt = scenario->weight_dtype;
+    int64_t H = o->hidden, I = o->inter, k2 = o->activation == 4 ? 2 * I : I;
+    int64_t K[2] = {H, k2}, N[2] = {2 * I, H};
+    for (int which = 0; which < 2; which++) {
+        int tr = o->transpose != 0;
+        int64_t rows = tr ? N[which] : K[which], cols = tr ? K[which] : N[which];
+        int64_t mat = rows * mm_dtype_row_bytes(wt, cols);
+        uint8_t *w = calloc((size_t)(count * mat + 1), 1);
+        float *sc = calloc((size_t)(count * N[which] + 1), 4);
+        float *bias = calloc((size_t)(count * N[which] + 1), 4);
+        int64_t groups = (K[which] + 63) / 64;
+        uint8_t *mx = calloc((size_t)(count * N[which] * groups * 2 + 1), 1);
+        if (!w || !sc || !bias || !mx) return 0;
+        keep[(*nkeep)++] = w;
+        keep[(*nkeep)++] = sc;
+        keep[(*nkeep)++] = bias;
+        keep[(*nkeep)++] = mx;
+        for (int64_t e = 0; e < count; e++)
+            for (int64_t n = 0; n < N[which]; n++) {
+                int64_t colsum = 0;
+                for (int64_t k = 0; k < K[which]; k++) {
+                    uint32_t code = random_code(wt, s);
+                    if (scenario->bias) colsum += (int)mm_dtype_to_f32(wt, code); /* INT4: signed nibble */
+                    put_code(w + e * mat, wt, cols, tr ? n : k, tr ? k : n, code);
+                }
+                float scale = (float)(uniform(s, 0.5, 1.5) /
+                                      (sqrt((double)K[which]) * (wt == MM_DTYPE_I8 ? 40.0 : 3.0)));
+                sc[e * N[which] + n] = scale;
+                bias[e * N[which] + n] = (float)(8.0 * (double)scale * (double)colsum);
+                for (int64_t q = 0; q < (K[which] + 31) / 32; q++)
+                    mx[(e * N[which] + n) * groups * 2 + q] = (uint8_t)(122 + cli_rand_u64(s) % 3);
+            }
+        int64_t wshape[3] = {count, rows, cols};
+        g->t[which] = mm_tensor_make(wt, 3, wshape, w);
+        g->has[which] = 1;
+        if (mm_format_is_int_quant(wt)) {
+            int64_t sshape[2] = {count, N[which]};
+            g->t[2 + which] = mm_tensor_make(MM_DTYPE_F32, 2, sshape, sc);
+            g->has[2 + which] = 1;
+        } else if (mm_format_is_mx(wt)) {
+            int64_t sshape[4] = {count, N[which], groups, 2};
+            g->t[2 + which] = mm_tensor_make(MM_DTYPE_E8M0, 4, sshape, mx);
+            g->has[2 + which] = 1;
+        }
+        if (scenario->bias) {
+            int64_t bshape[2] = {count, N[which]};
+            g->t[4 + which] = mm_tensor_make(MM_DTYPE_F32, 2, bshape, bias);
+            g->has[4 + which] = 1;
+        }
+    }
+    return 1;
+}
+
+static int write_case(const char *path, const gen_options *o, const mm_moe_scenario_row *sc) {
+    mm_error err;
+    mm_error_clear(&err);
+    mm_st_writer *wr = NULL;
+    uint64_t s = (uint64_t)o->seed;
+    int64_t H = o->hidden, K = o->topk, E = o->experts, El = E / o->ranks;
+    void **keep = calloc((size_t)(o->ranks * 64 + 8), sizeof *keep);
+    int nkeep = 0, rc = MM_CLI_EXIT_OK;
+    char text[64];
+    mm_status st = keep ? mm_st_writer_create(&wr, &err) : MM_ERR_OUT_OF_MEMORY;
+    static const char *const act_names[] = {"swiglu", "swiglustep", "swigluoai", "situglu", "gelu"};
+    mm_dtype dispatch = sc->dispatch_dtype;
+    int mode = o->prequantized ? 0 : sc->dispatch_quant_mode;
+#define META(k, v)                                                                                           \
+    if (st == MM_OK) st = mm_st_writer_set_metadata(wr, k, v, &err)
+    META("op", "mega_moe");
+    snprintf(text, sizeof text, "%lld", (long long)o->ranks);
+    META("ranks", text);
+    META("ep_world_size", text);
+    snprintf(text, sizeof text, "%lld", (long long)E);
+    META("moe_expert_num", text);
+    snprintf(text, sizeof text, "%d", mode);
+    META("dispatch_quant_mode", text);
+    if (dispatch != MM_DTYPE_INVALID) META("dispatch_quant_out_dtype", mm_dtype_name(dispatch));
+    META("activation", act_names[o->activation]);
+    if (o->activation == 4) {
+        META("activation_params", "[3.4028234663852886e+38]");
+    } else if (o->clamp > 0 && o->activation != 3) {
+        if (o->activation == 2)
+            snprintf(text, sizeof text, "[%.9g, 1.702, 1.0]", o->clamp);
+        else
+            snprintf(text, sizeof text, "[%.9g]", o->clamp);
+        META("activation_params", text);
+    }
+    if (o->transpose) {
+        META("transpose_weight1", "true");
+        META("transpose_weight2", "true");
+    }
+    snprintf(text, sizeof text, "%lld", (long long)o->topk_weights_type);
+    META("topk_weights_type", text);
+    snprintf(text, sizeof text, "%lld", (long long)o->cq);
+    META("combine_quant_mode", text);
+    snprintf(text, sizeof text, "%lld", (long long)o->cc);
+    META("combine_comm_mode", text);
+    if (o->rps >= 0) {
+        snprintf(text, sizeof text, "%lld", (long long)o->rps);
+        META("rank_num_per_server", text);
+    }
+#undef META
+    static const char *const names[6] = {"weight1",        "weight2", "weight_scales1",
+                                         "weight_scales2", "bias1",   "bias2"};
+    for (int64_t r = 0; r < o->ranks && st == MM_OK; r++) {
+        int64_t bs = r == o->zero_rank ? 0 : o->tokens;
+        int64_t xs[2] = {bs, H}, ks[2] = {bs, K}, ss[2] = {bs, (H + 31) / 32}, ms[1] = {bs};
+        uint16_t *x = calloc((size_t)(bs * H + 1), 2);
+        uint8_t *xq = calloc((size_t)(bs * H + 1), 1), *xs8 = calloc((size_t)(bs * ss[1] + 1), 1);
+        int32_t *ids = calloc((size_t)(bs * K + 1), 4);
+        float *w = calloc((size_t)(bs * K + 1), 4);
+        int8_t *mask = calloc((size_t)(bs + 1), 1);
+        if (!x || !xq || !xs8 || !ids || !w || !mask) {
+            st = MM_ERR_OUT_OF_MEMORY;
+            break;
+        }
+        void *bufs[6] = {x, xq, xs8, ids, w, mask};
+        for (int q = 0; q < 6; q++) keep[nkeep++] = bufs[q];
+        for (int64_t i = 0; i < bs; i++) {
+            for (int64_t h = 0; h < H; h++) x[i * H + h] = mm_f32_to_bf16((float)uniform(&s, -1, 1));
+            if (o->prequantized)
+                mm_mx_quantize_row_bf16(x + i * H, H, dispatch, xq + i * mm_dtype_row_bytes(dispatch, H),
+                                        xs8 + i * ss[1], NULL);
+            for (int64_t k = 0; k < K; k++) {
+                int32_t id;
+                int dup;
+                do {
+                    id = (int32_t)(cli_rand_u64(&s) % (uint64_t)E);
+                    dup = 0;
+                    for (int64_t j = 0; j < k; j++) dup |= ids[i * K + j] == id;
+                } while (dup);
+                ids[i * K + k] = id;
+                w[i * K + k] = (float)uniform(&s, -0.2, 1.0);
+            }
+            mask[i] = (int8_t)(!o->mask || i % 3 != 1);
+        }
+        char name[96];
+        mm_tensor t;
+#define ADD(nm, tensor)                                                                                      \
+    do {                                                                                                     \
+        snprintf(name, sizeof name, "rank%lld.%s", (long long)r, nm);                                        \
+        t = tensor;                                                                                          \
+        if (st == MM_OK) st = mm_st_writer_add(wr, name, &t, &err);                                          \
+    } while (0)
+        if (o->prequantized) {
+            ADD("x", mm_tensor_make(dispatch, 2, xs, xq));
+            ADD("scales", mm_tensor_make(MM_DTYPE_E8M0, 2, ss, xs8));
+        } else {
+            ADD("x", mm_tensor_make(MM_DTYPE_BF16, 2, xs, x));
+        }
+        ADD("topk_ids", mm_tensor_make(MM_DTYPE_I32, 2, ks, ids));
+        ADD("topk_weights", mm_tensor_make(MM_DTYPE_F32, 2, ks, w));
+        if (o->mask) ADD("x_active_mask", mm_tensor_make(MM_DTYPE_I8, 1, ms, mask));
+        group_tensors g;
+        if (!make_group(o, sc, El, &s, &g, keep, &nkeep)) st = MM_ERR_OUT_OF_MEMORY;
+        for (int q = 0; q < 6 && st == MM_OK; q++)
+            if (g.has[q]) ADD(names[q], g.t[q]);
+        if (o->shared > 0 && st == MM_OK) {
+            if (!make_group(o, sc, o->shared, &s, &g, keep, &nkeep)) st = MM_ERR_OUT_OF_MEMORY;
+            for (int q = 0; q < 6 && st == MM_OK; q++)
+                if (g.has[q]) {
+                    char shared_name[40];
+                    snprintf(shared_name, sizeof shared_name, "shared_%s", names[q]);
+                    ADD(shared_name, g.t[q]);
+                }
+        }
+#undef ADD
+    }
+    if (st == MM_OK) st = mm_st_writer_write(wr, path, &err);
+    if (st != MM_OK) {
+        if (!err.message[0]) snprintf(err.message, sizeof err.message, "out of memory");
+        err.status = st;
+        rc = cli_report("case-gen", &err);
+    }
+    mm_st_writer_destroy(wr);
+    for (int q = 0; q < nkeep; q++) free(keep[q]);
+    free(keep);
+    return rc;
+}
+
+int mm_cli_case_gen_mega_moe(int argc, char **argv) {
+    static const char *cmd = "case-gen mega-moe";
+    enum {
+        OPT_SCENARIO = 256,
+        OPT_RANKS,
+        OPT_TOKENS,
+        OPT_ZERO,
+        OPT_HIDDEN,
+        OPT_INTER,
+        OPT_EXPERTS,
+        OPT_TOPK,
+        OPT_SHARED,
+        OPT_ACT,
+        OPT_CLAMP,
+        OPT_PREQ,
+        OPT_MASK,
+        OPT_TRANSPOSE,
+        OPT_TWT,
+        OPT_CQ,
+        OPT_CC,
+        OPT_RPS,
+        OPT_SEED
+    };
+    static const struct option long_options[] = {{"output", required_argument, NULL, 'o'},
+                                                 {"scenario", required_argument, NULL, OPT_SCENARIO},
+                                                 {"ranks", required_argument, NULL, OPT_RANKS},
+                                                 {"tokens", required_argument, NULL, OPT_TOKENS},
+                                                 {"zero-rank", required_argument, NULL, OPT_ZERO},
+                                                 {"hidden", required_argument, NULL, OPT_HIDDEN},
+                                                 {"intermediate", required_argument, NULL, OPT_INTER},
+                                                 {"experts", required_argument, NULL, OPT_EXPERTS},
+                                                 {"topk", required_argument, NULL, OPT_TOPK},
+                                                 {"shared-experts", required_argument, NULL, OPT_SHARED},
+                                                 {"activation", required_argument, NULL, OPT_ACT},
+                                                 {"clamp", required_argument, NULL, OPT_CLAMP},
+                                                 {"prequantized", no_argument, NULL, OPT_PREQ},
+                                                 {"mask", no_argument, NULL, OPT_MASK},
+                                                 {"transpose", no_argument, NULL, OPT_TRANSPOSE},
+                                                 {"topk-weights-type", required_argument, NULL, OPT_TWT},
+                                                 {"combine-quant-mode", required_argument, NULL, OPT_CQ},
+                                                 {"combine-comm-mode", required_argument, NULL, OPT_CC},
+                                                 {"rank-num-per-server", required_argument, NULL, OPT_RPS},
+                                                 {"seed", required_argument, NULL, OPT_SEED},
+                                                 {"help", no_argument, NULL, 'h'},
+                                                 {NULL, 0, NULL, 0}};
+    gen_options o = {"a16w16", 2, 8, -1, 64, 32, 0, 2, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0.0};
+    const char *out_path = NULL;
+    int opt, bad = 0;
+    optind = 0;
+    opterr = 0;
+    while (!bad && (opt = getopt_long(argc, argv, ":o:h", long_options, NULL)) != -1) {
+        switch (opt) {
+        case 'o': out_path = optarg; break;
+        case OPT_SCENARIO: o.scenario = optarg; break;
+        case OPT_RANKS: bad = cli_parse_int64(cmd, "--ranks", optarg, 1, 64, &o.ranks); break;
+        case OPT_TOKENS: bad = cli_parse_int64(cmd, "--tokens", optarg, 0, 1 << 20, &o.tokens); break;
+        case OPT_ZERO: bad = cli_parse_int64(cmd, "--zero-rank", optarg, 0, 63, &o.zero_rank); break;
+        case OPT_HIDDEN: bad = cli_parse_int64(cmd, "--hidden", optarg, 1, 1 << 16, &o.hidden); break;
+        case OPT_INTER: bad = cli_parse_int64(cmd, "--intermediate", optarg, 2, 1 << 16, &o.inter); break;
+        case OPT_EXPERTS: bad = cli_parse_int64(cmd, "--experts", optarg, 1, 1 << 16, &o.experts); break;
+        case OPT_TOPK: bad = cli_parse_int64(cmd, "--topk", optarg, 1, 1 << 16, &o.topk); break;
+        case OPT_SHARED: bad = cli_parse_int64(cmd, "--shared-experts", optarg, 0, 4, &o.shared); break;
+        case OPT_ACT: {
+            static const char *const acts[] = {"swiglu", "swiglustep", "swigluoai", "situglu", "gelu"};
+            o.activation = -1;
+            for (int q = 0; q < 5; q++)
+                if (strcmp(optarg, acts[q]) == 0) o.activation = q;
+            if (o.activation < 0) return cli_usage_error(cmd, "--activation '%s' is not known", optarg);
+            break;
+        }
+        case OPT_CLAMP: bad = cli_parse_double(cmd, "--clamp", optarg, 0, 1e30, &o.clamp); break;
+        case OPT_PREQ: o.prequantized = 1; break;
+        case OPT_MASK: o.mask = 1; break;
+        case OPT_TRANSPOSE: o.transpose = 1; break;
+        case OPT_TWT:
+            bad = cli_parse_int64(cmd, "--topk-weights-type", optarg, 0, 1, &o.topk_weights_type);
+            break;
+        case OPT_CQ: bad = cli_parse_int64(cmd, "--combine-quant-mode", optarg, 0, 4, &o.cq); break;
+        case OPT_CC: bad = cli_parse_int64(cmd, "--combine-comm-mode", optarg, 0, 2, &o.cc); break;
+        case OPT_RPS: bad = cli_parse_int64(cmd, "--rank-num-per-server", optarg, 0, 64, &o.rps); break;
+        case OPT_SEED: bad = cli_parse_int64(cmd, "--seed", optarg, 0, INT64_MAX, &o.seed); break;
+        case 'h': fputs(usage, stdout); return MM_CLI_EXIT_OK;
+        default: return cli_option_error(cmd, opt, argv);
+        }
+    }
+    if (bad) return MM_CLI_EXIT_USAGE;
+    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (!out_path) return cli_usage_error(cmd, "missing output file (-o FILE)");
+    const mm_moe_scenario_row *sc = NULL;
+    for (int q = 0; q < mm_moe_scenario_count; q++)
+        if (strcmp(o.scenario, mm_moe_scenario_table[q].spec_name) == 0) sc = &mm_moe_scenario_table[q];
+    if (!sc) return cli_usage_error(cmd, "--scenario '%s' is not known", o.scenario);
+    if (o.experts == 0) o.experts = 2 * o.ranks;
+    if (o.experts % o.ranks != 0)
+        return cli_usage_error(cmd, "--experts %lld is not a multiple of --ranks %lld", (long long)o.experts,
+                               (long long)o.ranks);
+    if (o.topk > o.experts)
+        return cli_usage_error(cmd, "--topk %lld exceeds --experts %lld", (long long)o.topk,
+                               (long long)o.experts);
+    if (o.prequantized && !mm_format_is_mx(sc->dispatch_dtype))
+        return cli_usage_error(cmd, "--prequantized needs an FP scenario");
+    return write_case(out_path, &o, sc);
+}

@@ -1,0 +1,178 @@
+/* tools/case/case_gen_re_routing.c: `megamoe case-gen re-routing`: a seeded moe_re_routing case file. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "case/case_gen_re_routing.h"
+#include "common/cli_util.h"
+#include "common/demo_data.h"
+#include "megamoe/safetensors.h"
+
+static const char re_routing_usage[] =
+    "usage: megamoe case-gen re-routing -o FILE [options]\n"
+    "\n"
+    "Writes a moe_re_routing case: tokens (A, H) of random bytes, expert_token_num_per_rank (N, E) with\n"
+    "skewed counts summing to A, optional per_token_scales, and both attributes in the metadata. The\n"
+    "same options and seed give the same file, byte for byte.\n"
+    "\n"
+    "options:\n"
+    "  -o, --output FILE              file to write (required)\n"
+    "      --tokens A                 tokens (default 64)\n"
+    "      --hidden H                 token length, 0 < H < 16384 (default 32)\n"
+    "      --ranks N                  source ranks (default 4)\n"
+    "      --experts E                experts on this card (default 8)\n"
+    "      --dtype NAME               dtype of tokens: f16, bf16, int8, fp8_e5m2, fp8_e4m3fn, hifloat8,\n"
+    "                                 fp4_e2m1, fp4_e1m2 (default bf16)\n"
+    "      --count-dtype NAME         int32 or int64 (default int32)\n"
+    "      --scales NAME              none, f32 or e8m0 (default none)\n"
+    "      --scale-cols K             scales per token: 1 gives shape (A), K > 1 gives (A, K) (default 1)\n"
+    "      --expert-token-num-type T  0 cumulative sum, 1 counts (default 1)\n"
+    "      --idx-type T               0 gather index, 1 scatter index (default 0)\n"
+    "      --seed S                   random seed (default 1)\n"
+    "  -h, --help                     show this help\n";
+
+static int write_re_routing(const char *path, const cli_rerouting_shape *shape, mm_dtype count_dtype,
+                            mm_dtype scale_dtype, int64_t scale_cols, int64_t num_type, int64_t idx_type) {
+    mm_error err;
+    mm_error_clear(&err);
+    mm_st_writer *w = NULL;
+    uint64_t state = shape->seed;
+    int64_t blocks = shape->ranks * shape->experts;
+    int64_t row_bytes = mm_dtype_row_bytes(shape->dtype, shape->hidden);
+    int64_t token_bytes = shape->tokens * row_bytes;
+    int64_t scale_elems = shape->tokens * scale_cols;
+    int64_t *counts64 = malloc((size_t)(blocks > 0 ? blocks : 1) * sizeof *counts64);
+    int32_t *counts32 = malloc((size_t)(blocks > 0 ? blocks : 1) * sizeof *counts32);
+    unsigned char *tokens = malloc((size_t)(token_bytes > 0 ? token_bytes : 1));
+    unsigned char *scales = malloc((size_t)(scale_elems > 0 ? scale_elems : 1) * 4);
+    mm_status st = MM_ERR_OUT_OF_MEMORY;
+    if (!counts64 || !counts32 || !tokens || !scales) {
+        snprintf(err.message, sizeof err.message, "cannot allocate %lld bytes of tokens",
+                 (long long)token_bytes);
+        goto fail;
+    }
+    cli_skewed_counts(shape->tokens, shape->ranks, shape->experts, &state, counts64);
+    for (int64_t i = 0; i < blocks; i++) counts32[i] = (int32_t)counts64[i];
+    cli_fill_random(tokens, (size_t)token_bytes, &state);
+    if (mm_dtype_bits(shape->dtype) == 4 && shape->hidden % 2)
+        /* An odd row leaves the high nibble of its last byte unused: keep it zero. */
+        for (int64_t r = 0; r < shape->tokens; r++) tokens[r * row_bytes + row_bytes - 1] &= 0x0f;
+    for (int64_t i = 0; i < scale_elems; i++) {
+        if (scale_dtype == MM_DTYPE_E8M0) {
+            scales[i] = (unsigned char)(112 + cli_rand_u64(&state) % 32); /* 2^-15 .. 2^16 */
+        } else {
+            float v = 0.5f + (float)(cli_rand_u64(&state) >> 40) * 0x1.0p-24f * 1.5f;
+            memcpy(scales + 4 * i, &v, 4);
+        }
+    }
+
+    int64_t token_shape[2] = {shape->tokens, shape->hidden}, count_shape[2] = {shape->ranks, shape->experts};
+    int64_t scale_shape[2] = {shape->tokens, scale_cols};
+    mm_tensor t_tokens = mm_tensor_make(shape->dtype, 2, token_shape, tokens);
+    mm_tensor t_counts = mm_tensor_make(count_dtype, 2, count_shape,
+                                        count_dtype == MM_DTYPE_I64 ? (void *)counts64 : counts32);
+    mm_tensor t_scales = mm_tensor_make(scale_dtype, scale_cols > 1 ? 2 : 1, scale_shape, scales);
+    char num_type_text[24], idx_type_text[24];
+    snprintf(num_type_text, sizeof num_type_text, "%lld", (long long)num_type);
+    snprintf(idx_type_text, sizeof idx_type_text, "%lld", (long long)idx_type);
+
+    if ((st = mm_st_writer_create(&w, &err)) != MM_OK) goto fail;
+    if ((st = mm_st_writer_set_metadata(w, "op", "moe_re_routing", &err)) != MM_OK) goto fail;
+    if ((st = mm_st_writer_set_metadata(w, "expert_token_num_type", num_type_text, &err)) != MM_OK) goto fail;
+    if ((st = mm_st_writer_set_metadata(w, "idx_type", idx_type_text, &err)) != MM_OK) goto fail;
+    if ((st = mm_st_writer_add(w, "tokens", &t_tokens, &err)) != MM_OK) goto fail;
+    if ((st = mm_st_writer_add(w, "expert_token_num_per_rank", &t_counts, &err)) != MM_OK) goto fail;
+    if (scale_dtype != MM_DTYPE_INVALID &&
+        (st = mm_st_writer_add(w, "per_token_scales", &t_scales, &err)) != MM_OK)
+        goto fail;
+    st = mm_st_writer_write(w, path, &err);
+fail:
+    mm_st_writer_destroy(w);
+    free(counts64);
+    free(counts32);
+    free(tokens);
+    free(scales);
+    if (st != MM_OK) {
+        err.status = st;
+        return cli_report("case-gen", &err);
+    }
+    return MM_CLI_EXIT_OK;
+}
+
+int mm_cli_case_gen_re_routing(int argc, char **argv) {
+    enum {
+        OPT_TOKENS = 256,
+        OPT_HIDDEN,
+        OPT_RANKS,
+        OPT_EXPERTS,
+        OPT_DTYPE,
+        OPT_COUNT_DTYPE,
+        OPT_SCALES,
+        OPT_SCALE_COLS,
+        OPT_NUM_TYPE,
+        OPT_IDX_TYPE,
+        OPT_SEED
+    };
+    static const struct option long_options[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"tokens", required_argument, NULL, OPT_TOKENS},
+        {"hidden", required_argument, NULL, OPT_HIDDEN},
+        {"ranks", required_argument, NULL, OPT_RANKS},
+        {"experts", required_argument, NULL, OPT_EXPERTS},
+        {"dtype", required_argument, NULL, OPT_DTYPE},
+        {"count-dtype", required_argument, NULL, OPT_COUNT_DTYPE},
+        {"scales", required_argument, NULL, OPT_SCALES},
+        {"scale-cols", required_argument, NULL, OPT_SCALE_COLS},
+        {"expert-token-num-type", required_argument, NULL, OPT_NUM_TYPE},
+        {"idx-type", required_argument, NULL, OPT_IDX_TYPE},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    const char *cmd = "case-gen";
+    cli_rerouting_shape shape = {64, 32, 4, 8, MM_DTYPE_BF16, 1};
+    mm_dtype count_dtype = MM_DTYPE_I32, scale_dtype = MM_DTYPE_INVALID;
+    int64_t scale_cols = 1, num_type = 1, idx_type = 0, seed = 1;
+    const char *out_path = NULL;
+    int opt, bad = 0;
+    optind = 0;
+    opterr = 0;
+    while (!bad && (opt = getopt_long(argc, argv, ":o:h", long_options, NULL)) != -1) {
+        switch (opt) {
+        case 'o': out_path = optarg; break;
+        case OPT_TOKENS: bad = cli_parse_int64(cmd, "--tokens", optarg, 0, INT32_MAX, &shape.tokens); break;
+        case OPT_HIDDEN: bad = cli_parse_int64(cmd, "--hidden", optarg, 1, 16383, &shape.hidden); break;
+        case OPT_RANKS: bad = cli_parse_int64(cmd, "--ranks", optarg, 1, 1 << 16, &shape.ranks); break;
+        case OPT_EXPERTS: bad = cli_parse_int64(cmd, "--experts", optarg, 1, 1 << 16, &shape.experts); break;
+        case OPT_DTYPE: bad = cli_parse_dtype(cmd, "--dtype", optarg, &shape.dtype); break;
+        case OPT_COUNT_DTYPE:
+            bad = cli_parse_dtype(cmd, "--count-dtype", optarg, &count_dtype);
+            if (!bad && count_dtype != MM_DTYPE_I32 && count_dtype != MM_DTYPE_I64)
+                return cli_usage_error(cmd, "--count-dtype '%s' is not int32 or int64", optarg);
+            break;
+        case OPT_SCALES:
+            if (strcmp(optarg, "none") == 0)
+                scale_dtype = MM_DTYPE_INVALID;
+            else if (strcmp(optarg, "f32") == 0)
+                scale_dtype = MM_DTYPE_F32;
+            else if (strcmp(optarg, "e8m0") == 0)
+                scale_dtype = MM_DTYPE_E8M0;
+            else
+                return cli_usage_error(cmd, "--scales '%s' is not none, f32 or e8m0", optarg);
+            break;
+        case OPT_SCALE_COLS: bad = cli_parse_int64(cmd, "--scale-cols", optarg, 1, 4096, &scale_cols); break;
+        case OPT_NUM_TYPE:
+            bad = cli_parse_int64(cmd, "--expert-token-num-type", optarg, 0, 1, &num_type);
+            break;
+        case OPT_IDX_TYPE: bad = cli_parse_int64(cmd, "--idx-type", optarg, 0, 1, &idx_type); break;
+        case OPT_SEED: bad = cli_parse_int64(cmd, "--seed", optarg, 0, INT64_MAX, &seed); break;
+        case 'h': fputs(re_routing_usage, stdout); return MM_CLI_EXIT_OK;
+        default: return cli_option_error(cmd, opt, argv);
+        }
+    }
+    if (bad) return MM_CLI_EXIT_USAGE;
+    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (!out_path) return cli_usage_error(cmd, "missing output file (-o FILE)");
+    shape.seed = (uint64_t)seed;
+    return write_re_routing(out_path, &shape, count_dtype, scale_dtype, scale_cols, num_type, idx_type);
+}

@@ -1,8 +1,0 @@
-/* tools/case_gen_mega_moe.h: the mega_moe generator of `megamoe case-gen` (case_gen_mega_moe.c). */
-#ifndef MEGAMOE_TOOLS_CASE_GEN_MEGA_MOE_H
-#define MEGAMOE_TOOLS_CASE_GEN_MEGA_MOE_H
-
-/* argv[0] = "mega_moe"; returns the exit status. */
-int mm_cli_case_gen_mega_moe(int argc, char **argv);
-
-#endif

@@ -1,0 +1,77 @@
+/* tools/common/demo_data.h: the synthetic re-routing workload shared by `run`, `bench re-routing` and
+ * `case-gen`.
+ *
+ * Counts are skewed the way MoE routing is (a few popular experts, jitter per source rank) because
+ * uniform counts hide the cost of small and empty blocks. Everything is derived from one seed. */
+#ifndef MEGAMOE_TOOLS_DEMO_DATA_H
+#define MEGAMOE_TOOLS_DEMO_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "megamoe/dtype.h"
+#include "megamoe/status.h"
+
+/* splitmix64: small, fast and good enough for test data; the seeded data of every tool draws from it. */
+uint64_t cli_rand_u64(uint64_t *state);
+void cli_fill_random(void *dst, size_t nbytes, uint64_t *state);
+
+/* counts[r * experts + e] >= 0 with sum == tokens; zipf-like popularity over a random expert order. */
+void cli_skewed_counts(int64_t tokens, int64_t ranks, int64_t experts, uint64_t *state, int64_t *counts);
+
+typedef struct cli_rerouting_shape {
+    int64_t tokens;  /* A */
+    int64_t hidden;  /* H */
+    int64_t ranks;   /* N */
+    int64_t experts; /* E, local experts of this card */
+    mm_dtype dtype;  /* dtype of tokens */
+    uint64_t seed;
+} cli_rerouting_shape;
+
+/* Inputs and outputs of one re-routing call, all heap-allocated. */
+typedef struct cli_rerouting_buffers {
+    mm_tensor tokens, counts;                          /* counts: (N, E) I64 */
+    mm_tensor permute_tokens, permute_idx, expert_num; /* outputs */
+    int64_t token_bytes;                               /* bytes of all tokens (A x row bytes) */
+} cli_rerouting_buffers;
+
+/* The realistic default: 8 ranks x 16 local experts, A = 16384 tokens of H = 7168 BF16 (235 MB). */
+cli_rerouting_shape cli_rerouting_default_shape(void);
+
+/* getopt_long values and rows of the options every re-routing workload takes (--tokens, --hidden,
+ * --ranks, --experts, --dtype, --seed). */
+enum { CLI_OPT_TOKENS = 300, CLI_OPT_HIDDEN, CLI_OPT_RANKS, CLI_OPT_EXPERTS, CLI_OPT_DTYPE, CLI_OPT_SEED };
+#define CLI_REROUTING_SHAPE_OPTIONS                                                                          \
+    {"tokens", required_argument, NULL, CLI_OPT_TOKENS},                                                     \
+        {"hidden", required_argument, NULL, CLI_OPT_HIDDEN},                                                 \
+        {"ranks", required_argument, NULL, CLI_OPT_RANKS},                                                   \
+        {"experts", required_argument, NULL, CLI_OPT_EXPERTS},                                               \
+        {"dtype", required_argument, NULL, CLI_OPT_DTYPE}, {                                                 \
+        "seed", required_argument, NULL, CLI_OPT_SEED                                                        \
+    }
+#define CLI_REROUTING_SHAPE_HELP                                                                             \
+    "      --tokens A        tokens received (default 16384)\n"                                              \
+    "      --hidden H        token length, 0 < H < 16384 (default 7168)\n"                                   \
+    "      --ranks N         source ranks (default 8)\n"                                                     \
+    "      --experts E       local experts (default 16)\n"                                                   \
+    "      --dtype NAME      dtype of tokens: bf16, f16, int8, fp8_e4m3fn, fp8_e5m2, hifloat8, fp4_e2m1,\n"  \
+    "                        fp4_e1m2 (default bf16)\n"                                                      \
+    "      --seed S          random seed of counts and token bytes (default 1)\n"
+
+/* Applies one shape option: returns 1 when opt was one and its value is valid, 0 when opt is not a
+ * shape option, -1 (after printing one line) when the value is invalid. */
+int cli_rerouting_shape_option(const char *command, int opt, const char *arg, cli_rerouting_shape *shape);
+
+/* Allocates and fills inputs (random bytes, skewed counts) and allocates outputs. */
+mm_status cli_rerouting_alloc(const cli_rerouting_shape *shape, cli_rerouting_buffers *b, mm_error *err);
+void cli_rerouting_free(cli_rerouting_buffers *b);
+
+/* Checks a gather-index result: the index is a permutation of [0, A), every output row equals the
+ * input row its index names, and expert_num holds the column sums of counts. Returns 0 when all hold,
+ * else -1 with the first violation described in why. */
+/* Runs mm_re_routing (gather index, counts) on the buffers. */
+mm_status cli_rerouting_call(cli_rerouting_buffers *b, mm_error *err);
+
+int cli_rerouting_verify(const cli_rerouting_buffers *b, char *why, size_t why_size);
+
+#endif

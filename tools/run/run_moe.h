@@ -1,0 +1,217 @@
+/* tools/run/run_moe.h: `megamoe run` for MegaMoE: presets, scenarios, synthetic data, the per-rank job,
+ * the reference check and the trace, shared by the run_moe_*.c files.
+ *
+ *   run_moe_presets.c  model presets (the scenarios are the rows of ops/mega_moe/scenario_table.h)
+ *   run_moe_data.c     seeded weights (per expert, so any rank can rebuild any expert), tokens, routing
+ *   run_moe_rank.c     the work of one rank: buffer, weights, timed iterations, the checked sample
+ *   run_moe_check.c    the samples against the float64 reference (support/ref), on two threads; metrics
+ *   run_moe_trace.c    Chrome / Perfetto JSON trace of the stage events
+ *   run_moe_report.c   the banner, the table rows, the notes
+ *   run_moe_mpi.c      the launched driver (mpi: one rank per process; rank 0 gathers and reports)
+ *   run_moe_main.c     options, the threads driver */
+#ifndef MEGAMOE_TOOLS_RUN_MOE_H
+#define MEGAMOE_TOOLS_RUN_MOE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "megamoe/comm.h"
+#include "megamoe/dtype.h"
+#include "megamoe/mega_moe.h"
+#include "megamoe/status.h"
+#include "ops/mega_moe/scenario_table.h"
+
+/* ---- presets and scenarios ------------------------------------------------------------------- */
+
+typedef struct run_moe_preset {
+    const char *name;
+    const char *model;
+    int64_t hidden, inter;
+    int64_t experts;       /* routed experts loaded (scaled down from model_experts when too big) */
+    int64_t model_experts; /* the model's routed experts */
+    int64_t topk;
+    int64_t shared_experts; /* per rank (replicated: every rank holds the same shared weights) */
+    mm_mega_moe_activation activation;
+    int activation_param_count;
+    float activation_params[MM_MEGA_MOE_MAX_ACTIVATION_PARAMS];
+    const char *default_scenario;
+    int64_t default_tokens;       /* per rank, chosen so that one iteration takes well under a second */
+    int64_t default_check_tokens; /* per rank; the reference decodes every expert it touches */
+} run_moe_preset;
+
+extern const run_moe_preset run_moe_presets[];
+extern const size_t run_moe_preset_count;
+const run_moe_preset *run_moe_find_preset(const char *name);
+
+/* A scenario is a row of the library's scenario table (src/ops/mega_moe/scenario_table.h): its
+ * `spec_name` is the --scenario spelling (docs/cli.md: the spec's names), `label` the report's, with the
+ * dtypes and the check's tolerances. */
+typedef mm_moe_scenario_row run_moe_scenario;
+
+/* The row whose --scenario spelling (`spec_name`) is name, or NULL. */
+const run_moe_scenario *run_moe_find_scenario(const char *name);
+
+/* ---- configuration of one run ---------------------------------------------------------------- */
+
+typedef struct run_moe_config {
+    const run_moe_preset *preset;
+    int64_t hidden, inter, experts, topk, shared_experts; /* preset values, after overrides */
+    int64_t ranks;
+    int64_t tokens; /* per rank */
+    int64_t iterations;
+    int64_t check_tokens; /* per rank; 0 = no check */
+    uint64_t seed;
+    double skew;            /* routing skew: spread of the per-expert logit bias */
+    const char *trace_path; /* NULL: no trace */
+    /* Combine knobs (mm_mega_moe_attrs; the library validates them against the topology). */
+    int combine_quant_mode;      /* 0, 3 (MX E5M2), 4 (MX E4M3) */
+    int combine_comm_mode;       /* 0, 1, 2 */
+    int64_t rank_num_per_server; /* domain size for combine_comm_mode 2 (0: flat) */
+    int topk_weights_type;       /* 0: weights at combine, 1: after the activation */
+} run_moe_config;
+
+/* ---- synthetic data (run_moe_data.c) ---------------------------------------------------------- */
+
+/* The stacked weights of `count` experts in the scenario's storage, transposed layout: weight1
+ * (count, 2I, H), weight2 (count, H, I) (each output channel a contiguous row over the reduction
+ * dimension, 4-bit types packed along it). Scales: INT (count, N) F32, MX (count, N, ceil(K/64), 2). */
+typedef struct run_moe_expert_data {
+    mm_dtype dtype;
+    int64_t count, hidden, inter;
+    void *weight1, *weight2;
+    float *scales1, *scales2;                     /* INT8 / INT4 */
+    uint8_t *mx_scales1, *mx_scales2;             /* MX */
+    float *bias1, *bias2;                         /* INT4 (the standard MSD bias 8 * s * column sum) */
+    mm_tensor t_w1, t_w2, t_s1, t_s2, t_b1, t_b2; /* descriptors of the above */
+} run_moe_expert_data;
+
+/* Builds experts first_id .. first_id + count - 1 (ids of the seed stream: routed experts use their
+ * global id, shared experts ids from RUN_MOE_SHARED_ID_BASE so that every rank gets the same ones). The
+ * BF16 master values depend only on (seed, id), not on the scenario, so scenarios quantize the same
+ * weights. ids may be a list (count entries) instead of a range when not NULL. */
+#define RUN_MOE_SHARED_ID_BASE 1000000
+mm_status run_moe_expert_data_make(const run_moe_config *cfg, const run_moe_scenario *sc, int64_t first_id,
+                                   const int64_t *ids, int64_t count, run_moe_expert_data *out,
+                                   mm_error *err);
+void run_moe_expert_data_free(run_moe_expert_data *d);
+/* This rank's packed weights (its routed experts and the shared ones) from freshly generated experts;
+ * the generated copies are freed before returning (the packed weights are all the operator keeps).
+ * generate_seconds (may be NULL) gets the time spent generating, before packing. */
+mm_status run_moe_weights_make(mm_comm *comm, const run_moe_config *cfg, const run_moe_scenario *sc,
+                               mm_mega_moe_buffer *buffer, mm_mega_moe_weights **out,
+                               double *generate_seconds, mm_error *err);
+
+/* One rank's tokens and routing: x (T, H) BF16, topk_ids (T, K) I32, topk_weights (T, K) F32:
+ * softmax over all experts of logits = expert bias (skewed popularity, equal on all ranks) + token
+ * noise, top-k, renormalized. Depends on (seed, rank) only. */
+typedef struct run_moe_tokens {
+    int64_t count;
+    uint16_t *x;
+    int32_t *ids;
+    float *weights;
+} run_moe_tokens;
+mm_status run_moe_tokens_make(const run_moe_config *cfg, int64_t rank, run_moe_tokens *out, mm_error *err);
+void run_moe_tokens_free(run_moe_tokens *t);
+
+/* The attributes of a scenario under a preset (activation and its parameters, quantization modes). */
+mm_mega_moe_attrs run_moe_attrs(const run_moe_config *cfg, const run_moe_scenario *sc);
+
+/* ---- the per-rank job (run_moe_rank.c) -------------------------------------------------------- */
+
+/* What one rank brings back. Filled by the rank; in MPI runs, rank 0 receives the others' copies. */
+typedef struct run_moe_rank_result {
+    mm_mega_moe_stats *stats; /* cfg.iterations entries: the timed runs (the warm-up is not kept) */
+    int64_t recv_rows;        /* rows that reached this rank's experts in one call */
+    double setup_seconds;     /* weight generation + packing + buffer */
+    double generate_seconds;  /* of which: generating (and quantizing) this rank's weights */
+    /* the checked sample: rows spread over the rank's tokens */
+    int64_t sample_count;
+    int64_t *sample_rows;
+    uint16_t *sample_x; /* (n, H) */
+    int32_t *sample_ids;
+    float *sample_weights; /* (n, K) */
+    uint16_t *sample_y;    /* (n, H): the operator's output */
+} run_moe_rank_result;
+
+mm_status run_moe_result_alloc(const run_moe_config *cfg, run_moe_rank_result *r, mm_error *err);
+void run_moe_result_free(run_moe_rank_result *r);
+
+/* Runs the scenario on this rank of comm: one warm-up call, then cfg->iterations timed calls. */
+mm_status run_moe_rank(mm_comm *comm, const run_moe_config *cfg, const run_moe_scenario *sc,
+                       run_moe_rank_result *result, mm_error *err);
+
+/* ---- the check (run_moe_check.c) -------------------------------------------------------------- */
+
+typedef struct run_moe_errors {
+    int64_t values;          /* outputs compared */
+    double max_abs_over_rms; /* max |y - y_ref| / rms(y_ref) */
+    double rms_ref;
+    double within_ulp;       /* fraction of BF16 outputs at most 1 ulp from the reference */
+    double within_tolerance; /* fraction within the scenario tolerance */
+} run_moe_errors;
+
+/* The relative part of the check's tolerance: the scenario's, widened for a quantized combine. */
+double run_moe_check_tolerance_relative(const run_moe_config *cfg, const run_moe_scenario *sc);
+/* Recomputes the samples of all ranks with the float64 reference (experts rebuilt from the seed). */
+mm_status run_moe_check(const run_moe_config *cfg, const run_moe_scenario *sc,
+                        const run_moe_rank_result *results, run_moe_errors *out, mm_error *err);
+
+/* ---- the trace (run_moe_trace.c) -------------------------------------------------------------- */
+
+/* Appends the scenario's events (every rank, every timed iteration) to an open trace. */
+typedef struct run_moe_trace {
+    FILE *file;
+    int events_written;
+    double origin;                                  /* seconds subtracted from every timestamp */
+    unsigned char lane_named[MM_COMM_MAX_RANKS][4]; /* extra tracks of a rank already named */
+} run_moe_trace;
+
+int run_moe_trace_open(run_moe_trace *t, const char *path, int64_t ranks);
+void run_moe_trace_scenario(run_moe_trace *t, const run_moe_config *cfg, const run_moe_scenario *sc,
+                            const run_moe_rank_result *results);
+int run_moe_trace_close(run_moe_trace *t);
+
+/* ---- the drivers (run_moe_main.c, run_moe_mpi.c) and the report (run_moe_report.c) ------------ */
+
+typedef struct run_moe_options {
+    run_moe_config cfg;
+    const char *scenario; /* NULL: the preset's */
+    const char *backend;  /* a name of the table of backends (megamoe/comm.h) */
+    int ranks_given;      /* --ranks was on the command line (a launched backend must match it) */
+    int64_t tokens, experts, check_tokens, hidden, inter; /* -1: the preset's */
+    int no_check;
+} run_moe_options;
+
+/* Applies the preset and the overrides once the rank count is known (mpi: the process count); prints
+ * a usage error (when speak) and returns -1 when they do not fit. */
+int run_moe_finish_config(run_moe_options *o, int speak);
+/* 0 when the scenario's weights fit in this machine's memory; else -1 (after a usage error when speak). */
+int run_moe_memory_fits(const run_moe_config *cfg, const run_moe_scenario *sc, int speak);
+/* The scenarios to run (one, or all of them); list has room for mm_moe_scenario_count entries. */
+size_t run_moe_scenario_list(const run_moe_options *o, const run_moe_scenario **list);
+/* Runs every scenario with one rank per process of o->backend (mm_comm_launch: mpi under mpirun);
+ * returns the exit status. */
+int run_moe_run_launched(run_moe_options *o);
+
+/* Per-rank results of one scenario (n entries), or NULL when out of memory. */
+run_moe_rank_result *run_moe_results_alloc(const run_moe_config *cfg, int64_t n, mm_error *err);
+void run_moe_results_free(run_moe_rank_result *res, int64_t n);
+
+/* What the report keeps across the scenarios of one command. */
+typedef struct run_moe_report {
+    char notes[16][160]; /* per scenario: setup and check times, printed under the table */
+    uint16_t *a16w16_y;  /* the A16W16 outputs of the samples, when that scenario ran first */
+    int64_t a16w16_values;
+} run_moe_report;
+
+void run_moe_print_banner(const run_moe_config *cfg, const char *backend);
+void run_moe_print_header(void);
+/* Checks the scenario's samples, prints its row, adds its note and its trace slices; returns the exit
+ * status (1 when a checked output is outside the tolerance). */
+int run_moe_report_scenario(const run_moe_config *cfg, const run_moe_scenario *sc, run_moe_rank_result *res,
+                            run_moe_trace *trace, run_moe_report *report, size_t index);
+/* Prints the notes of the count scenarios. */
+void run_moe_print_notes(char notes[][160], size_t count);
+
+#endif

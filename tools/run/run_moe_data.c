@@ -1,0 +1,379 @@
+/* tools/run/run_moe_data.c: seeded synthetic weights, tokens and routing for `megamoe run`.
+ *
+ * Every expert's BF16 master weights come from its own random stream (seed, expert id, matrix), so a
+ * rank builds only its own experts, the check rebuilds only the experts its sample touches, and MPI
+ * processes need not exchange weights. Quantized scenarios quantize these same BF16 values with the
+ * formats API (per-channel INT8 / INT4, MX block-32), which keeps the scenarios comparable. Values are
+ * uniform with variance about 1 / K per weight (K the reduction length), so activations stay O(1). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/demo_data.h"
+#include "format/format_table.h"
+#include "megamoe/formats.h"
+#include "common/cli_util.h"
+#include "run/run_moe.h"
+#include "common/timing.h"
+
+static uint64_t stream_seed(uint64_t seed, uint64_t a, uint64_t b) {
+    uint64_t s = seed ^ (a * 0xD1B54A32D192ED03ull) ^ (b * 0x8CB92BA72F3D8DD7ull);
+    return cli_rand_u64(&s);
+}
+
+/* Uniform in [-amp, amp), 16 random bits per value, rounded to BF16. */
+static void fill_uniform_bf16(uint64_t *state, int64_t n, float amp, uint16_t *out) {
+    const float step = amp / 32768.0f;
+    for (int64_t i = 0; i < n; i += 4) {
+        uint64_t r = cli_rand_u64(state);
+        for (int64_t j = 0; j < 4 && i + j < n; j++)
+            out[i + j] = mm_f32_to_bf16((float)((int32_t)((r >> (16 * j)) & 0xFFFF) - 32768) * step);
+    }
+}
+
+/* Uniform in [0, 1). */
+static double uniform01(uint64_t *state) {
+    return (double)(cli_rand_u64(state) >> 11) * 0x1p-53;
+}
+
+/* A weight row is drawn as integer levels k in [-128, 127] times a power-of-two step, so every value is
+ * exact in BF16 and a row holds at most 256 distinct values. Quantizing a row then means quantizing
+ * its palette (the values k * step for |k| <= the row's largest |k|, which has the row's amax) with the
+ * formats API once and looking the codes up: the same codes as quantizing the whole row, since the
+ * per-element rule depends only on the value and the row's scale. This keeps INT8 generation at table
+ * speed (128 experts hold 600 M weights; the per-element call's cost: docs/mega_moe.md, `megamoe run`). */
+enum { LEVELS = 256, LEVEL_BIAS = 128 };
+
+typedef struct row_scratch {
+    int8_t *levels; /* k of each element */
+    uint16_t *bf16; /* the row as BF16 */
+    float palette[LEVELS + 1];
+    int8_t codes[LEVELS + 1];
+    uint16_t level_bf16[LEVELS]; /* BF16 of k * step */
+    float step;
+    /* MX: for a block whose largest |k| is m, its E8M0 scale and the code of every level in [-m, m] */
+    uint8_t mx_ready[LEVEL_BIAS + 1], mx_scale[LEVEL_BIAS + 1];
+    uint8_t mx_codes[LEVEL_BIAS + 1][LEVELS + 1];
+} row_scratch;
+
+static void draw_levels(uint64_t *state, int64_t n, int8_t *levels) {
+    for (int64_t i = 0; i < n; i += 8) {
+        uint64_t r = cli_rand_u64(state);
+        for (int64_t j = 0; j < 8 && i + j < n; j++) levels[i + j] = (int8_t)(uint8_t)(r >> (8 * j));
+    }
+}
+
+static int max_abs_level(const int8_t *levels, int64_t n) {
+    int m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int a = levels[i] < 0 ? -levels[i] : levels[i];
+        if (a > m) m = a;
+    }
+    return m;
+}
+
+/* Fills the MX code table of blocks with largest |level| m: quantizes blocks made of the pinned value
+ * -m * step (which fixes the block's amax, hence its scale) and up to 31 levels of [-m, m]. */
+static mm_status mx_table(mm_dtype elem, int m, row_scratch *s, mm_error *err) {
+    uint16_t block[32];
+    uint8_t q[32], scale = 0;
+    int top = m < LEVELS - LEVEL_BIAS - 1 ? m : LEVELS - LEVEL_BIAS - 1; /* levels stop at +127 */
+    for (int first = -m; first <= top; first += 31) {
+        int len = 1;
+        block[0] = s->level_bf16[LEVEL_BIAS - m]; /* -m * step: exists for every m <= 128 */
+        for (int j = first; j <= top && len < 32; j++) block[len++] = s->level_bf16[j + LEVEL_BIAS];
+        mm_status st = mm_mx_quantize_row_bf16(block, len, elem, q, &scale, err);
+        if (st != MM_OK) return st;
+        for (int i = 1; i < len; i++)
+            s->mx_codes[m][first + i - 1 + m] = mm_format_is_nibble(elem) ? mm_nibble_get(q, i) : q[i];
+    }
+    s->mx_scale[m] = scale;
+    s->mx_ready[m] = 1;
+    return MM_OK;
+}
+
+/* MX block-32 quantization of the row by table (bit-identical to mm_mx_quantize_row_bf16 on it). */
+static mm_status store_row_mx(mm_dtype elem, int64_t k, row_scratch *s, uint8_t *dst, uint8_t *group_scales,
+                              mm_error *err) {
+    int fp4 = mm_format_is_nibble(elem);
+    if (fp4) memset(dst, 0, (size_t)mm_dtype_row_bytes(elem, k));
+    for (int64_t g = 0; g * 32 < k; g++) {
+        int64_t begin = g * 32, end = begin + 32 < k ? begin + 32 : k;
+        int m = max_abs_level(s->levels + begin, end - begin);
+        if (!s->mx_ready[m]) {
+            mm_status st = mx_table(elem, m, s, err);
+            if (st != MM_OK) return st;
+        }
+        group_scales[g] = s->mx_scale[m];
+        const uint8_t *codes = s->mx_codes[m];
+        for (int64_t i = begin; i < end; i++) {
+            uint8_t c = codes[s->levels[i] + m];
+            if (fp4)
+                dst[i >> 1] |= (uint8_t)(c << ((i & 1) * 4));
+            else
+                dst[i] = c;
+        }
+    }
+    return MM_OK;
+}
+
+/* Quantizes one output channel (a row of k values) into its storage; fills its scale / bias. */
+static mm_status store_row(mm_dtype dtype, int64_t k, row_scratch *s, uint8_t *dst, float *scale, float *bias,
+                           uint8_t *mx_groups, mm_error *err) {
+    if (dtype == MM_DTYPE_BF16) {
+        uint16_t *out = (uint16_t *)(void *)dst;
+        for (int64_t i = 0; i < k; i++) out[i] = s->level_bf16[s->levels[i] + LEVEL_BIAS];
+        return MM_OK;
+    }
+    if (!mm_format_is_int_quant(dtype)) return store_row_mx(dtype, k, s, dst, mx_groups, err);
+    int m = max_abs_level(s->levels, k);
+    for (int j = -m; j <= m; j++) s->palette[j + m] = (float)j * s->step;
+    if (dtype == MM_DTYPE_I8) {
+        mm_int8_quantize_row_div_away(s->palette, 2 * m + 1, s->codes, scale);
+        for (int64_t i = 0; i < k; i++) dst[i] = (uint8_t)s->codes[s->levels[i] + m];
+        return MM_OK;
+    }
+    /* INT4 per channel (no formats rule for weights): s = amax / 7, q = round half away, clipped */
+    float sc = (float)m * s->step / 7.0f;
+    for (int j = -m; j <= m; j++)
+        s->codes[j + m] =
+            (int8_t)(sc > 0.0f ? fminf(7.0f, fmaxf(-8.0f, roundf(s->palette[j + m] / sc))) : 0.0f);
+    int8_t *q = (int8_t *)s->bf16; /* the BF16 row is no longer needed: reuse it for the values */
+    int64_t sum = 0;
+    for (int64_t i = 0; i < k; i++) {
+        q[i] = s->codes[s->levels[i] + m];
+        sum += q[i];
+    }
+    *scale = sc;
+    *bias = (float)(8.0 * (double)sc * (double)sum); /* the standard MSD bias (spec step 2) */
+    return mm_int4_pack(q, k, dst, err);
+}
+
+/* One matrix of `count` experts: (count, n, k) stored rows of k; fills data, per-channel scales,
+ * bias (INT4) and the packed MX scale tensor. */
+static mm_status make_matrix(const run_moe_config *cfg, mm_dtype dtype, const int64_t *ids, int64_t first_id,
+                             int64_t count, int matrix, int64_t n, int64_t k, uint8_t *data, float *scales,
+                             float *bias, uint8_t *mx_scales, mm_error *err) {
+    mm_status st = MM_OK;
+    int64_t row_bytes = mm_dtype_row_bytes(dtype, k), groups = (k + 31) / 32;
+    int64_t mx_bytes = n * ((k + 63) / 64) * 2;
+    row_scratch *s = calloc(1, sizeof *s); /* ~34 KB of tables: not on a rank thread's stack */
+    uint8_t *mx_groups = mm_format_is_mx(dtype) ? malloc((size_t)(n * groups)) : NULL;
+    if (s) {
+        s->levels = malloc((size_t)k);
+        s->bf16 = malloc((size_t)k * 2);
+    }
+    if (!s || !s->levels || !s->bf16 || (mm_format_is_mx(dtype) && !mx_groups)) {
+        st = cli_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for weight rows of %lld values", (long long)k);
+        goto done;
+    }
+    /* step: the power of two nearest to amp / 128, amp = sqrt(3 / k) (uniform with variance ~1 / k) */
+    s->step = exp2f(rintf(log2f(sqrtf(3.0f / (float)k) / 128.0f)));
+    for (int j = 0; j < LEVELS; j++) s->level_bf16[j] = mm_f32_to_bf16((float)(j - LEVEL_BIAS) * s->step);
+    for (int64_t e = 0; e < count && st == MM_OK; e++) {
+        int64_t id = ids ? ids[e] : first_id + e;
+        uint64_t state = stream_seed(cfg->seed, (uint64_t)id + 1, (uint64_t)matrix + 1);
+        for (int64_t r = 0; r < n && st == MM_OK; r++) {
+            draw_levels(&state, k, s->levels);
+            float *sc = scales ? &scales[e * n + r] : NULL;
+            float *b = bias ? &bias[e * n + r] : NULL;
+            st = store_row(dtype, k, s, data + (e * n + r) * row_bytes, sc, b,
+                           mx_groups ? mx_groups + r * groups : NULL, err);
+        }
+        if (st == MM_OK && mx_groups)
+            st = mm_mx_weight_scales_pack(mx_groups, n, k, mx_scales + e * mx_bytes, err);
+    }
+done:
+    if (s) {
+        free(s->levels);
+        free(s->bf16);
+    }
+    free(s);
+    free(mx_groups);
+    return st;
+}
+
+static void *alloc_bytes(int64_t n) {
+    return malloc(n > 0 ? (size_t)n : 1);
+}
+
+mm_status run_moe_expert_data_make(const run_moe_config *cfg, const run_moe_scenario *sc, int64_t first_id,
+                                   const int64_t *ids, int64_t count, run_moe_expert_data *out,
+                                   mm_error *err) {
+    mm_dtype dt = sc->weight_dtype;
+    int64_t H = cfg->hidden, I = cfg->inter, N1 = 2 * I;
+    run_moe_expert_data d;
+    memset(&d, 0, sizeof d);
+    d.dtype = dt;
+    d.count = count;
+    d.hidden = H;
+    d.inter = I;
+    mm_status st = MM_OK;
+    d.weight1 = alloc_bytes(count * N1 * mm_dtype_row_bytes(dt, H));
+    d.weight2 = alloc_bytes(count * H * mm_dtype_row_bytes(dt, I));
+    int ok = d.weight1 && d.weight2;
+    if (mm_format_is_int_quant(dt)) {
+        d.scales1 = alloc_bytes(count * N1 * (int64_t)sizeof(float));
+        d.scales2 = alloc_bytes(count * H * (int64_t)sizeof(float));
+        ok = ok && d.scales1 && d.scales2;
+    }
+    if (sc->bias) {
+        d.bias1 = alloc_bytes(count * N1 * (int64_t)sizeof(float));
+        d.bias2 = alloc_bytes(count * H * (int64_t)sizeof(float));
+        ok = ok && d.bias1 && d.bias2;
+    }
+    if (mm_format_is_mx(dt)) {
+        d.mx_scales1 = alloc_bytes(count * N1 * ((H + 63) / 64) * 2);
+        d.mx_scales2 = alloc_bytes(count * H * ((I + 63) / 64) * 2);
+        ok = ok && d.mx_scales1 && d.mx_scales2;
+    }
+    if (!ok) {
+        st = cli_fail(err, MM_ERR_OUT_OF_MEMORY,
+                      "no memory for %lld experts of %s weights (H = %lld, I = %lld)", (long long)count,
+                      mm_dtype_name(dt), (long long)H, (long long)I);
+        goto fail;
+    }
+    st = make_matrix(cfg, dt, ids, first_id, count, 1, N1, H, d.weight1, d.scales1, d.bias1, d.mx_scales1,
+                     err);
+    if (st == MM_OK)
+        st = make_matrix(cfg, dt, ids, first_id, count, 2, H, I, d.weight2, d.scales2, d.bias2, d.mx_scales2,
+                         err);
+    if (st != MM_OK) goto fail;
+
+    int64_t s_w1[3] = {count, N1, H}, s_w2[3] = {count, H, I};
+    d.t_w1 = mm_tensor_make(dt, 3, s_w1, d.weight1);
+    d.t_w2 = mm_tensor_make(dt, 3, s_w2, d.weight2);
+    if (mm_format_is_int_quant(dt)) {
+        int64_t s1[2] = {count, N1}, s2[2] = {count, H};
+        d.t_s1 = mm_tensor_make(MM_DTYPE_F32, 2, s1, d.scales1);
+        d.t_s2 = mm_tensor_make(MM_DTYPE_F32, 2, s2, d.scales2);
+        if (sc->bias) {
+            d.t_b1 = mm_tensor_make(MM_DTYPE_F32, 2, s1, d.bias1);
+            d.t_b2 = mm_tensor_make(MM_DTYPE_F32, 2, s2, d.bias2);
+        }
+    }
+    if (mm_format_is_mx(dt)) {
+        int64_t s1[4] = {count, N1, (H + 63) / 64, 2}, s2[4] = {count, H, (I + 63) / 64, 2};
+        d.t_s1 = mm_tensor_make(MM_DTYPE_E8M0, 4, s1, d.mx_scales1);
+        d.t_s2 = mm_tensor_make(MM_DTYPE_E8M0, 4, s2, d.mx_scales2);
+    }
+    *out = d;
+    return MM_OK;
+fail:
+    run_moe_expert_data_free(&d);
+    return st;
+}
+
+void run_moe_expert_data_free(run_moe_expert_data *d) {
+    free(d->weight1);
+    free(d->weight2);
+    free(d->scales1);
+    free(d->scales2);
+    free(d->mx_scales1);
+    free(d->mx_scales2);
+    free(d->bias1);
+    free(d->bias2);
+    memset(d, 0, sizeof *d);
+}
+
+/* The API's view of the data (stacked tensors, transpose flags set). */
+static mm_mega_moe_expert_weights expert_weights_view(const run_moe_expert_data *d) {
+    mm_mega_moe_expert_weights w;
+    memset(&w, 0, sizeof w);
+    w.count = d->count;
+    if (d->count == 0) return w;
+    w.transpose_weight1 = 1;
+    w.transpose_weight2 = 1;
+    w.weight1 = &d->t_w1;
+    w.weight2 = &d->t_w2;
+    if (d->t_s1.ndim) {
+        w.weight_scales1 = &d->t_s1;
+        w.weight_scales2 = &d->t_s2;
+    }
+    if (d->t_b1.ndim) {
+        w.bias1 = &d->t_b1;
+        w.bias2 = &d->t_b2;
+    }
+    return w;
+}
+
+/* ---- tokens and routing -------------------------------------------------------------------- */
+
+/* Approximately standard normal (sum of four uniforms, rescaled): cheap and bounded. */
+static double normalish(uint64_t *state) {
+    double s = uniform01(state) + uniform01(state) + uniform01(state) + uniform01(state);
+    return (s - 2.0) * sqrt(3.0);
+}
+
+mm_status run_moe_tokens_make(const run_moe_config *cfg, int64_t rank, run_moe_tokens *out, mm_error *err) {
+    int64_t T = cfg->tokens, H = cfg->hidden, E = cfg->experts, K = cfg->topk;
+    run_moe_tokens t = {T, alloc_bytes(T * H * 2), alloc_bytes(T * K * 4), alloc_bytes(T * K * 4)};
+    double *bias = alloc_bytes(E * (int64_t)sizeof(double)),
+           *logits = alloc_bytes(E * (int64_t)sizeof(double));
+    mm_status st = MM_OK;
+    if (!t.x || !t.ids || !t.weights || !bias || !logits) {
+        st = cli_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for %lld tokens of hidden %lld", (long long)T,
+                      (long long)H);
+        run_moe_tokens_free(&t);
+        goto done;
+    }
+    uint64_t x_state = stream_seed(cfg->seed, 0x7000 + (uint64_t)rank, 1);
+    fill_uniform_bf16(&x_state, T * H, sqrtf(3.0f), t.x);
+    /* Expert popularity: the same on every rank (one stream), so hot experts are hot everywhere. */
+    uint64_t b_state = stream_seed(cfg->seed, 0x6000, 2);
+    for (int64_t e = 0; e < E; e++) bias[e] = cfg->skew * normalish(&b_state);
+    uint64_t r_state = stream_seed(cfg->seed, 0x8000 + (uint64_t)rank, 3);
+    for (int64_t i = 0; i < T; i++) {
+        for (int64_t e = 0; e < E; e++) logits[e] = bias[e] + normalish(&r_state);
+        /* top-k by repeated selection (K is small); ties go to the lower expert id */
+        double denom = 0.0, top = 0.0;
+        for (int64_t k = 0; k < K; k++) {
+            int64_t best = -1;
+            for (int64_t e = 0; e < E; e++)
+                if (logits[e] > -INFINITY && (best < 0 || logits[e] > logits[best])) best = e;
+            if (k == 0) top = logits[best];
+            t.ids[i * K + k] = (int32_t)best;
+            double p = exp(logits[best] - top);
+            t.weights[i * K + k] = (float)p;
+            denom += p;
+            logits[best] = -INFINITY;
+        }
+        /* softmax restricted to the top-k (= softmax over all experts, top-k renormalized) */
+        for (int64_t k = 0; k < K; k++) t.weights[i * K + k] = (float)(t.weights[i * K + k] / denom);
+    }
+    *out = t;
+done:
+    free(bias);
+    free(logits);
+    return st;
+}
+
+void run_moe_tokens_free(run_moe_tokens *t) {
+    free(t->x);
+    free(t->ids);
+    free(t->weights);
+    memset(t, 0, sizeof *t);
+}
+
+mm_status run_moe_weights_make(mm_comm *comm, const run_moe_config *cfg, const run_moe_scenario *sc,
+                               mm_mega_moe_buffer *buffer, mm_mega_moe_weights **out,
+                               double *generate_seconds, mm_error *err) {
+    double t0 = cli_now_seconds();
+    int64_t local = cfg->experts / cfg->ranks;
+    run_moe_expert_data routed, shared;
+    memset(&routed, 0, sizeof routed);
+    memset(&shared, 0, sizeof shared);
+    mm_status st = run_moe_expert_data_make(cfg, sc, mm_comm_rank(comm) * local, NULL, local, &routed, err);
+    if (st == MM_OK && cfg->shared_experts > 0)
+        st = run_moe_expert_data_make(cfg, sc, RUN_MOE_SHARED_ID_BASE, NULL, cfg->shared_experts, &shared,
+                                      err);
+    if (generate_seconds) *generate_seconds = cli_now_seconds() - t0;
+    if (st == MM_OK) {
+        mm_mega_moe_expert_weights rv = expert_weights_view(&routed);
+        mm_mega_moe_expert_weights sv = expert_weights_view(&shared);
+        st = mm_mega_moe_weights_create(buffer, &rv, cfg->shared_experts > 0 ? &sv : NULL, out, err);
+    }
+    run_moe_expert_data_free(&routed);
+    run_moe_expert_data_free(&shared);
+    return st;
+}

@@ -1,0 +1,89 @@
+/* tools/run/run_moe_presets.c: the model presets and the scenario table of `megamoe run`.
+ *
+ * Presets copy the MoE layer shapes of public models. Token counts are scaled so that one iteration
+ * runs in well under a second on the 2-core machine (spec/machine.md); DeepSeek-V3's 256 experts are
+ * scaled to 32 loaded experts because 256 x 88 MB of BF16 weights do not fit (docs/mega_moe.md). */
+#include <string.h>
+
+#include "run/run_moe.h"
+
+const run_moe_preset run_moe_presets[] = {
+    {.name = "qwen3-30b-a3b",
+     .model = "Qwen3-30B-A3B",
+     .hidden = 2048,
+     .inter = 768,
+     .experts = 128,
+     .model_experts = 128,
+     .topk = 8,
+     .shared_experts = 0,
+     .activation = MM_MEGA_MOE_SWIGLU,
+     .default_scenario = "a16w16",
+     .default_tokens = 128,
+     .default_check_tokens = 2},
+    {.name = "deepseek-v3",
+     .model = "DeepSeek-V3",
+     .hidden = 7168,
+     .inter = 2048,
+     .experts = 32,
+     .model_experts = 256,
+     .topk = 8,
+     .shared_experts = 1,
+     .activation = MM_MEGA_MOE_SWIGLU,
+     .default_scenario = "a8w8-fp-e4m3",
+     .default_tokens = 16,
+     .default_check_tokens = 1},
+    {.name = "mixtral-8x7b",
+     .model = "Mixtral-8x7B",
+     .hidden = 4096,
+     .inter = 14336,
+     .experts = 8,
+     .model_experts = 8,
+     .topk = 2,
+     .shared_experts = 0,
+     .activation = MM_MEGA_MOE_SWIGLU,
+     .default_scenario = "a16w16",
+     .default_tokens = 16,
+     .default_check_tokens = 1},
+    {.name = "gpt-oss-20b",
+     .model = "gpt-oss-20b",
+     .hidden = 2880,
+     .inter = 2880,
+     .experts = 32,
+     .model_experts = 32,
+     .topk = 4,
+     .shared_experts = 0,
+     .activation = MM_MEGA_MOE_SWIGLUOAI,
+     .activation_param_count = 3,
+     .activation_params = {7.0f, 1.702f, 1.0f}, /* clamp, alpha, beta */
+     .default_scenario = "a8w4-fp",
+     .default_tokens = 64,
+     .default_check_tokens = 1},
+};
+const size_t run_moe_preset_count = sizeof run_moe_presets / sizeof run_moe_presets[0];
+
+const run_moe_preset *run_moe_find_preset(const char *name) {
+    for (size_t i = 0; i < run_moe_preset_count; i++)
+        if (strcmp(name, run_moe_presets[i].name) == 0) return &run_moe_presets[i];
+    return NULL;
+}
+
+const run_moe_scenario *run_moe_find_scenario(const char *name) {
+    for (int i = 0; i < mm_moe_scenario_count; i++)
+        if (strcmp(name, mm_moe_scenario_table[i].spec_name) == 0) return &mm_moe_scenario_table[i];
+    return NULL;
+}
+
+mm_mega_moe_attrs run_moe_attrs(const run_moe_config *cfg, const run_moe_scenario *sc) {
+    mm_mega_moe_attrs a = mm_mega_moe_default_attrs();
+    a.dispatch_quant_mode = sc->dispatch_quant_mode;
+    a.dispatch_quant_out_dtype = sc->dispatch_dtype;
+    a.activation = cfg->preset->activation;
+    a.activation_param_count = cfg->preset->activation_param_count;
+    for (int i = 0; i < MM_MEGA_MOE_MAX_ACTIVATION_PARAMS; i++)
+        a.activation_params[i] = cfg->preset->activation_params[i];
+    a.combine_quant_mode = cfg->combine_quant_mode;
+    a.combine_comm_mode = cfg->combine_comm_mode;
+    a.rank_num_per_server = cfg->rank_num_per_server;
+    a.topk_weights_type = cfg->topk_weights_type;
+    return a;
+}

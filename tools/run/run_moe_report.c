@@ -1,0 +1,196 @@
+/* tools/run/run_moe_report.c: what `megamoe run` prints: the banner, one table row per scenario (stage
+ * times from mm_mega_moe_last_stats, throughput, the reference check, the difference from A16W16),
+ * and the notes under the table. Runs on the process that holds every rank's results (the main
+ * thread with threads, rank 0 with MPI). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/cli_util.h"
+#include "megamoe/formats.h"
+#include "run/run_moe.h"
+#include "common/timing.h"
+
+static const char *const cmd = "run";
+
+static double median_of(double *v, int64_t n) {
+    return cli_time_stats_of(v, (size_t)n).median;
+}
+
+/* Prints the table header (once). */
+void run_moe_print_header(void) {
+    printf("%-15s %7s %9s %9s %9s %9s %9s %9s %10s %9s %8s %9s %7s %7s %9s\n", "scenario", "tokens",
+           "dispatch", "gemm1", "activ.", "gemm2", "shared", "combine", "total ms", "tokens/s", "GFLOP/s",
+           "maxerr/rms", "<=1ulp", "in tol", "vs a16w16");
+}
+
+static void print_row(const run_moe_config *cfg, const run_moe_scenario *sc, const run_moe_rank_result *res,
+                      const run_moe_errors *errors, double vs_a16w16) {
+    int64_t R = cfg->ranks, N = cfg->iterations;
+    double stage_ms[MM_MEGA_MOE_STAGE_COUNT], samples[1000], walls[1000];
+    for (int s = 0; s < MM_MEGA_MOE_STAGE_COUNT; s++) {
+        for (int64_t it = 0; it < N; it++) {
+            double sum = 0.0;
+            for (int64_t r = 0; r < R; r++) sum += res[r].stats[it].seconds[s];
+            samples[it] = sum / (double)R;
+        }
+        stage_ms[s] = median_of(samples, N) * 1e3;
+    }
+    for (int64_t it = 0; it < N; it++) {
+        double begin = res[0].stats[it].total_begin, end = res[0].stats[it].total_end;
+        for (int64_t r = 1; r < R; r++) {
+            begin = fmin(begin, res[r].stats[it].total_begin);
+            end = fmax(end, res[r].stats[it].total_end);
+        }
+        walls[it] = end - begin;
+    }
+    double wall = median_of(walls, N);
+    int64_t tokens = cfg->tokens * R;
+    /* two FLOPs per multiply-add: GEMM1 (H x 2I) and GEMM2 (I x H) for every routed and shared row */
+    double flops = 2.0 * (double)tokens * (double)(cfg->topk + cfg->shared_experts) *
+                   (double)(cfg->hidden * 2 * cfg->inter + cfg->inter * cfg->hidden);
+    printf("%-15s %7lld %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.2f %9.0f %8.1f", sc->spec_name,
+           (long long)tokens, stage_ms[MM_MEGA_MOE_STAGE_DISPATCH], stage_ms[MM_MEGA_MOE_STAGE_GEMM1],
+           stage_ms[MM_MEGA_MOE_STAGE_ACTIVATION], stage_ms[MM_MEGA_MOE_STAGE_GEMM2],
+           stage_ms[MM_MEGA_MOE_STAGE_SHARED], stage_ms[MM_MEGA_MOE_STAGE_COMBINE], wall * 1e3,
+           (double)tokens / wall, flops / wall * 1e-9);
+    if (errors)
+        printf(" %9.2e %6.1f%% %6.1f%%", errors->max_abs_over_rms, errors->within_ulp * 100.0,
+               errors->within_tolerance * 100.0);
+    else
+        printf(" %9s %7s %7s", "-", "-", "-");
+    if (vs_a16w16 >= 0.0)
+        printf(" %9.2e\n", vs_a16w16);
+    else
+        printf(" %9s\n", "-");
+    fflush(stdout);
+}
+
+/* Relative RMS difference of this scenario's sample outputs from A16W16's on the same tokens and the
+ * same BF16 master weights (the cost of quantization); -1 when A16W16 did not run before. Keeps the
+ * A16W16 outputs when sc is A16W16. */
+static double compare_with_a16w16(const run_moe_config *cfg, const run_moe_scenario *sc,
+                                  const run_moe_rank_result *res, run_moe_report *report) {
+    int64_t H = cfg->hidden, values = 0;
+    for (int64_t r = 0; r < cfg->ranks; r++) values += res[r].sample_count * H;
+    if (sc->weight_dtype == MM_DTYPE_BF16) {
+        free(report->a16w16_y);
+        report->a16w16_y = malloc((size_t)values * 2 + 2);
+        report->a16w16_values = report->a16w16_y ? values : 0;
+        for (int64_t r = 0, at = 0; report->a16w16_y && r < cfg->ranks; r++) {
+            memcpy(report->a16w16_y + at, res[r].sample_y, (size_t)(res[r].sample_count * H) * 2);
+            at += res[r].sample_count * H;
+        }
+        return -1.0;
+    }
+    if (!report->a16w16_y || report->a16w16_values != values || values == 0) return -1.0;
+    double diff = 0.0, norm = 0.0;
+    for (int64_t r = 0, at = 0; r < cfg->ranks; r++)
+        for (int64_t i = 0; i < res[r].sample_count * H; i++, at++) {
+            double a = mm_bf16_to_f32(res[r].sample_y[i]), b = mm_bf16_to_f32(report->a16w16_y[at]);
+            diff += (a - b) * (a - b);
+            norm += b * b;
+        }
+    return norm > 0.0 ? sqrt(diff / norm) : -1.0;
+}
+
+/* Check and report of one scenario whose results are all on this process. Returns the exit status. */
+int run_moe_report_scenario(const run_moe_config *cfg, const run_moe_scenario *sc, run_moe_rank_result *res,
+                            run_moe_trace *trace, run_moe_report *report, size_t index) {
+    char *notes = report->notes[index];
+    size_t notes_size = sizeof report->notes[index];
+    run_moe_errors errors;
+    int rc = MM_CLI_EXIT_OK;
+    int checked = cfg->check_tokens > 0;
+    double check_begin = cli_now_seconds();
+    if (checked) {
+        mm_error err;
+        mm_error_clear(&err);
+        if (run_moe_check(cfg, sc, res, &errors, &err) != MM_OK) {
+            cli_error(cmd, "%s: reference check failed: %s", sc->spec_name, err.message);
+            return cli_exit_status(err.status);
+        }
+        if (!(errors.within_tolerance >= 1.0)) rc = MM_CLI_EXIT_FAILURE;
+    }
+    double check_seconds = cli_now_seconds() - check_begin;
+    print_row(cfg, sc, res, checked ? &errors : NULL, compare_with_a16w16(cfg, sc, res, report));
+    double setup = 0.0, generate = 0.0;
+    for (int64_t r = 0; r < cfg->ranks; r++) {
+        setup = fmax(setup, res[r].setup_seconds);
+        generate = fmax(generate, res[r].generate_seconds);
+    }
+    snprintf(notes, notes_size, "%s: setup %.2f s (of which generating weights %.2f s), check %.2f s%s\n",
+             sc->spec_name, setup, generate, check_seconds, checked ? "" : " (no check)");
+    if (rc != MM_CLI_EXIT_OK)
+        cli_error(cmd, "%s: %.3f%% of the checked outputs exceed the tolerance |d| <= %g |ref| + %g rms(ref)",
+                  sc->spec_name, (1.0 - errors.within_tolerance) * 100.0,
+                  run_moe_check_tolerance_relative(cfg, sc), sc->tolerance_rms);
+    if (trace) run_moe_trace_scenario(trace, cfg, sc, res);
+    return rc;
+}
+
+void run_moe_print_banner(const run_moe_config *cfg, const char *backend) {
+    const run_moe_preset *p = cfg->preset;
+    /* With H or I overridden the layer is no longer the model's: say whose shape it borrows, and what. */
+    int h_over = cfg->hidden != p->hidden, i_over = cfg->inter != p->inter;
+    if (h_over || i_over)
+        printf("megamoe run: MegaMoE layer of the shape of %s (preset %s), %s overridden", p->model, p->name,
+               h_over && i_over ? "H and I"
+               : h_over         ? "H"
+                                : "I");
+    else
+        printf("megamoe run: MegaMoE layer of %s (preset %s)", p->model, p->name);
+    printf(": H %lld, I %lld, %lld routed expert%s", (long long)cfg->hidden, (long long)cfg->inter,
+           (long long)cfg->experts, cli_plural_s(cfg->experts));
+    if (cfg->experts != p->model_experts) printf(" (the model has %lld)", (long long)p->model_experts);
+    printf(", top-%lld, %lld shared, %s", (long long)cfg->topk, (long long)cfg->shared_experts,
+           mm_mega_moe_activation_name(p->activation));
+    for (int i = 0; i < p->activation_param_count; i++)
+        printf("%s%g", i ? ", " : " [", (double)p->activation_params[i]);
+    printf("%s\n", p->activation_param_count ? "]" : "");
+    if (cfg->combine_quant_mode || cfg->combine_comm_mode || cfg->topk_weights_type)
+        printf("combine: quantization %s, comm mode %d%s, top-k weights type %d\n",
+               cfg->combine_quant_mode == 3   ? "MX E5M2"
+               : cfg->combine_quant_mode == 4 ? "MX E4M3"
+                                              : "none",
+               cfg->combine_comm_mode, cfg->rank_num_per_server > 0 ? " (layered)" : "",
+               cfg->topk_weights_type);
+    printf("%lld rank%s (%s) x %lld token%s, seed %llu, routing skew %g; %lld timed call%s after 1 warm-up; ",
+           (long long)cfg->ranks, cli_plural_s(cfg->ranks), backend, (long long)cfg->tokens,
+           cli_plural_s(cfg->tokens), (unsigned long long)cfg->seed, cfg->skew, (long long)cfg->iterations,
+           cli_plural_s(cfg->iterations));
+    if (cfg->check_tokens > 0) {
+        int64_t checked = cfg->check_tokens < cfg->tokens ? cfg->check_tokens : cfg->tokens;
+        printf("%lld token%s per rank checked against the float64 reference\n", (long long)checked,
+               cli_plural_s(checked));
+    } else
+        printf("no reference check\n");
+    printf("times in ms per call (median); stages: mean over ranks; total: first rank start to last rank "
+           "end\n\n");
+}
+
+void run_moe_print_notes(char notes[][160], size_t count) {
+    int any = 0;
+    for (size_t i = 0; i < count; i++)
+        if (notes[i][0]) {
+            if (!any++) printf("\n");
+            fputs(notes[i], stdout);
+        }
+}
+
+void run_moe_results_free(run_moe_rank_result *res, int64_t n) {
+    for (int64_t r = 0; r < n; r++) run_moe_result_free(&res[r]);
+    free(res);
+}
+
+run_moe_rank_result *run_moe_results_alloc(const run_moe_config *cfg, int64_t n, mm_error *err) {
+    run_moe_rank_result *res = calloc((size_t)n, sizeof *res);
+    if (!res) return NULL;
+    for (int64_t r = 0; r < n; r++)
+        if (run_moe_result_alloc(cfg, &res[r], err) != MM_OK) {
+            run_moe_results_free(res, n);
+            return NULL;
+        }
+    return res;
+}

@@ -1,0 +1,98 @@
+/* tools/run/run_moe_trace.c: the Chrome / Perfetto JSON trace of `megamoe run --trace FILE`.
+ *
+ * One track (thread) per rank, one slice per timed call ("mega_moe <scenario>") and inside it one slice
+ * per stage event the operator recorded (mm_mega_moe_last_stats), on the shared CLOCK_MONOTONIC time
+ * line so that stages of different ranks can be seen overlapping. Slices on one track must nest; an
+ * event that overlaps the previous one on its rank without nesting (work running concurrently inside
+ * one rank) goes to an extra track of that rank ("rank R overlap N"). Load the file in
+ * ui.perfetto.dev or chrome://tracing. */
+#include <stdio.h>
+#include <string.h>
+
+#include "run/run_moe.h"
+
+enum { TRACE_MAX_LANES = 4, TRACE_LANE_TID_STEP = 1000 };
+
+static void comma(run_moe_trace *t) {
+    if (t->events_written++) fputs(",\n", t->file);
+}
+
+static void thread_name(run_moe_trace *t, int64_t tid, const char *name, int64_t sort) {
+    comma(t);
+    fprintf(t->file,
+            "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":%lld,\"args\":{\"name\":\"%s\"}}",
+            (long long)tid, name);
+    comma(t);
+    fprintf(
+        t->file,
+        "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":1,\"tid\":%lld,\"args\":{\"sort_index\":%lld}}",
+        (long long)tid, (long long)sort);
+}
+
+int run_moe_trace_open(run_moe_trace *t, const char *path, int64_t ranks) {
+    memset(t, 0, sizeof *t);
+    t->origin = -1.0;
+    t->file = fopen(path, "w");
+    if (!t->file) return -1;
+    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", t->file);
+    comma(t);
+    fputs("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"args\":{\"name\":\"megamoe run\"}}", t->file);
+    for (int64_t r = 0; r < ranks; r++) {
+        char name[32];
+        snprintf(name, sizeof name, "rank %lld", (long long)r);
+        thread_name(t, r, name, r * TRACE_MAX_LANES);
+    }
+    return 0;
+}
+
+static void slice(run_moe_trace *t, int64_t tid, const char *name, const char *cat, double begin, double end,
+                  int64_t iteration) {
+    comma(t);
+    fprintf(t->file,
+            "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":1,\"tid\":%lld,\"ts\":%.3f,\"dur\":%.3f,"
+            "\"args\":{\"iteration\":%lld}}",
+            name, cat, (long long)tid, (begin - t->origin) * 1e6, (end - begin) * 1e6, (long long)iteration);
+}
+
+void run_moe_trace_scenario(run_moe_trace *t, const run_moe_config *cfg, const run_moe_scenario *sc,
+                            const run_moe_rank_result *results) {
+    if (!t->file) return;
+    if (t->origin < 0.0) {
+        t->origin = results[0].stats[0].total_begin;
+        for (int64_t r = 1; r < cfg->ranks; r++)
+            if (results[r].stats[0].total_begin < t->origin) t->origin = results[r].stats[0].total_begin;
+    }
+    char run_name[64];
+    snprintf(run_name, sizeof run_name, "mega_moe %s", sc->spec_name);
+    for (int64_t r = 0; r < cfg->ranks; r++) {
+        for (int64_t it = 0; it < cfg->iterations; it++) {
+            const mm_mega_moe_stats *s = &results[r].stats[it];
+            slice(t, r, run_name, "run", s->total_begin, s->total_end, it);
+            double lane_end[TRACE_MAX_LANES] = {0};
+            for (int i = 0; i < s->event_count && i < MM_MEGA_MOE_MAX_EVENTS; i++) {
+                const mm_mega_moe_event *ev = &s->events[i];
+                /* first lane whose last slice ended before this one begins (lane 0 nests in the call) */
+                int lane = 0;
+                while (lane < TRACE_MAX_LANES - 1 && lane_end[lane] > ev->begin) lane++;
+                if (ev->end > lane_end[lane]) lane_end[lane] = ev->end;
+                int64_t tid = r + lane * TRACE_LANE_TID_STEP;
+                if (lane > 0 && !t->lane_named[r][lane]) {
+                    char name[48];
+                    snprintf(name, sizeof name, "rank %lld overlap %d", (long long)r, lane);
+                    thread_name(t, tid, name, r * TRACE_MAX_LANES + lane);
+                    t->lane_named[r][lane] = 1;
+                }
+                slice(t, tid, mm_mega_moe_stage_name(ev->stage), sc->spec_name, ev->begin, ev->end, it);
+            }
+        }
+    }
+}
+
+int run_moe_trace_close(run_moe_trace *t) {
+    if (!t->file) return 0;
+    fputs("\n]}\n", t->file);
+    int rc = ferror(t->file) ? -1 : 0;
+    if (fclose(t->file) != 0) rc = -1;
+    t->file = NULL;
+    return rc;
+}
