@@ -6,6 +6,7 @@
 #include <float.h>
 #include <stdio.h>
 
+#include "core/error.h"
 #include "test_mega_moe_common.h"
 
 enum { RANKS = 3, MAX_TOKENS = 7, LAYERS = 5 };
@@ -109,6 +110,12 @@ static mm_status reuse_rank(mm_comm *comm, void *arg_, mm_error *err) {
     mm_mega_moe_sizing sizing = {sp->experts, MAX_TOKENS, sp->topk, sp->hidden, sp->inter, 0};
     mm_mega_moe_buffer *buf = NULL;
     mm_status s = mm_mega_moe_buffer_create(comm, &sizing, &buf, err);
+    /* The pre-allocation estimate is the library's own sizing: exactly what create allocated. */
+    if (s == MM_OK && mm_mega_moe_buffer_bytes_for(&sizing, mm_comm_size(comm), 0) !=
+                          mm_mega_moe_buffer_symmetric_bytes(buf))
+        s = mm_fail(err, MM_ERR_INTERNAL, "mm_mega_moe_buffer_bytes_for = %zu, the buffer holds %zu",
+                    mm_mega_moe_buffer_bytes_for(&sizing, mm_comm_size(comm), 0),
+                    mm_mega_moe_buffer_symmetric_bytes(buf));
     for (int q = 0; s == MM_OK && q < CALLS; q++)
         s = one_call(comm, buf, &run->cases[call_order[q]], run->y[q][r], run->etn[q][r], err);
     mm_status fs = mm_mega_moe_buffer_free(buf, s == MM_OK ? err : NULL);

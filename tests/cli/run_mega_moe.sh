@@ -138,4 +138,10 @@ stdout_has "re-routing"
 expect 0 "re-routing demo" -- run --op re-routing --tokens 64 --hidden 32 --iterations 1
 stdout_has "re-routing demo"
 
+# The memory guard counts the tokens: the symmetric buffers grow with them (the weights alone fit), so
+# a million tokens per rank is refused before anything is allocated, naming the buffers and --tokens.
+expect 2 "too many tokens for memory" -- run --tokens 1048576
+stderr_is_one_line "symmetric buffers"
+if grep -q -- "load fewer with --experts or --tokens" "$WORK/err"; then ok; else bad "memory guard: $(cat "$WORK/err")"; fi
+
 cli_finish run_mega_moe

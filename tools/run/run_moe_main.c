@@ -7,6 +7,7 @@
  * ranks of the stage's summed events, and the total wall time of a call from the first rank's start to
  * the last rank's end; each the median over the timed iterations. */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,25 +240,36 @@ int run_moe_finish_config(run_moe_options *o, int speak) {
     return 0;
 }
 
-/* Refuses a scenario whose weights would not fit in memory, before anything is allocated (an
- * out-of-memory kill on a shared machine may take other processes with it). Measured peaks were 2.4x
- * the weight bytes (packed weights, every rank's generated copy while packing, the buffers and the
- * check), so 2.5x must stay under 3/4 of the physical memory. Returns 0 when it fits (or the memory
- * size is unknown). */
+/* Refuses a run that would not fit in memory, before anything is allocated (an out-of-memory kill on
+ * a shared machine may take other processes with it). The need is the weights' part plus the symmetric
+ * buffers of every rank, sized by the library's own rule (mm_mega_moe_buffer_bytes_for), which grow
+ * with --tokens (about 0.65 MB per token on the default preset). Measured weight peaks were 2.4x to
+ * 2.8x the weight bytes (packed weights, every rank's generated copy while packing, the check), so the
+ * weights count 3x. Ranks of an MPI job are counted as if on this machine, as the weights are. The need
+ * must stay under 3/4 of the physical memory. Returns 0 when it fits (or the memory size is unknown). */
 int run_moe_memory_fits(const run_moe_config *cfg, const run_moe_scenario *sc, int speak) {
-    double weights = (double)cfg->experts * 3.0 * (double)cfg->hidden * (double)cfg->inter *
+    double weights = 3.0 * (double)cfg->experts * 3.0 * (double)cfg->hidden * (double)cfg->inter *
                      (double)mm_dtype_bits(sc->weight_dtype) / 8.0;
-    double need = 2.5 * weights;
+    mm_mega_moe_sizing sizing = {.moe_expert_num = cfg->experts,
+                                 .num_max_tokens_per_rank = cfg->tokens > 0 ? cfg->tokens : 1,
+                                 .topk = cfg->topk,
+                                 .hidden = cfg->hidden,
+                                 .intermediate_hidden = cfg->inter};
+    size_t per_rank = mm_mega_moe_buffer_bytes_for(&sizing, (int)cfg->ranks, cfg->combine_comm_mode == 2);
+    /* 0: a sizing too large to count in size_t, which certainly does not fit */
+    double buffers = per_rank ? (double)per_rank * (double)cfg->ranks : 1e30;
+    double need = weights + buffers;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0.0;
     if (have > 0.0 && need > 0.75 * have) {
         if (speak)
-            cli_error(
-                cmd,
-                "%s: %lld experts of H %lld x I %lld need about %.1f GB (packed weights, generated copies, "
-                "buffers), more than 3/4 of the %.1f GB of memory; load fewer with --experts",
-                sc->spec_name, (long long)cfg->experts, (long long)cfg->hidden, (long long)cfg->inter,
-                need * 1e-9, have * 1e-9);
+            cli_error(cmd,
+                      "%s: %lld experts of H %lld x I %lld and %lld tokens per rank on %lld ranks need about "
+                      "%.1f GB (weights and their generated copies %.1f GB, symmetric buffers %.1f GB), more "
+                      "than 3/4 of the %.1f GB of memory; load fewer with --experts or --tokens",
+                      sc->spec_name, (long long)cfg->experts, (long long)cfg->hidden, (long long)cfg->inter,
+                      (long long)cfg->tokens, (long long)cfg->ranks, need * 1e-9, weights * 1e-9,
+                      buffers >= 1e29 ? INFINITY : buffers * 1e-9, have * 1e-9);
         return -1;
     }
     return 0;

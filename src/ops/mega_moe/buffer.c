@@ -2,6 +2,7 @@
  * private workspace (grown on demand, kept across calls) and validation's record area. */
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "ops/common/exchange.h"
@@ -64,6 +65,42 @@ static mm_status agree_sizing(mm_comm *comm, mm_status local, const mm_mega_moe_
     return st;
 }
 
+/* The slot sizes and capacities of a buffer's areas: one computation for mm_mega_moe_buffer_create and
+ * mm_mega_moe_buffer_bytes_for. */
+static void size_areas(mm_mega_moe_buffer *b, const mm_mega_moe_sizing *sizing, int world) {
+    b->local_experts = sizing->moe_expert_num / world;
+    int64_t H = sizing->hidden, K = sizing->topk, M = sizing->num_max_tokens_per_rank;
+    int64_t per_source = K < b->local_experts ? K : b->local_experts;
+    b->recv_capacity = sizing->max_recv_token_num > 0 ? sizing->max_recv_token_num : M * world * per_source;
+    b->recv_scale_offset = round_up((size_t)(2 * H), 64);
+    b->recv_header_offset = b->recv_scale_offset + round_up((size_t)((H + 31) / 32), 16);
+    b->recv_slot_bytes = round_up(b->recv_header_offset + sizeof(mm_moe_row_header), 64);
+    b->comb_slot_bytes = round_up((size_t)(2 * H), 64);
+    b->relay_slot_bytes = round_up(sizeof(mm_moe_relay_header) + (size_t)(2 * H), 64);
+    b->relay_slots = (int64_t)world * M * K;
+}
+
+size_t mm_mega_moe_buffer_bytes_for(const mm_mega_moe_sizing *sizing, int world, int with_relay) {
+    /* Bounds that keep size_areas' int64 products (tokens x ranks x top-k < 2^62) in range; the byte
+     * totals are then checked for overflow. Larger values are beyond any machine: 0. */
+    if (!sizing || world < 1 || world > (1 << 16) || sizing->moe_expert_num < world ||
+        sizing->num_max_tokens_per_rank < 1 || sizing->num_max_tokens_per_rank > (INT64_C(1) << 31) ||
+        sizing->topk < 1 || sizing->topk > (INT64_C(1) << 15) || sizing->hidden < 1 ||
+        sizing->hidden > (INT64_C(1) << 31) || sizing->max_recv_token_num < 0)
+        return 0;
+    mm_mega_moe_buffer b;
+    memset(&b, 0, sizeof b);
+    size_areas(&b, sizing, world);
+    size_t recv, comb, relay = 0, total, mk;
+    if (__builtin_mul_overflow((size_t)sizing->num_max_tokens_per_rank, (size_t)sizing->topk, &mk) ||
+        __builtin_mul_overflow((size_t)b.recv_capacity, b.recv_slot_bytes, &recv) ||
+        __builtin_mul_overflow(mk, b.comb_slot_bytes, &comb) ||
+        (with_relay && __builtin_mul_overflow((size_t)b.relay_slots, b.relay_slot_bytes, &relay)) ||
+        __builtin_add_overflow(recv, comb, &total) || __builtin_add_overflow(total, relay, &total))
+        return 0;
+    return total;
+}
+
 mm_status mm_mega_moe_buffer_create(mm_comm *comm, const mm_mega_moe_sizing *sizing, mm_mega_moe_buffer **out,
                                     mm_error *err) {
     if (!comm || !sizing || !out)
@@ -87,16 +124,8 @@ mm_status mm_mega_moe_buffer_create(mm_comm *comm, const mm_mega_moe_sizing *siz
     b->rank = mm_comm_rank(comm);
     b->world = world;
     b->sizing = *sizing;
-    b->local_experts = sizing->moe_expert_num / world;
-    int64_t H = sizing->hidden, K = sizing->topk, M = sizing->num_max_tokens_per_rank;
-    int64_t per_source = K < b->local_experts ? K : b->local_experts;
-    b->recv_capacity = sizing->max_recv_token_num > 0 ? sizing->max_recv_token_num : M * world * per_source;
-    b->recv_scale_offset = round_up((size_t)(2 * H), 64);
-    b->recv_header_offset = b->recv_scale_offset + round_up((size_t)((H + 31) / 32), 16);
-    b->recv_slot_bytes = round_up(b->recv_header_offset + sizeof(mm_moe_row_header), 64);
-    b->comb_slot_bytes = round_up((size_t)(2 * H), 64);
-    b->relay_slot_bytes = round_up(sizeof(mm_moe_relay_header) + (size_t)(2 * H), 64);
-    b->relay_slots = (int64_t)world * M * K;
+    size_areas(b, sizing, world);
+    int64_t K = sizing->topk, M = sizing->num_max_tokens_per_rank;
     st = mm_op_symm_grow(comm, &b->recv, (size_t)b->recv_capacity * b->recv_slot_bytes, MM_OP_GROW_EXACT,
                          NULL, &local);
     if (st == MM_OK)
