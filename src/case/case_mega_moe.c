@@ -220,6 +220,13 @@ static mm_status derive_sizes(const moe_case_run *run, const moe_rank_case *rc, 
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "weight1 output width 2I = %" PRId64 " must be even",
                        n1);
     s->intermediate_hidden = n1 / 2;
+    /* The weights' count bounds moe_expert_num before the buffer allocates per-expert records sized by
+     * it: a tiny file must not make megamoe allocate gigabytes before saying it is inconsistent (the
+     * same rule and message as mm_mega_moe_weights_create). */
+    int64_t per_rank = run->sizing.moe_expert_num / (run->ranks > 0 ? run->ranks : 1);
+    if (w1->shape[0] != per_rank)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "routed count = %" PRId64 " must be E / R = %" PRId64,
+                       w1->shape[0], per_rank);
     return MM_OK;
 }
 

@@ -113,4 +113,16 @@ y = [struct.unpack("<f", struct.pack("<I", b << 16))[0] for b in struct.unpack("
 assert all(math.isnan(v) for v in y[:h]) and all(math.isfinite(v) for v in y[h:]), "y"
 PY
 
+# 7 (mega_moe). moe_expert_num = 2^31 - 2 with weights for 4 experts: refused at once with the weights
+# rule (exit 2), before the buffer allocates per-expert records sized by it (it exited 1, out of memory).
+expect 0 "case-gen mega-moe" case-gen mega-moe -o "$WORK/mm.st" --ranks 2
+python3 - "$WORK/mm.st" "$WORK/mm_huge_e.st" <<'PY' && ok || bad "make the huge-E case"
+import sys
+from safetensors_io import load, save
+meta, tensors = load(sys.argv[1])
+meta["moe_expert_num"] = "2147483646"
+save(sys.argv[2], meta, tensors)
+PY
+case_rejected "mega_moe huge moe_expert_num" "$WORK/mm_huge_e.st" "routed count = 2 must be E / R = 1073741823"
+
 cli_finish case_reliability
