@@ -5,6 +5,7 @@
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 cli_require_python case_reliability
+cli_mpi_env
 
 # drop_rank IN OUT G: copies case IN to OUT without rank G's tensors.
 drop_rank() {

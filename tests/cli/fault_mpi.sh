@@ -6,7 +6,7 @@
 # Usage: bash fault_mpi.sh <path-to-megamoe> <source-dir>
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+cli_mpi_env
 
 if ! command -v mpirun >/dev/null 2>&1 ||
     "$MEGAMOE" case "$WORK/none.st" -o "$WORK/none_out.st" --backend mpi 2>&1 | grep -q "no MPI"; then
