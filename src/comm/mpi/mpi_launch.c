@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "comm/backend.h"
 #include "comm/comm_internal.h"
@@ -141,7 +142,13 @@ int mm_comm_end_broken_job(int exit_code) {
     if (!atomic_load(&launch_left_broken)) return 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
-    if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+    if (initialized && !finalized) {
+        /* The caller has just written its error; give mpirun a moment to forward it before the abort
+         * tears the job down (under load the line was lost otherwise). */
+        struct timespec pause = {0, 200 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+        MPI_Abort(MPI_COMM_WORLD, exit_code);
+    }
     return 0;
 }
 
