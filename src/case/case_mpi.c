@@ -32,7 +32,7 @@ static mm_status case_process(mm_comm *comm, void *arg, mm_error *err) {
     }
     st = mm_comm_agree_as_written(comm, st, err);
     if (st == MM_OK && (ctx.op->collective || rank == 0))
-        st = mm_case_execute(&ctx, l->out_path, 1, err); /* the launcher agrees on this outcome */
+        st = mm_case_execute(&ctx, l->out_path, err); /* the launcher agrees on this outcome */
     if (opened) mm_case_close(&ctx);
     return st;
 }

@@ -164,7 +164,7 @@ fail:
     return st;
 }
 
-mm_status mm_case_execute(mm_case_ctx *ctx, const char *out_path, int write_output, mm_error *err) {
+mm_status mm_case_execute(mm_case_ctx *ctx, const char *out_path, mm_error *err) {
     mm_status st = mm_st_writer_create(&ctx->writer, err);
     if (st != MM_OK) goto done;
     if ((st = mm_st_writer_set_metadata(ctx->writer, "op", ctx->op->name, err)) != MM_OK) goto done;
@@ -173,8 +173,7 @@ mm_status mm_case_execute(mm_case_ctx *ctx, const char *out_path, int write_outp
     if ((st = ctx->op->run(ctx, err)) != MM_OK) goto done;
     /* The writer holds copies of the outputs: free inputs and scratch before writing to lower the peak. */
     mm_case_ctx_release(ctx);
-    if (write_output && ctx->process_rank == ctx->output_process)
-        st = mm_st_writer_write(ctx->writer, out_path, err);
+    if (ctx->process_rank == ctx->output_process) st = mm_st_writer_write(ctx->writer, out_path, err);
 done:
     mm_st_writer_destroy(ctx->writer);
     ctx->writer = NULL;
@@ -195,7 +194,7 @@ static mm_status run_in_process(const char *in_path, const char *out_path, const
     mm_case_ctx ctx;
     mm_status st = mm_case_open(in_path, options, &ctx, err);
     if (st != MM_OK) return st;
-    st = mm_case_execute(&ctx, out_path, 1, err);
+    st = mm_case_execute(&ctx, out_path, err);
     mm_case_close(&ctx);
     return st;
 }

@@ -10,10 +10,9 @@
  * ctx holds the open reader; release it with mm_case_close whatever happens next. */
 mm_status mm_case_open(const char *in_path, const mm_case_options *options, mm_case_ctx *ctx, mm_error *err);
 
-/* Runs the operator's adapter and, when it succeeds, writes out_path (temporary file + rename).
- * write_output = 0 runs without writing; with 1, only ctx->output_process writes (MPI: the process the op
- * names, 0 by default). */
-mm_status mm_case_execute(mm_case_ctx *ctx, const char *out_path, int write_output, mm_error *err);
+/* Runs the operator's adapter and, when it succeeds, writes out_path (temporary file + rename) from
+ * ctx->output_process only (MPI: the process the op names, 0 by default; otherwise the one process). */
+mm_status mm_case_execute(mm_case_ctx *ctx, const char *out_path, mm_error *err);
 
 void mm_case_close(mm_case_ctx *ctx);
 
