@@ -144,7 +144,7 @@ int64_t mm_ffn_act_k2(mm_mega_moe_activation kind, int64_t inter) {
 
 mm_status mm_ffn_act_resolve(mm_mega_moe_activation kind, const float *params, int n, mm_ffn_act *act,
                              mm_error *err) {
-    mm_ffn_act r = {kind, 0.0f, 1.702f, 1.0f, 0, 0.0f};
+    mm_ffn_act r = {kind, 0.0f, 1.702f, 1.0f, 0, 0.0f, NULL};
     if (n < 0 || n > MM_MEGA_MOE_MAX_ACTIVATION_PARAMS)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "activation_param_count = %d is outside [0, %d]", n,
                        MM_MEGA_MOE_MAX_ACTIVATION_PARAMS);
@@ -158,6 +158,7 @@ mm_status mm_ffn_act_resolve(mm_mega_moe_activation kind, const float *params, i
         mm_status st = info->params(params, n, &r, err);
         if (st != MM_OK) return st;
     }
+    r.rows = info->vector && mm_cpu_isa() >= MM_ISA_AVX512 ? info->vector : mm_ffn_act_rows_portable;
     *act = r;
     return MM_OK;
 }
@@ -173,6 +174,10 @@ void mm_ffn_act_rows_portable(const mm_ffn_act *act, const float *g, const float
 }
 
 void mm_ffn_act_rows(const mm_ffn_act *act, const float *g, const float *u, float *out, int64_t n) {
+    if (act->rows) {
+        act->rows(act, g, u, out, n);
+        return;
+    }
     const mm_ffn_act_info *info = mm_ffn_act_info_of(act->kind);
     /* mm_cpu_isa computes its answer once per process and is thread-safe. */
     if (info->vector && mm_cpu_isa() >= MM_ISA_AVX512)

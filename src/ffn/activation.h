@@ -20,6 +20,11 @@
 
 #include "megamoe/mega_moe.h"
 
+struct mm_ffn_act;
+/* out[j] = the activation of (g[j], u[j]) for j < n (u unused when not gated; out may be g). */
+typedef void (*mm_ffn_act_rows_fn)(const struct mm_ffn_act *act, const float *g, const float *u, float *out,
+                                   int64_t n);
+
 /* An activation with its parameters resolved. */
 typedef struct mm_ffn_act {
     mm_mega_moe_activation kind;
@@ -27,11 +32,11 @@ typedef struct mm_ffn_act {
     float alpha, beta;
     int has_linear_beta;
     float linear_beta;
+    /* The row form chosen once by mm_ffn_act_resolve (vector or portable), so the GEMM1 epilogue's
+     * per-tile calls skip the table lookup and CPU check; NULL (an act not made by resolve): chosen
+     * per call. */
+    mm_ffn_act_rows_fn rows;
 } mm_ffn_act;
-
-/* out[j] = the activation of (g[j], u[j]) for j < n (u unused when not gated; out may be g). */
-typedef void (*mm_ffn_act_rows_fn)(const mm_ffn_act *act, const float *g, const float *u, float *out,
-                                   int64_t n);
 
 /* One row of the activation table. */
 typedef struct mm_ffn_act_info {
