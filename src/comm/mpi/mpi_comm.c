@@ -40,15 +40,12 @@ static mm_status mpi_fail(mm_error *err, int code, const char *what) {
     return mm_fail(err, MM_ERR_INTERNAL, "%s failed: %s", what, text);
 }
 
-mm_status mm_mpi_guard(MPI_Comm comm, double timeout, const char *op, mm_error *err) {
-    MPI_Request req;
-    int rc = MPI_Ibarrier(comm, &req);
-    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Ibarrier");
+mm_status mm_mpi_wait_request(MPI_Request *req, double timeout, const char *op, mm_error *err) {
     mm_waiter w;
     mm_waiter_start(&w, timeout);
     for (;;) {
         int done = 0;
-        rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Test");
         if (done) return MM_OK;
         if (!mm_waiter_pause(&w)) {
@@ -58,6 +55,13 @@ mm_status mm_mpi_guard(MPI_Comm comm, double timeout, const char *op, mm_error *
                            "%s: not every rank of the MPI communicator arrived within %g s", op, timeout);
         }
     }
+}
+
+mm_status mm_mpi_guard(MPI_Comm comm, double timeout, const char *op, mm_error *err) {
+    MPI_Request req;
+    int rc = MPI_Ibarrier(comm, &req);
+    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Ibarrier");
+    return mm_mpi_wait_request(&req, timeout, op, err);
 }
 
 /* Takes ownership of comm (ours already). Computes the node map with one more MPI collective; the

@@ -31,6 +31,9 @@ static inline int mm_mpi_tag(uint64_t epoch) {
     return (int)(epoch % 32000u) + 1;
 }
 
+/* Polls a non-blocking collective until it completes or timeout seconds pass (MM_ERR_TIMEOUT naming
+ * op; the request is then left pending, as MPI allows neither cancelling nor freeing it). */
+mm_status mm_mpi_wait_request(MPI_Request *req, double timeout, const char *op, mm_error *err);
 /* Waits for a collective of every rank of comm (MPI_Ibarrier polled with a timeout): the guard run
  * before blocking MPI calls such as MPI_Comm_dup or MPI_Win_allocate, so that they cannot hang. */
 mm_status mm_mpi_guard(MPI_Comm comm, double timeout, const char *op, mm_error *err);

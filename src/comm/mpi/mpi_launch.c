@@ -3,21 +3,24 @@
  *
  * The launcher initializes MPI when the caller has not (and then finalizes it before returning, so such
  * a process launches on MPI only once; a program that needs more initializes MPI itself). The outcome is
- * agreed with plain blocking MPI collectives on MPI_COMM_WORLD, not on the megamoe communicator: that
- * one may be poisoned by a timeout or left early by a rank removed with the elastic API, and every
- * process must still learn the same result. A timeout or a peer failure (MM_ERR_TIMEOUT, MM_ERR_PEER)
- * skips that agreement: a stopped or dead peer would never join it, nor MPI_Finalize; a process MPI was
- * initialized for by the launcher returns the error at once with MPI left initialized, and the program
- * ends the job with mm_comm_end_broken_job after reporting it (docs/comm.md). The library itself never
- * prints or aborts. */
+ * agreed on MPI_COMM_WORLD, not on the megamoe communicator: that one may be poisoned by a timeout or
+ * left early by a rank removed with the elastic API, and every process must still learn the same
+ * result. The agreement's collectives are non-blocking and polled against the communicator's timeout,
+ * so a peer stopped after its last exchange cannot hold the others forever. A process that saw a
+ * timeout or a peer failure (MM_ERR_TIMEOUT, MM_ERR_PEER) skips the agreement: the stopped or dead peer
+ * would never join it, nor MPI_Finalize. A process MPI was initialized for by the launcher then returns
+ * the error with MPI left initialized, and the program ends the job with mm_comm_end_broken_job after
+ * reporting it (docs/comm.md). The library itself never prints or aborts. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "comm/backend.h"
 #include "comm/comm_internal.h"
+#include "comm/mpi/mpi_internal.h"
 #include "core/error.h"
 
 /* Set when a launch returned with MPI left initialized because a peer is stopped or dead. */
@@ -78,18 +81,59 @@ static mm_status mpi_world(int nranks, mm_comm_world *out, mm_error *err) {
     return MM_OK;
 }
 
-/* Every process learns the first failure (lowest process rank) and its message. */
-static mm_status agree(mm_status local_status, mm_error *local, int rank, int size) {
-    int failing = local_status != MM_OK ? rank : size, first = size;
-    if (MPI_Allreduce(&failing, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
-        return mm_fail(local, MM_ERR_INTERNAL,
-                       "backend mpi: MPI_Allreduce failed while agreeing on the outcome");
-    if (first == size) return MM_OK;
-    int status = (int)local_status;
-    MPI_Bcast(&status, 1, MPI_INT, first, MPI_COMM_WORLD);
-    MPI_Bcast(local->message, (int)sizeof local->message, MPI_CHAR, first, MPI_COMM_WORLD);
+/* The buffers of the agreement's collectives. On the heap, and left allocated when a collective times
+ * out: MPI may still write them when the late process joins. */
+typedef struct outcome_record {
+    int failing, first, status;
+    char message[sizeof(((mm_error *)0)->message)];
+} outcome_record;
+
+static mm_status wait_or_note(mm_status st, int rc, MPI_Request *req, double timeout, const char *what,
+                              mm_error *waited) {
+    if (st != MM_OK) return st;
+    if (rc != MPI_SUCCESS) return mm_fail(waited, MM_ERR_INTERNAL, "backend mpi: %s: MPI call failed", what);
+    return mm_mpi_wait_request(req, timeout, what, waited);
+}
+
+/* Every process learns the first failure (lowest process rank) and its message. The collectives are
+ * non-blocking and polled against timeout: a process stopped after its last exchange of the call (so
+ * that the others returned MM_OK) would otherwise keep them in MPI_Allreduce forever. */
+static mm_status agree(mm_status local_status, mm_error *local, int rank, int size, double timeout) {
+    outcome_record *o = calloc(1, sizeof *o);
+    if (!o) return mm_fail(local, MM_ERR_OUT_OF_MEMORY, "backend mpi: no memory to agree on the outcome");
+    o->failing = local_status != MM_OK ? rank : size;
+    o->first = size;
+    o->status = (int)local_status;
+    memcpy(o->message, local->message, sizeof o->message);
+    const char *what = "backend mpi: agreeing on the outcome";
+    MPI_Request req = MPI_REQUEST_NULL;
+    mm_error waited;
+    mm_error_clear(&waited);
+    int rc = MPI_Iallreduce(&o->failing, &o->first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req);
+    mm_status st = wait_or_note(MM_OK, rc, &req, timeout, what, &waited);
+    if (st == MM_OK && o->first == size) {
+        free(o);
+        return MM_OK;
+    }
+    if (st == MM_OK) {
+        rc = MPI_Ibcast(&o->status, 1, MPI_INT, o->first, MPI_COMM_WORLD, &req);
+        st = wait_or_note(st, rc, &req, timeout, what, &waited);
+    }
+    if (st == MM_OK) {
+        rc = MPI_Ibcast(o->message, (int)sizeof o->message, MPI_CHAR, o->first, MPI_COMM_WORLD, &req);
+        st = wait_or_note(st, rc, &req, timeout, what, &waited);
+    }
+    if (st != MM_OK) {
+        /* o stays allocated (see outcome_record). This process's own failure, if any, says more than
+         * the missing agreement. */
+        if (local_status != MM_OK)
+            return mm_fail(local, MM_ERR_TIMEOUT, "%s (then %s)", local->message, waited.message);
+        return mm_fail(local, st, "%s", waited.message);
+    }
+    memcpy(local->message, o->message, sizeof local->message);
     local->message[sizeof local->message - 1] = '\0';
-    local->status = (mm_status)status;
+    local->status = (mm_status)o->status;
+    free(o);
     return local->status;
 }
 
@@ -116,21 +160,28 @@ static mm_status mpi_launch(int nranks, mm_comm_rank_fn fn, void *arg, mm_error 
     } else {
         mm_comm *comm = NULL;
         int poisoned = 0; /* a collective timed out: fn may have reported it and returned MM_OK */
+        double timeout = mm_comm_default_timeout();
         st = mm_comm_mpi_world(&comm, &local);
         if (st == MM_OK) {
             st = fn(comm, arg, &local);
+            timeout = comm->timeout; /* fn may have set it (megamoe --timeout) */
             if (st != MM_OK && local.status == MM_OK) local.status = st;
             poisoned = comm->poisoned;
-            if (poisoned && st == MM_OK) mm_fail(&local, MM_ERR_TIMEOUT, "%s", comm->poison_reason);
+            if (poisoned && st == MM_OK) st = mm_fail(&local, MM_ERR_TIMEOUT, "%s", comm->poison_reason);
             mm_comm_free(comm, NULL);
         }
-        if ((poisoned || st == MM_ERR_TIMEOUT || st == MM_ERR_PEER) && !initialized) {
-            /* A peer is stopped, dead or out of step: the blocking agreement below and MPI_Finalize
-             * would wait for it forever. Return now; the caller ends the job (mm_comm_end_broken_job). */
-            atomic_store(&launch_left_broken, 1);
-            return mm_fail(err, st == MM_OK ? MM_ERR_TIMEOUT : st, "process %d: %s", rank, local.message);
+        int broken = poisoned || st == MM_ERR_TIMEOUT || st == MM_ERR_PEER;
+        /* A peer that is stopped, dead or out of step would never join the agreement below nor
+         * MPI_Finalize; a process that saw it returns at once, and one that did not learns it by the
+         * agreement's own timeout. The caller then ends the job (mm_comm_end_broken_job). */
+        if (!broken || initialized) {
+            st = agree(st, &local, rank, size, timeout);
+            broken = st == MM_ERR_TIMEOUT || st == MM_ERR_PEER;
         }
-        st = agree(st, &local, rank, size);
+        if (broken && !initialized) {
+            atomic_store(&launch_left_broken, 1);
+            return mm_fail(err, st, "process %d: %s", rank, local.message);
+        }
     }
     if (!initialized) MPI_Finalize();
     if (st != MM_OK) return mm_fail(err, st, "%s", local.message);
