@@ -35,8 +35,10 @@ static mm_status gather_results(mm_comm *comm, const run_moe_config *cfg, run_mo
     for (size_t f = 0; f < sizeof fields / sizeof fields[0] && st == MM_OK; f++) {
         size_t bytes = fields[f].bytes;
         char *staging = me == 0 && n > 1 ? malloc((size_t)(n - 1) * bytes + 1) : NULL;
-        if (me == 0 && n > 1 && !staging)
-            return cli_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory to gather results");
+        st = me == 0 && n > 1 && !staging ? cli_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory to gather results")
+                                          : MM_OK;
+        /* every rank learns it, so none waits in the gather for a rank 0 that left */
+        if ((st = mm_comm_agree(comm, st, err)) != MM_OK) break;
         for (int r = 0; r < n; r++) {
             sc[r] = me != 0 && r == 0 ? bytes : 0;
             sd[r] = 0;
@@ -63,6 +65,7 @@ static mm_status share_rc(mm_comm *comm, int *rc, mm_error *err) {
 typedef struct launched_run {
     run_moe_options *o;
     int rc, me;
+    int reported; /* rank 0 already printed the failure of a scenario */
 } launched_run;
 
 static mm_status run_process(mm_comm *comm, void *arg, mm_error *err) {
@@ -127,6 +130,7 @@ static mm_status run_process(mm_comm *comm, void *arg, mm_error *err) {
                 printf("%-15s not run: %s\n", list[i]->spec_name, err->message);
                 fflush(stdout);
                 cli_error(cmd, "%s: %s", list[i]->spec_name, err->message);
+                run->reported = 1;
             }
             this_rc = cli_exit_status(sst);
             mm_error_clear(err);
@@ -158,14 +162,18 @@ int run_moe_run_launched(run_moe_options *o) {
     /* Which process speaks when the launch itself fails (wrong size: every process fails alike). */
     mm_comm_world world = {1, 0, 1};
     (void)mm_comm_backend_world(o->backend, 0, &world, NULL);
-    launched_run run = {o, MM_CLI_EXIT_OK, world.first_rank};
+    launched_run run = {o, MM_CLI_EXIT_OK, world.first_rank, 0};
     mm_error err;
     mm_error_clear(&err);
     int nranks = o->ranks_given ? (int)o->cfg.ranks : 0;
     mm_status st = mm_comm_launch(o->backend, nranks, run_process, &run, &err);
     if (st != MM_OK) {
         int rc = cli_exit_status(st);
-        if (run.me == 0) cli_report(cmd, &err);
+        /* A stopped or dead peer: the launch returned at once on each survivor, without agreeing, and
+         * the first one to end the job aborts the others, rank 0 included; so each survivor says what
+         * it saw. Otherwise every process has the same message and rank 0 speaks. */
+        int broken = st == MM_ERR_TIMEOUT || st == MM_ERR_PEER;
+        if ((run.me == 0 && !run.reported) || (run.me != 0 && broken)) cli_report(cmd, &err);
         return rc;
     }
     return run.rc;
