@@ -106,6 +106,10 @@ static void b_capacity_zero(call_parts *p) {
 static void b_recv_negative(call_parts *p) {
     p->sizing.max_recv_token_num = -4;
 }
+static void b_recv_overflow(call_parts *p) {
+    /* 2^58 rows of a 128-byte slot wrap size_t: refused, not a 64-byte area behind a huge capacity */
+    p->sizing.max_recv_token_num = INT64_C(1) << 58;
+}
 static void b_shared_five(call_parts *p) {
     p->shared->desc.count = 5;
 }
@@ -217,6 +221,9 @@ static const audit_case cases[] = {
     {"I odd", MM_DTYPE_BF16, 0, b_inter_odd, "intermediate_hidden = 31 must be even"},
     {"capacity 0", MM_DTYPE_BF16, 0, b_capacity_zero, "num_max_tokens_per_rank = 0 is outside [1, "},
     {"max_recv negative", MM_DTYPE_BF16, 0, b_recv_negative, "max_recv_token_num = -4 is negative"},
+    {"max_recv overflow", MM_DTYPE_BF16, 0, b_recv_overflow,
+     "max_recv_token_num = 288230376151711744, num_max_tokens_per_rank = 8, topk = 2, hidden = 64, 2 "
+     "ranks) overflow the address space"},
     {"S = 5", MM_DTYPE_BF16, 1, b_shared_five, "shared count = 5 is outside [0, 4]"},
     {"routed count", MM_DTYPE_BF16, 0, b_routed_count, "routed count = 1 must be E / R = 2"},
     {"INT4 without bias2", MM_DTYPE_INT4, 0, b_int4_no_bias, "routed bias2 is missing (required with int4"},

@@ -173,7 +173,8 @@ size_t mm_mega_moe_buffer_symmetric_bytes(const mm_mega_moe_buffer *buffer);
 /* Bytes of symmetric memory mm_mega_moe_buffer_create allocates on each rank of a world of `world`
  * ranks for this sizing (the receive and combine areas), computed the same way and without allocating,
  * so a program can bound its memory first. combine_comm_mode 2 adds a relay area at its first call:
- * counted when with_relay is 1. 0 when the sizing is not positive or the size overflows size_t. */
+ * counted when with_relay is 1. 0 when the sizing breaks a rule of mm_mega_moe_buffer_create (which
+ * also refuses a sizing whose areas would overflow the address space). */
 size_t mm_mega_moe_buffer_bytes_for(const mm_mega_moe_sizing *sizing, int world, int with_relay);
 
 /* ---- one call -------------------------------------------------------------------------------- */

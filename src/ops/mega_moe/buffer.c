@@ -14,6 +14,34 @@ static size_t round_up(size_t v, size_t a) {
     return (v + a - 1) / a * a;
 }
 
+/* Byte sizes of a buffer's symmetric areas. */
+typedef struct area_sizes {
+    size_t recv, comb, relay;
+} area_sizes;
+
+/* The slot sizes and capacities of a buffer's areas and their byte sizes: one computation for
+ * check_sizing, mm_mega_moe_buffer_create and mm_mega_moe_buffer_bytes_for. -1 when a size overflows
+ * (the caller has checked the sizing's other rules: hidden <= 2^24, world x local experts = E < 2^31). */
+static int size_areas(mm_mega_moe_buffer *b, const mm_mega_moe_sizing *sizing, int world, area_sizes *out) {
+    b->local_experts = sizing->moe_expert_num / world;
+    int64_t H = sizing->hidden, K = sizing->topk, M = sizing->num_max_tokens_per_rank;
+    int64_t per_source = K < b->local_experts ? K : b->local_experts;
+    /* M < 2^31 and world x per_source <= E < 2^31: no int64 overflow */
+    b->recv_capacity = sizing->max_recv_token_num > 0 ? sizing->max_recv_token_num : M * world * per_source;
+    b->recv_scale_offset = round_up((size_t)(2 * H), 64);
+    b->recv_header_offset = b->recv_scale_offset + round_up((size_t)((H + 31) / 32), 16);
+    b->recv_slot_bytes = round_up(b->recv_header_offset + sizeof(mm_moe_row_header), 64);
+    b->comb_slot_bytes = round_up((size_t)(2 * H), 64);
+    b->relay_slot_bytes = round_up(sizeof(mm_moe_relay_header) + (size_t)(2 * H), 64);
+    int64_t mk = M * K; /* both < 2^31 */
+    if (__builtin_mul_overflow(mk, (int64_t)world, &b->relay_slots) ||
+        __builtin_mul_overflow((size_t)b->recv_capacity, b->recv_slot_bytes, &out->recv) ||
+        __builtin_mul_overflow((size_t)mk, b->comb_slot_bytes, &out->comb) ||
+        __builtin_mul_overflow((size_t)b->relay_slots, b->relay_slot_bytes, &out->relay))
+        return -1;
+    return 0;
+}
+
 static mm_status check_sizing(const mm_mega_moe_sizing *s, int world, mm_error *err) {
     if (s->moe_expert_num < 1 || s->moe_expert_num % world != 0)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
@@ -40,7 +68,28 @@ static mm_status check_sizing(const mm_mega_moe_sizing *s, int world, mm_error *
     if (s->max_recv_token_num < 0)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "max_recv_token_num = %" PRId64 " is negative",
                        s->max_recv_token_num);
+    mm_mega_moe_buffer b;
+    area_sizes bytes = {0, 0, 0};
+    if (size_areas(&b, s, world, &bytes) != 0)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "the symmetric areas of this sizing (max_recv_token_num = %" PRId64
+                       ", num_max_tokens_per_rank = %" PRId64 ", topk = %" PRId64 ", hidden = %" PRId64
+                       ", %d ranks) overflow the address space",
+                       s->max_recv_token_num, s->num_max_tokens_per_rank, s->topk, s->hidden, world);
     return MM_OK;
+}
+
+size_t mm_mega_moe_buffer_bytes_for(const mm_mega_moe_sizing *sizing, int world, int with_relay) {
+    if (!sizing || world < 1 || world > MM_COMM_MAX_RANKS || check_sizing(sizing, world, NULL) != MM_OK)
+        return 0;
+    mm_mega_moe_buffer b;
+    area_sizes bytes = {0, 0, 0};
+    size_areas(&b, sizing, world, &bytes); /* checked by check_sizing */
+    size_t total;
+    if (__builtin_add_overflow(bytes.recv, bytes.comb, &total) ||
+        (with_relay && __builtin_add_overflow(total, bytes.relay, &total)))
+        return 0;
+    return total;
 }
 
 /* One exchange (ops/common/exchange.h): every rank learns the lowest failing rank's verdict, else
@@ -63,42 +112,6 @@ static mm_status agree_sizing(mm_comm *comm, mm_status local, const mm_mega_moe_
                      x.differ_rank[i], mm_op_exchange_fields_of(&x, x.differ_rank[i])[i]);
     mm_op_exchange_done(&x);
     return st;
-}
-
-/* The slot sizes and capacities of a buffer's areas: one computation for mm_mega_moe_buffer_create and
- * mm_mega_moe_buffer_bytes_for. */
-static void size_areas(mm_mega_moe_buffer *b, const mm_mega_moe_sizing *sizing, int world) {
-    b->local_experts = sizing->moe_expert_num / world;
-    int64_t H = sizing->hidden, K = sizing->topk, M = sizing->num_max_tokens_per_rank;
-    int64_t per_source = K < b->local_experts ? K : b->local_experts;
-    b->recv_capacity = sizing->max_recv_token_num > 0 ? sizing->max_recv_token_num : M * world * per_source;
-    b->recv_scale_offset = round_up((size_t)(2 * H), 64);
-    b->recv_header_offset = b->recv_scale_offset + round_up((size_t)((H + 31) / 32), 16);
-    b->recv_slot_bytes = round_up(b->recv_header_offset + sizeof(mm_moe_row_header), 64);
-    b->comb_slot_bytes = round_up((size_t)(2 * H), 64);
-    b->relay_slot_bytes = round_up(sizeof(mm_moe_relay_header) + (size_t)(2 * H), 64);
-    b->relay_slots = (int64_t)world * M * K;
-}
-
-size_t mm_mega_moe_buffer_bytes_for(const mm_mega_moe_sizing *sizing, int world, int with_relay) {
-    /* Bounds that keep size_areas' int64 products (tokens x ranks x top-k < 2^62) in range; the byte
-     * totals are then checked for overflow. Larger values are beyond any machine: 0. */
-    if (!sizing || world < 1 || world > (1 << 16) || sizing->moe_expert_num < world ||
-        sizing->num_max_tokens_per_rank < 1 || sizing->num_max_tokens_per_rank > (INT64_C(1) << 31) ||
-        sizing->topk < 1 || sizing->topk > (INT64_C(1) << 15) || sizing->hidden < 1 ||
-        sizing->hidden > (INT64_C(1) << 31) || sizing->max_recv_token_num < 0)
-        return 0;
-    mm_mega_moe_buffer b;
-    memset(&b, 0, sizeof b);
-    size_areas(&b, sizing, world);
-    size_t recv, comb, relay = 0, total, mk;
-    if (__builtin_mul_overflow((size_t)sizing->num_max_tokens_per_rank, (size_t)sizing->topk, &mk) ||
-        __builtin_mul_overflow((size_t)b.recv_capacity, b.recv_slot_bytes, &recv) ||
-        __builtin_mul_overflow(mk, b.comb_slot_bytes, &comb) ||
-        (with_relay && __builtin_mul_overflow((size_t)b.relay_slots, b.relay_slot_bytes, &relay)) ||
-        __builtin_add_overflow(recv, comb, &total) || __builtin_add_overflow(total, relay, &total))
-        return 0;
-    return total;
 }
 
 mm_status mm_mega_moe_buffer_create(mm_comm *comm, const mm_mega_moe_sizing *sizing, mm_mega_moe_buffer **out,
@@ -124,13 +137,10 @@ mm_status mm_mega_moe_buffer_create(mm_comm *comm, const mm_mega_moe_sizing *siz
     b->rank = mm_comm_rank(comm);
     b->world = world;
     b->sizing = *sizing;
-    size_areas(b, sizing, world);
-    int64_t K = sizing->topk, M = sizing->num_max_tokens_per_rank;
-    st = mm_op_symm_grow(comm, &b->recv, (size_t)b->recv_capacity * b->recv_slot_bytes, MM_OP_GROW_EXACT,
-                         NULL, &local);
-    if (st == MM_OK)
-        st = mm_op_symm_grow(comm, &b->comb, (size_t)(M * K) * b->comb_slot_bytes, MM_OP_GROW_EXACT, NULL,
-                             &local);
+    area_sizes bytes = {0, 0, 0};
+    size_areas(b, sizing, world, &bytes); /* checked by check_sizing */
+    st = mm_op_symm_grow(comm, &b->recv, bytes.recv, MM_OP_GROW_EXACT, NULL, &local);
+    if (st == MM_OK) st = mm_op_symm_grow(comm, &b->comb, bytes.comb, MM_OP_GROW_EXACT, NULL, &local);
     if (st != MM_OK) goto fail;
     *out = b;
     return MM_OK;
