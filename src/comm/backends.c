@@ -60,6 +60,16 @@ static mm_status usable(const char *name, const mm_comm_provider **out, mm_error
     return MM_OK;
 }
 
+/* usable, and a rank count the backend can be asked for (0: its own). */
+static mm_status usable_for(const char *name, int nranks, const mm_comm_provider **out, mm_error *err) {
+    mm_status st = usable(name, out, err);
+    if (st) return st;
+    if (nranks < 0 || nranks > MM_COMM_MAX_RANKS)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "backend %s: nranks = %d is outside [0, %d]", name,
+                       nranks, MM_COMM_MAX_RANKS);
+    return MM_OK;
+}
+
 mm_status mm_comm_backend_check(const char *name, mm_error *err) {
     const mm_comm_provider *p;
     return usable(name, &p, err);
@@ -69,21 +79,15 @@ mm_status mm_comm_backend_world(const char *backend, int nranks, mm_comm_world *
     const mm_comm_provider *p;
     if (!out) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "mm_comm_backend_world: out is NULL");
     memset(out, 0, sizeof *out);
-    mm_status st = usable(backend, &p, err);
+    mm_status st = usable_for(backend, nranks, &p, err);
     if (st) return st;
-    if (nranks < 0 || nranks > MM_COMM_MAX_RANKS)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "backend %s: nranks = %d is outside [0, %d]", backend,
-                       nranks, MM_COMM_MAX_RANKS);
     return p->world(nranks, out, err);
 }
 
 mm_status mm_comm_launch(const char *backend, int nranks, mm_comm_rank_fn fn, void *arg, mm_error *err) {
     const mm_comm_provider *p;
-    mm_status st = usable(backend, &p, err);
+    mm_status st = usable_for(backend, nranks, &p, err);
     if (st) return st;
-    if (nranks < 0 || nranks > MM_COMM_MAX_RANKS)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "backend %s: nranks = %d is outside [0, %d]", backend,
-                       nranks, MM_COMM_MAX_RANKS);
     if (!fn) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "mm_comm_launch: fn is NULL");
     return p->launch(nranks, fn, arg, err);
 }

@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
+
 /* As the kernel's own limit on symbolic links in one path resolution. */
 #define MM_OUT_MAX_LINK_HOPS 40
 
@@ -75,12 +77,6 @@ static int resolve_links(const char *path, char **out, const char **step) {
     return 0;
 }
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Opens an existing special file for writing. A FIFO is opened without blocking (a plain open would
  * wait for a reader forever) and retried until a reader comes or the wait is over. */
 static int open_special(const char *path, const struct stat *sb, int *fd_out, const char **step) {
@@ -91,7 +87,7 @@ static int open_special(const char *path, const struct stat *sb, int *fd_out, co
         *fd_out = fd;
         return 0;
     }
-    double deadline = now_seconds() + MM_OUT_FIFO_WAIT_SECONDS;
+    double deadline = mm_now_seconds() + MM_OUT_FIFO_WAIT_SECONDS;
     for (;;) {
         int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
         if (fd >= 0) {
@@ -105,7 +101,7 @@ static int open_special(const char *path, const struct stat *sb, int *fd_out, co
             return 0;
         }
         if (errno != ENXIO) return errno;
-        if (now_seconds() >= deadline) {
+        if (mm_now_seconds() >= deadline) {
             *step = "no reader within " MM_OUT_FIFO_WAIT_TEXT " s for the FIFO";
             return ENXIO;
         }

@@ -50,10 +50,11 @@ static void walk(mm_st_reader *reader, size_t file_size) {
         /* nbytes is inside the file, so these buffers are bounded by the input size. */
         void *bytes = malloc(info->nbytes ? info->nbytes : 1);
         require(bytes != NULL, "out of memory for a tensor inside the input");
-        mm_error err;
+        mm_error err = {MM_OK, ""};
         mm_status st = mm_st_read(reader, info, bytes, &err);
         require(st == MM_OK || err.message[0] != '\0', "mm_st_read failed without a message");
         mm_tensor t;
+        err = (mm_error){MM_OK, ""};
         mm_status st2 = mm_st_read_tensor(reader, info->name, &t, &err);
         require(st2 == MM_OK || err.message[0] != '\0', "mm_st_read_tensor failed without a message");
         if (st == MM_OK && st2 == MM_OK) {
@@ -75,7 +76,7 @@ static void walk(mm_st_reader *reader, size_t file_size) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    mm_error err;
+    mm_error err = {MM_OK, ""}; /* cleared before each call, so a missing message cannot pass */
     mm_st_reader *from_memory = NULL;
     mm_status st = mm_st_open_memory(data, size, &from_memory, &err);
     require(st == MM_OK || err.message[0] != '\0', "mm_st_open_memory failed without a message");
@@ -84,8 +85,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_input_path(data, size);
     if (path) {
         mm_st_reader *from_file = NULL;
+        err = (mm_error){MM_OK, ""};
         mm_status st_file = mm_st_open(path, &from_file, &err);
         require(st_file == st, "mm_st_open and mm_st_open_memory disagree on the status");
+        require(st_file == MM_OK || err.message[0] != '\0', "mm_st_open failed without a message");
         if (from_file) {
             compare_readers(from_memory, from_file);
             walk(from_file, size);

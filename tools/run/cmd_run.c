@@ -26,9 +26,10 @@ void cli_run_print_ops(FILE *out) {
 }
 
 int mm_cli_run_main(int argc, char **argv) {
-    const cli_operator *op = NULL;
-    for (int i = 0; i < cli_operator_count && !op; i++)
-        if (cli_operators[i].run) op = &cli_operators[i]; /* the default */
+    const cli_operator *def = NULL;
+    for (int i = 0; i < cli_operator_count && !def; i++)
+        if (cli_operators[i].run) def = &cli_operators[i]; /* the default: the first row with a run */
+    const cli_operator *op = def;
     char **rest = malloc(((size_t)argc + 1) * sizeof *rest);
     if (!rest) {
         cli_error("run", "out of memory");
@@ -62,7 +63,7 @@ int mm_cli_run_main(int argc, char **argv) {
         }
     }
     rest[n] = NULL;
-    if (op != &cli_operators[0]) {
+    if (op != def) {
         char help[64];
         snprintf(help, sizeof help, "run --op %s", op->name);
         cli_set_help_command(help);
