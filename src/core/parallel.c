@@ -9,6 +9,10 @@
  * would hold the core that the thread it waits for needs, while sleeping at once pays a slow wake-up
  * each time (measured: docs/comm.md, 'Measured wait costs').
  *
+ * The default thread count is the CPU budget (core/cpu_budget.h). Pinning (megamoe/threads.h) binds the
+ * workers from the thread that asks, with pthread_setaffinity_np on their remembered handles, so that it
+ * takes effect at once, even for workers parked in a sleep.
+ *
  * Workers hold no heap memory (the pool state is static, jobs live on callers' stacks), so
  * LeakSanitizer has nothing to report when the process exits with workers still parked. */
 #include "core/parallel.h"

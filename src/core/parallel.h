@@ -9,7 +9,8 @@
  * calling thread.
  *
  * The public face of the pool's settings is include/megamoe/threads.h (src/core/threads.c); the calls
- * below are its private side, and the test hooks read back where the workers run. */
+ * below are its private side (also an internal API for tools: `megamoe bench ffn` sets the count per
+ * column with mm_parallel_set_num_threads), and the test hooks read back where the workers run. */
 #ifndef MEGAMOE_CORE_PARALLEL_H
 #define MEGAMOE_CORE_PARALLEL_H
 
