@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what megamoe needs to build and test on Debian 12, with apt-get, as root.
+# Installs what megamoe needs to build and test on Debian 12, with apt-get, as root (libnuma-dev is
+# optional for the build: without it packed weights are not interleaved over NUMA nodes).
 # Skips apt entirely when everything is already present, so it is cheap to call before every build.
 #   scripts/install-deps.sh           build + test dependencies
 #   scripts/install-deps.sh --ci      also the tools CI uses (clang-format)
@@ -8,7 +9,7 @@
 # (ThreadSanitizer needs nothing extra: gcc's libtsan comes with gcc.)
 set -euo pipefail
 
-packages=(gcc make cmake libc6-dev pkg-config openmpi-bin libopenmpi-dev python3)
+packages=(gcc make cmake libc6-dev pkg-config openmpi-bin libopenmpi-dev libnuma-dev python3)
 for flag in "$@"; do
   case "$flag" in
     --ci) packages+=(clang-format) ;;

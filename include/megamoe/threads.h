@@ -34,9 +34,9 @@ int mm_threads_default_count(void);
 mm_status mm_threads_set_pinning(int on, mm_error *err);
 int mm_threads_pinning(void);
 
-/* NUMA: 1 when this build has libnuma and the machine has more than one NUMA node. Packed weights are
- * then interleaved over the nodes of the process's CPUs (so every node's workers stream from local and
- * remote memory alike); otherwise placement is the OS's first touch. */
+/* NUMA: the number of nodes packed weights are interleaved over: >= 2 when this build has libnuma and
+ * the process's CPUs span more than one NUMA node (so every node's workers stream from local and remote
+ * memory alike); otherwise 1, and placement is the OS's first touch. */
 int mm_threads_numa_nodes(void);
 
 #ifdef __cplusplus

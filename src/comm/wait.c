@@ -15,6 +15,7 @@
 
 #include "comm/comm_internal.h"
 #include "core/clock.h"
+#include "core/cpu_budget.h"
 #include "core/error.h"
 
 /* Rounds of spinning (4 pauses and one poll each) before yielding, when every rank has its own core:
@@ -51,8 +52,8 @@ void mm_waiter_start_for(mm_waiter *w, const mm_comm *c) {
 }
 
 int mm_comm_spin_rounds_for(int ranks_here) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return cores >= 1 && ranks_here > cores ? 0 : MM_WAIT_SPIN_ROUNDS;
+    /* The CPUs this process may use (affinity mask and cgroup quota), not the machine's. */
+    return ranks_here > mm_cpu_budget_cpus() ? 0 : MM_WAIT_SPIN_ROUNDS;
 }
 
 static void cpu_relax(void) {

@@ -2,6 +2,8 @@
 #define _DEFAULT_SOURCE /* madvise, posix_memalign */
 #include "core/large_alloc.h"
 
+#include "core/numa.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #if defined(__linux__)
@@ -20,5 +22,7 @@ void *mm_alloc_large(size_t bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     if (p) (void)madvise(p, rounded / 4096 * 4096, MADV_HUGEPAGE); /* advice only: small pages work too */
 #endif
+    /* Before the first touch (the packing writes), so the pages land interleaved. */
+    if (p) mm_numa_interleave(p, rounded / 4096 * 4096);
     return p;
 }

@@ -4,6 +4,8 @@
  * MADV_HUGEPAGE; most distributions, Debian included, enable THP only on request): the GEMM kernels
  * stream weights at DRAM speed, and with 4 KiB pages every 4 KiB costs a TLB walk and stops the hardware
  * prefetchers at the page boundary. Where the advice is refused the buffer simply stays on small pages.
+ * On a NUMA machine (with libnuma in the build) they are also interleaved over the nodes of the
+ * process's CPUs (core/numa.h).
  * Free with free().
  *
  * Internal API for tools: `megamoe bench ffn` (tools/bench/bench_ffn.c) allocates its streamed buffers so;

@@ -9,16 +9,24 @@
  * would hold the core that the thread it waits for needs, while sleeping at once pays a slow wake-up
  * each time (measured: docs/comm.md, 'Measured wait costs').
  *
+ * The default thread count is the CPU budget (core/cpu_budget.h). Pinning (megamoe/threads.h) binds the
+ * workers from the thread that asks, with pthread_setaffinity_np on their remembered handles, so that it
+ * takes effect at once, even for workers parked in a sleep.
+ *
  * Workers hold no heap memory (the pool state is static, jobs live on callers' stacks), so
  * LeakSanitizer has nothing to report when the process exits with workers still parked. */
 #include "core/parallel.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
+
+#include "core/cpu_budget.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -34,6 +42,8 @@ enum {
      * costs'). */
     MM_SPIN_ROUNDS = 2000,
     MM_YIELD_ROUNDS = 64,
+    /* CPUs of the affinity mask that pinning spreads workers over (the rest are left unused). */
+    MM_MAX_PIN_CPUS = 4096,
 };
 
 typedef struct mm_job {
@@ -50,13 +60,17 @@ typedef struct mm_job {
 
 static struct {
     pthread_mutex_t mutex;
-    pthread_cond_t work_cond;   /* workers sleep here waiting for a new job */
-    pthread_cond_t done_cond;   /* callers sleep here waiting for their job's last task */
-    atomic_uint_fast64_t epoch; /* bumped on every submission, read lock-free by spinning workers */
-    atomic_int num_threads;     /* configured thread count, including the caller */
-    int spawned_workers;        /* guarded by mutex */
-    int sleeping_workers;       /* guarded by mutex */
-    mm_job *jobs;               /* guarded by mutex: jobs that have not yet been retired */
+    pthread_cond_t work_cond;          /* workers sleep here waiting for a new job */
+    pthread_cond_t done_cond;          /* callers sleep here waiting for their job's last task */
+    atomic_uint_fast64_t epoch;        /* bumped on every submission, read lock-free by spinning workers */
+    atomic_int num_threads;            /* configured thread count, including the caller */
+    int spawned_workers;               /* guarded by mutex */
+    int sleeping_workers;              /* guarded by mutex */
+    mm_job *jobs;                      /* guarded by mutex: jobs that have not yet been retired */
+    pthread_t workers[MM_MAX_THREADS]; /* guarded by mutex: the spawned workers, in spawn order */
+    int pinned;                        /* guarded by mutex: workers bound to pin_cpus round-robin */
+    int n_pin_cpus;                    /* guarded by mutex: 0 until pinning was first asked for */
+    int pin_cpus[MM_MAX_PIN_CPUS];     /* guarded by mutex: the affinity mask when pinning was asked for */
 } pool = {
     .mutex = PTHREAD_MUTEX_INITIALIZER,
     .work_cond = PTHREAD_COND_INITIALIZER,
@@ -75,18 +89,73 @@ static int clamp_threads(long n) {
     return (int)n;
 }
 
-static void read_thread_count(void) {
-    long n = 0;
+int mm_parallel_default_threads(void) {
     const char *env = getenv("MEGAMOE_NUM_THREADS");
     if (env && *env) {
         char *end = NULL;
         long parsed = strtol(env, &end, 10);
-        if (end && *end == '\0' && parsed > 0) n = parsed;
+        if (end && *end == '\0' && parsed > 0) return clamp_threads(parsed);
     }
-    if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
+    mm_cpu_budget budget;
+    mm_cpu_budget_read("", &budget);
+    return clamp_threads(budget.cpus);
+}
+
+/* Binds a thread to the given CPUs; 0 or an errno value. */
+static int bind_thread(pthread_t thread, const int *cpus, int n) {
+#ifdef __linux__
+    int top = 0;
+    for (int i = 0; i < n; i++)
+        if (cpus[i] > top) top = cpus[i];
+    cpu_set_t *set = CPU_ALLOC(top + 1);
+    if (!set) return ENOMEM;
+    size_t bytes = CPU_ALLOC_SIZE(top + 1);
+    CPU_ZERO_S(bytes, set);
+    for (int i = 0; i < n; i++) CPU_SET_S(cpus[i], bytes, set);
+    int rc = pthread_setaffinity_np(thread, bytes, set);
+    CPU_FREE(set);
+    return rc;
+#else
+    (void)thread;
+    (void)cpus;
+    (void)n;
+    return ENOSYS;
+#endif
+}
+
+/* Under the mutex: worker i on the i-th pinning CPU (round-robin), or on all of them when unpinned. */
+static int place_worker_locked(int i) {
+    if (pool.n_pin_cpus == 0) return 0; /* never pinned: the OS placement was never changed */
+    if (pool.pinned) return bind_thread(pool.workers[i], &pool.pin_cpus[i % pool.n_pin_cpus], 1);
+    return bind_thread(pool.workers[i], pool.pin_cpus, pool.n_pin_cpus);
+}
+
+/* Under the mutex. The CPUs are the calling thread's mask when pinning is switched on. */
+static int set_pinning_locked(int on) {
+    if (on) {
+        int n = mm_affinity_cpu_list(pool.pin_cpus, MM_MAX_PIN_CPUS);
+        if (n <= 0) return ENOSYS;
+        pool.n_pin_cpus = n;
+    }
+    pool.pinned = on != 0;
+    int rc = 0;
+    for (int i = 0; i < pool.spawned_workers; i++) {
+        int r = place_worker_locked(i);
+        if (r && !rc) rc = r;
+    }
+    return rc;
+}
+
+static void read_thread_count(void) {
     /* A set_num_threads that ran before the first use wins over the environment. */
     int expected = 0;
-    atomic_compare_exchange_strong(&pool.num_threads, &expected, clamp_threads(n));
+    atomic_compare_exchange_strong(&pool.num_threads, &expected, mm_parallel_default_threads());
+    const char *pin = getenv("MEGAMOE_PIN");
+    if (pin && strcmp(pin, "1") == 0) {
+        pthread_mutex_lock(&pool.mutex);
+        (void)set_pinning_locked(1); /* no affinity call: workers run where the OS puts them */
+        pthread_mutex_unlock(&pool.mutex);
+    }
 }
 
 int mm_parallel_num_threads(void) {
@@ -97,6 +166,51 @@ int mm_parallel_num_threads(void) {
 void mm_parallel_set_num_threads(int n) {
     pthread_once(&pool_once, read_thread_count);
     atomic_store(&pool.num_threads, clamp_threads(n));
+}
+
+int mm_parallel_set_pinning(int on) {
+    pthread_once(&pool_once, read_thread_count);
+    pthread_mutex_lock(&pool.mutex);
+    int rc = set_pinning_locked(on);
+    pthread_mutex_unlock(&pool.mutex);
+    return rc;
+}
+
+int mm_parallel_pinning(void) {
+    pthread_once(&pool_once, read_thread_count);
+    pthread_mutex_lock(&pool.mutex);
+    int on = pool.pinned;
+    pthread_mutex_unlock(&pool.mutex);
+    return on;
+}
+
+int mm_parallel_worker_cpus(int worker, int *cpus, int max) {
+    int count = -1;
+    pthread_mutex_lock(&pool.mutex);
+#ifdef __linux__
+    if (worker >= 0 && worker < pool.spawned_workers) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (pthread_getaffinity_np(pool.workers[worker], sizeof set, &set) == 0) {
+            count = 0;
+            for (int cpu = 0; cpu < CPU_SETSIZE && count < max; cpu++)
+                if (CPU_ISSET(cpu, &set)) cpus[count++] = cpu;
+        }
+    }
+#else
+    (void)worker;
+    (void)cpus;
+    (void)max;
+#endif
+    pthread_mutex_unlock(&pool.mutex);
+    return count;
+}
+
+int mm_parallel_spawned_workers(void) {
+    pthread_mutex_lock(&pool.mutex);
+    int n = pool.spawned_workers;
+    pthread_mutex_unlock(&pool.mutex);
+    return n;
 }
 
 /* Returns once the epoch differs from *seen, updating *seen. */
@@ -177,6 +291,8 @@ static void spawn_workers_locked(int wanted) {
     while (pool.spawned_workers < wanted) {
         pthread_t thread;
         if (pthread_create(&thread, &attr, worker_main, NULL) != 0) break;
+        pool.workers[pool.spawned_workers] = thread;
+        (void)place_worker_locked(pool.spawned_workers); /* a refused binding leaves the OS placement */
         pool.spawned_workers++;
     }
     pthread_attr_destroy(&attr);

@@ -26,8 +26,8 @@ int mm_bench_dispatch_combine_main(int argc, char **argv);
 int mm_bench_mega_moe_main(int argc, char **argv);
 int mm_bench_world_main(int argc, char **argv);
 
-/* Threads of this machine the benchmarks compare against: MEGAMOE_NUM_THREADS if set (as the library
- * does), else the online CPUs. */
+/* Threads the benchmarks compare against: the pool's (mm_threads_count: --threads when given, else
+ * MEGAMOE_NUM_THREADS, else the CPUs this process may use). */
 int mm_bench_default_threads(void);
 
 /* Copies n bytes with `threads` threads, each one contiguous slice (a baseline, not a library routine). */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "common/dc_world.h"
 #include "common/timing.h"
@@ -38,6 +39,9 @@ static const char usage[] =
     "      --quant-mode Q    0 or 2 (default 0)\n"
     "      --iterations N    timed repetitions (default 7)\n"
     "      --warmup N        untimed repetitions first (default 2)\n"
+    "      --threads N       worker-pool threads of each process, the caller included (default:\n"
+    "                        MEGAMOE_NUM_THREADS, else the CPUs of the affinity mask within the cgroup\n"
+    "                        CPU quota; docs/threads.md)\n"
     "  -h, --help            show this help\n";
 
 enum { M_DISPATCH, M_COMBINE, M_A2A, M_COUNT };
@@ -158,6 +162,9 @@ static void print_header(const bench_cfg *c, int64_t ranks) {
         (long long)ranks, cli_plural_s(ranks), c->mpi ? "MPI processes" : "threads of one process",
         (long long)c->hidden, (long long)c->topk, (long long)c->per_rank, (long long)c->quant,
         (long long)c->reps, (long long)c->warmup);
+    char pool[160];
+    cli_threads_describe(pool, sizeof pool);
+    printf("worker pool: %s\n", pool);
     printf("%-8s %10s %12s %12s %14s %10s %10s %12s\n", "tokens", "rows", "dispatch us", "combine us",
            c->mpi ? "MPI_A2Av us" : "mm_a2av us", "disp GB/s", "comb GB/s", "disp/a2av");
 }
@@ -260,7 +267,8 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
         OPT_PER_RANK,
         OPT_QUANT,
         OPT_ITERATIONS,
-        OPT_WARMUP
+        OPT_WARMUP,
+        OPT_THREADS
     };
     static const struct option long_options[] = {{"backend", required_argument, NULL, OPT_BACKEND},
                                                  {"ranks", required_argument, NULL, OPT_RANKS},
@@ -271,6 +279,7 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
                                                  {"quant-mode", required_argument, NULL, OPT_QUANT},
                                                  {"iterations", required_argument, NULL, OPT_ITERATIONS},
                                                  {"warmup", required_argument, NULL, OPT_WARMUP},
+                                                 {"threads", required_argument, NULL, OPT_THREADS},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
     const char *cmd = "bench dispatch-combine";
@@ -322,6 +331,9 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
             break;
         case OPT_WARMUP:
             if (cli_parse_int64(cmd, "--warmup", optarg, 0, 100000, &c.warmup)) return MM_CLI_EXIT_USAGE;
+            break;
+        case OPT_THREADS:
+            if (cli_parse_threads(cmd, optarg)) return MM_CLI_EXIT_USAGE;
             break;
         case 'h': fputs(usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);

@@ -19,6 +19,7 @@
 
 #include "bench/bench.h"
 #include "bench/bench_ffn.h"
+#include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "core/cpu.h"
 #include "core/large_alloc.h"
@@ -39,7 +40,8 @@ static const char bench_ffn_usage[] =
     "      --rows LIST          rows per expert (default 1,2,4,8,64,256)\n"
     "      --format LIST        bf16,int8,int8xint4,mxfp8,mxfp8xmxfp4,mxfp4 (default all)\n"
     "      --isa LIST           auto,avx512,amx (default all the CPU has; auto = the registry's choice)\n"
-    "      --threads N          the N of the N-thread columns (default: MEGAMOE_NUM_THREADS or CPUs)\n"
+    "      --threads N          the N of the N-thread columns (default: MEGAMOE_NUM_THREADS, else the CPUs\n"
+    "                           of the affinity mask within the cgroup CPU quota; docs/threads.md)\n"
     "      --iterations R       timed runs per measurement, after one warm-up (default 5)\n"
     "      --stream-mb MB       streaming-read buffer and rotated weight bytes (default 1024)\n"
     "      --quick              a fast subset: H 2048, I 512, rows 1,8,64, 3 runs, 64 MB\n"
@@ -497,7 +499,8 @@ int mm_bench_ffn_main(int argc, char **argv) {
             set_levels = 1;
             break;
         case OPT_THREADS:
-            bad = cli_parse_int64(cmd, "--threads", optarg, 1, 64, &v), cfg.threads = (int)v;
+            bad = cli_parse_int64(cmd, "--threads", optarg, 1, 64, &v) || cli_parse_threads(cmd, optarg);
+            cfg.threads = (int)v;
             break;
         case OPT_ITERATIONS:
             bad = cli_parse_int64(cmd, "--iterations", optarg, 1, 1000, &v), cfg.repeat = (int)v,
@@ -526,10 +529,12 @@ int mm_bench_ffn_main(int argc, char **argv) {
         if (mm_cpu_supports(MM_ISA_AMX)) cfg.levels[cfg.n_levels++] = MM_ISA_AMX;
     }
 
+    char pool[160];
+    cli_threads_describe(pool, sizeof pool);
     printf("megamoe bench ffn: I = %lld, %d threads for the N columns, CPU levels: avx512 %s, amx %s "
-           "(registry uses up to %s)\n\n",
+           "(registry uses up to %s)\nworker pool: %s\n\n",
            (long long)cfg.inter, cfg.threads, mm_cpu_supports(MM_ISA_AVX512) ? "yes" : "no",
-           mm_cpu_supports(MM_ISA_AMX) ? "yes" : "no", mm_isa_name(mm_cpu_isa()));
+           mm_cpu_supports(MM_ISA_AMX) ? "yes" : "no", mm_isa_name(mm_cpu_isa()), pool);
     baselines b;
     measure_baselines(&cfg, quick, &b);
     printf(

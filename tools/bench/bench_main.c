@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "megamoe/threads.h"
+
 #include "bench/bench.h"
 #include "common/cli_util.h"
 #include "common/operators.h"
@@ -54,13 +56,7 @@ int mm_cli_bench_main(int argc, char **argv) {
 }
 
 int mm_bench_default_threads(void) {
-    const char *env = getenv("MEGAMOE_NUM_THREADS");
-    if (env) {
-        int n = atoi(env);
-        if (n >= 1) return n;
-    }
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n >= 1 ? (int)n : 1;
+    return mm_threads_count();
 }
 
 typedef struct copy_slice {

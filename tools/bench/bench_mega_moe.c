@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "ops/mega_moe/compute_only.h"
 #include "run/run_moe.h"
@@ -51,6 +52,9 @@ static const char usage[] =
     "      --iterations N       timed pairs of layer and compute-only calls per case (default 9;\n"
     "                           one warm-up of each first)\n"
     "      --seed S             seed of weights, tokens and routing (default 1)\n"
+    "      --threads N          worker-pool threads of each process, the caller included (default:\n"
+    "                           MEGAMOE_NUM_THREADS, else the CPUs of the affinity mask within the\n"
+    "                           cgroup CPU quota; docs/threads.md)\n"
     "  -h, --help               show this help\n";
 
 typedef struct bench_case {
@@ -189,8 +193,11 @@ static void print_header(const char *backend, int64_t ranks) {
         "megamoe bench mega-moe: MegaMoE layer (mm_mega_moe_run) on %lld rank%s (%s) vs its expert compute "
         "alone\n(same FFN batches on pre-placed rows, no communication); times are medians over the "
         "timed calls,\none call = first rank start to last rank end; layer and compute-only calls "
-        "alternate;\npair q1-q3: quartiles of layer / compute over the pairs; pool threads %d\n\n",
-        (long long)ranks, cli_plural_s(ranks), backend, mm_bench_default_threads());
+        "alternate;\npair q1-q3: quartiles of layer / compute over the pairs\n",
+        (long long)ranks, cli_plural_s(ranks), backend);
+    char threads[160];
+    cli_threads_describe(threads, sizeof threads);
+    printf("worker pool: %s\n\n", threads);
     printf("%-14s %-12s %-8s %7s %6s %10s %10s %7s %8s %8s %10s %8s %10s\n", "preset", "scenario", "phase",
            "tok/rk", "rows", "layer ms", "compute", "ratio", "non-exp", "disp+cmb", "tokens/s", "GFLOP/s",
            "pair q1-q3");
@@ -408,7 +415,8 @@ int mm_bench_mega_moe_main(int argc, char **argv) {
         OPT_DECODE,
         OPT_SCENARIO,
         OPT_ITER,
-        OPT_SEED
+        OPT_SEED,
+        OPT_THREADS
     };
     static const struct option long_opts[] = {{"backend", required_argument, NULL, OPT_BACKEND},
                                               {"ranks", required_argument, NULL, OPT_RANKS},
@@ -419,6 +427,7 @@ int mm_bench_mega_moe_main(int argc, char **argv) {
                                               {"scenario", required_argument, NULL, OPT_SCENARIO},
                                               {"iterations", required_argument, NULL, OPT_ITER},
                                               {"seed", required_argument, NULL, OPT_SEED},
+                                              {"threads", required_argument, NULL, OPT_THREADS},
                                               {"help", no_argument, NULL, 'h'},
                                               {NULL, 0, NULL, 0}};
     bench_options o = {"threads", 4, 0, 9, {1, 8}, 2, "all", "all", NULL, 1};
@@ -460,6 +469,9 @@ int mm_bench_mega_moe_main(int argc, char **argv) {
         case OPT_SEED:
             if (cli_parse_int64(cmd, "--seed", optarg, 0, INT64_MAX, &v)) return MM_CLI_EXIT_USAGE;
             o.seed = (uint64_t)v;
+            break;
+        case OPT_THREADS:
+            if (cli_parse_threads(cmd, optarg)) return MM_CLI_EXIT_USAGE;
             break;
         case 'h': fputs(usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);

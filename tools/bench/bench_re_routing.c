@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "common/demo_data.h"
 #include "common/timing.h"
@@ -23,8 +24,9 @@ static const char bench_re_routing_usage[] =
     "\n"
     "options:\n" CLI_REROUTING_SHAPE_HELP "      --iterations K    timed repetitions (default 10)\n"
     "      --warmup K        untimed repetitions first (default 2)\n"
-    "      --threads T       threads of the multi-threaded memcpy (default MEGAMOE_NUM_THREADS, else the\n"
-    "                        online CPUs: the threads mm_re_routing uses)\n"
+    "      --threads T       threads of the pool (mm_re_routing) and of the multi-threaded memcpy\n"
+    "                        (default MEGAMOE_NUM_THREADS, else the CPUs of the affinity mask within the\n"
+    "                        cgroup CPU quota; docs/threads.md)\n"
     "  -h, --help            show this help\n";
 
 enum { METHOD_REROUTING, METHOD_MEMCPY_1, METHOD_MEMCPY_N, METHOD_COUNT };
@@ -65,7 +67,10 @@ int mm_bench_re_routing_main(int argc, char **argv) {
             bad = cli_parse_int64(cmd, "--iterations", optarg, 1, 100000, &repetitions);
             break;
         case OPT_WARMUP: bad = cli_parse_int64(cmd, "--warmup", optarg, 0, 100000, &warmup); break;
-        case OPT_THREADS: bad = cli_parse_int64(cmd, "--threads", optarg, 1, 256, &threads); break;
+        case OPT_THREADS:
+            bad =
+                cli_parse_int64(cmd, "--threads", optarg, 1, 256, &threads) || cli_parse_threads(cmd, optarg);
+            break;
         case 'h': fputs(bench_re_routing_usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);
         }
@@ -117,6 +122,9 @@ int mm_bench_re_routing_main(int argc, char **argv) {
            (long long)shape.tokens, (long long)shape.hidden, mm_dtype_name(shape.dtype),
            (long long)shape.ranks, (long long)shape.experts, (long long)b.token_bytes, (long long)repetitions,
            (long long)warmup);
+    char pool[160];
+    cli_threads_describe(pool, sizeof pool);
+    printf("worker pool: %s\n", pool);
     printf("%-20s %12s %12s %12s %10s\n", "method", "median ms", "min ms", "max ms", "GB/s");
     for (int m = 0; m < METHOD_COUNT; m++)
         printf("%-20s %12.3f %12.3f %12.3f %10.2f\n", names[m], stats[m].median * 1e3, stats[m].min * 1e3,

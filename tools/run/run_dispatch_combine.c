@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "common/dc_world.h"
 #include "megamoe/formats.h"
@@ -33,6 +34,11 @@ static const char run_usage[] =
                            "first)\n"
                            "      --check-tokens N           tokens per rank checked against float64 "
                            "(default 8; 0: none)\n"
+                           "      --threads N                worker-pool threads, the caller included "
+                           "(default:\n"
+                           "                                 MEGAMOE_NUM_THREADS, else the CPUs of the "
+                           "affinity mask\n"
+                           "                                 within the cgroup CPU quota; docs/threads.md)\n"
                            "  -h, --help                     show this help\n";
 
 enum { ST_DISPATCH, ST_FFN, ST_COMBINE, ST_COUNT };
@@ -143,11 +149,12 @@ done:
 }
 
 int cli_run_dispatch_combine_main(int argc, char **argv) {
-    enum { OPT_INTER = 700, OPT_ITERATIONS, OPT_CHECK_TOKENS };
+    enum { OPT_INTER = 700, OPT_ITERATIONS, OPT_CHECK_TOKENS, OPT_THREADS };
     static const struct option long_options[] = {CLI_DC_OPTIONS,
                                                  {"intermediate", required_argument, NULL, OPT_INTER},
                                                  {"iterations", required_argument, NULL, OPT_ITERATIONS},
                                                  {"check-tokens", required_argument, NULL, OPT_CHECK_TOKENS},
+                                                 {"threads", required_argument, NULL, OPT_THREADS},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
     const char *cmd = "run";
@@ -172,6 +179,9 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
         case OPT_CHECK_TOKENS:
             if (cli_parse_int64(cmd, "--check-tokens", optarg, 0, 1 << 20, &check_tokens))
                 return MM_CLI_EXIT_USAGE;
+            break;
+        case OPT_THREADS:
+            if (cli_parse_threads(cmd, optarg)) return MM_CLI_EXIT_USAGE;
             break;
         case 'h': fputs(run_usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);
@@ -221,6 +231,9 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
         w.elastic ? ", elastic scale-in" : "", (long long)w.o.tokens, (long long)w.o.hidden,
         (long long)w.o.topk, (long long)w.M_eff, (long long)w.L, (long long)o.shared_experts,
         (long long)inter, (long long)o.quant, (long long)total_rows);
+    char pool[160];
+    cli_threads_describe(pool, sizeof pool);
+    printf("worker pool: %s\n", pool);
     printf("%-20s %12s %12s %12s\n", "stage", "median us", "min us", "max us");
     double *per = malloc((size_t)iterations * sizeof(double)),
            *sum = calloc((size_t)iterations, sizeof(double));

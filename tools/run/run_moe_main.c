@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "run/run_moe.h"
 #include "run/run_ops.h"
@@ -52,6 +53,9 @@ static void print_usage(void) {
            "      --seed S           seed of weights, tokens and routing (default 1)\n"
            "      --skew X           spread of the per-expert routing bias, 0 = uniform (default 1.0)\n"
            "      --backend NAME     threads (default) or mpi (run under mpirun, one rank per process)\n"
+           "      --threads N        worker-pool threads of each process, the caller included (default:\n"
+           "                         MEGAMOE_NUM_THREADS, else the CPUs of the affinity mask within the\n"
+           "                         cgroup CPU quota; docs/threads.md)\n"
            "      --trace FILE       write a Chrome/Perfetto JSON trace: one track per rank, one slice\n"
            "                         per call and per stage (open in ui.perfetto.dev)\n"
            "      --combine-quant-mode Q\n"
@@ -91,7 +95,8 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
         OPT_COMBINE_QUANT,
         OPT_COMBINE_COMM,
         OPT_RANKS_PER_SERVER,
-        OPT_TOPK_WEIGHTS_TYPE
+        OPT_TOPK_WEIGHTS_TYPE,
+        OPT_THREADS
     };
     static const struct option long_options[] = {
         {"preset", required_argument, NULL, OPT_PRESET},
@@ -112,6 +117,7 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
         {"combine-comm-mode", required_argument, NULL, OPT_COMBINE_COMM},
         {"rank-num-per-server", required_argument, NULL, OPT_RANKS_PER_SERVER},
         {"topk-weights-type", required_argument, NULL, OPT_TOPK_WEIGHTS_TYPE},
+        {"threads", required_argument, NULL, OPT_THREADS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof *o);
@@ -202,6 +208,9 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
         case OPT_TOPK_WEIGHTS_TYPE:
             if (cli_parse_int64(cmd, "--topk-weights-type", optarg, 0, 1, &v) != 0) return -1;
             o->cfg.topk_weights_type = (int)v;
+            break;
+        case OPT_THREADS:
+            if (cli_parse_threads(cmd, optarg) != 0) return -1;
             break;
         case 'h': print_usage(); return 1;
         default: cli_option_error(cmd, opt, argv); return -1;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "megamoe/formats.h"
 #include "run/run_moe.h"
@@ -166,6 +167,9 @@ void run_moe_print_banner(const run_moe_config *cfg, const char *backend) {
                cli_plural_s(checked));
     } else
         printf("no reference check\n");
+    char threads[160];
+    cli_threads_describe(threads, sizeof threads);
+    printf("worker pool: %s\n", threads);
     printf("times in ms per call (median); stages: mean over ranks; total: first rank start to last rank "
            "end\n\n");
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "run/run_ops.h"
 #include "common/demo_data.h"
@@ -23,12 +24,15 @@ static const char run_usage[] =
     "\n"
     "options:\n" CLI_REROUTING_SHAPE_HELP
     "      --iterations K    timed calls of each (default 5; one untimed warm-up first)\n"
+    "      --threads N       worker-pool threads, the caller included (default: MEGAMOE_NUM_THREADS, else\n"
+    "                        the CPUs of the affinity mask within the cgroup CPU quota; docs/threads.md)\n"
     "  -h, --help            show this help\n";
 
 int cli_run_re_routing_main(int argc, char **argv) {
-    enum { OPT_ITERATIONS = 400 };
+    enum { OPT_ITERATIONS = 400, OPT_THREADS };
     static const struct option long_options[] = {CLI_REROUTING_SHAPE_OPTIONS,
                                                  {"iterations", required_argument, NULL, OPT_ITERATIONS},
+                                                 {"threads", required_argument, NULL, OPT_THREADS},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
     const char *cmd = "run";
@@ -45,6 +49,9 @@ int cli_run_re_routing_main(int argc, char **argv) {
         case OPT_ITERATIONS:
             if (cli_parse_int64(cmd, "--iterations", optarg, 1, 100000, &iterations) != 0)
                 return MM_CLI_EXIT_USAGE;
+            break;
+        case OPT_THREADS:
+            if (cli_parse_threads(cmd, optarg)) return MM_CLI_EXIT_USAGE;
             break;
         case 'h': fputs(run_usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);
@@ -64,7 +71,9 @@ int cli_run_re_routing_main(int argc, char **argv) {
         cli_error(cmd, "%s", st != MM_OK ? err.message : "out of memory");
         goto done;
     }
-    printf("megamoe run: re-routing demo (mm_re_routing)\n");
+    char pool[160];
+    cli_threads_describe(pool, sizeof pool);
+    printf("megamoe run: re-routing demo (mm_re_routing); worker pool: %s\n", pool);
     printf(
         "shape: A = %lld tokens x H = %lld %s, %lld ranks x %lld local experts, skewed counts, seed %llu\n",
         (long long)shape.tokens, (long long)shape.hidden, mm_dtype_name(shape.dtype), (long long)shape.ranks,

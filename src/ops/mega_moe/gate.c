@@ -5,12 +5,13 @@
  * all run: each GEMM task is preempted half-way (AMX tile state saved and restored, the expert's weight
  * panel evicted by another rank's), and the pool's short spin-waits burn the time slices others need.
  * The gate lets only as many ranks compute at a time as the cores allow for pool-sized jobs
- * (cores / pool threads, at least 1); the others sleep on a condition variable, not on a core. It is
- * a ticket lock, so ranks get in in arrival order and none starves. With MPI (one rank per process)
- * the gate is never contended. The gate only orders whole FFN batches; results do not depend on it. */
+ * (the process's CPU budget / pool threads, at least 1: core/cpu_budget.h); the others sleep on a condition
+ * variable, not on a core. It is a ticket lock, so ranks get in in arrival order and none starves. With MPI
+ * (one rank per process) the gate is never contended. The gate only orders whole FFN batches; results do not
+ * depend on it. */
 #include <pthread.h>
-#include <unistd.h>
 
+#include "core/cpu_budget.h"
 #include "core/parallel.h"
 #include "ops/mega_moe/gate.h"
 
@@ -22,10 +23,8 @@ static struct {
 } gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
 
 static int gate_capacity(void) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = mm_parallel_num_threads();
-    long cap = cores >= 1 ? cores / threads : 1;
-    return cap >= 1 ? (int)cap : 1;
+    int cap = mm_cpu_budget_cpus() / mm_parallel_num_threads();
+    return cap >= 1 ? cap : 1;
 }
 
 void mm_moe_gate_enter(void) {

@@ -1,0 +1,16 @@
+/* tools/common/cli_threads.h: the worker pool on the command line: `--threads N` (the same option in
+ * every command that computes) and the header line saying how many threads run and why. */
+#ifndef MEGAMOE_TOOLS_CLI_THREADS_H
+#define MEGAMOE_TOOLS_CLI_THREADS_H
+
+#include <stddef.h>
+
+/* --threads N: checks N (1..1024) and sets the pool's count (mm_threads_set_count). 0, or -1 after one
+ * usage line. */
+int cli_parse_threads(const char *command, const char *text);
+
+/* "2 threads (affinity 2 CPUs, cgroup quota none)", naming --threads or MEGAMOE_NUM_THREADS when they set
+ * the count, and pinning and NUMA interleaving when on. */
+void cli_threads_describe(char *buf, size_t size);
+
+#endif
