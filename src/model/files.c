@@ -14,20 +14,14 @@
 #include "io/io_util.h"
 #include "model/model_internal.h"
 
+static int compare_name(const void *key, const void *entry) {
+    return strcmp(key, ((const mm_model_entry *)entry)->name);
+}
+
 static const char *file_of(const mm_model *m, const char *name) {
     if (!m->sharded) return "model.safetensors";
-    mm_model_entry key = {name, NULL};
-    size_t lo = 0, hi = m->entry_count;
-    while (lo < hi) { /* bsearch by hand: the entries are sorted by name */
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(m->entries[mid].name, key.name);
-        if (c == 0) return m->entries[mid].file;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    const mm_model_entry *e = bsearch(name, m->entries, m->entry_count, sizeof *e, compare_name);
+    return e ? e->file : NULL;
 }
 
 static mm_status open_shard(mm_model_files *files, const char *file, mm_model_shard **out, mm_error *err) {
