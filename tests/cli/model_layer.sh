@@ -52,9 +52,17 @@ for fam in mixtral qwen3_moe qwen2_moe; do
         fi
     fi
 done
-# Layer 0 of the sharded mixtral lives in the first shard only: it runs without the second one.
-expect 0 "mixtral layer 0" layer --model mixtral --layer 0 x_mixtral0.st -o mixtral0.st --ranks 2
+# Layer 0 of the sharded mixtral lives in the first shard only, at odd offsets (copied, not mapped):
+# 5 tokens on 4 ranks leave rank 3 without tokens; it runs without the second shard.
+expect 0 "mixtral layer 0" layer --model mixtral --layer 0 x_mixtral0.st -o mixtral0.st --ranks 4
 check mixtral 0 x_mixtral0.st mixtral0.st
+"$PY" -c "
+import sys; sys.path.insert(0, '$PYDIR')
+from hf_tiny import *
+import numpy as np
+write_safetensors('x_empty.st', [('x', bf16_bits(np.zeros((0, 64))))])" || bad "write x_empty"
+expect 0 "no tokens" layer --model qwen2_moe --layer 1 x_empty.st -o empty.st --ranks 2
+check qwen2_moe 1 x_empty.st empty.st
 cp -r mixtral mixtral_noshard && rm mixtral_noshard/model-00002-of-00002.safetensors
 expect 0 "layer 0 without the unused shard" layer --model mixtral_noshard --layer 0 x_mixtral0.st -o m0.st
 

@@ -81,6 +81,11 @@ def check(model_dir, layer, x_path, out_path, tol):
     failures = []
     if got_ids.shape != ids.shape or not np.array_equal(got_ids, ids):
         failures.append("topk_ids differ: first rows %s vs reference %s" % (got_ids[:3].tolist(), ids[:3].tolist()))
+    if got_y.shape != y.shape:
+        failures.append("y has shape %s, reference %s" % (got_y.shape, y.shape))
+    if x.shape[0] == 0:  # no tokens: the shapes are all there is to check
+        print("tokens 0: shapes %s %s %s" % (got_y.shape, got_ids.shape, got_w.shape))
+        return 1 if failures or got_ids.shape != ids.shape or got_w.shape != w.shape else 0
     werr = float(np.abs(got_w - w).max()) if got_w.shape == w.shape else float("inf")
     if werr > 1e-5:
         failures.append("topk_weights differ by %.3g (> 1e-5)" % werr)

@@ -4,10 +4,12 @@ The folders look like the published ones: config.json with the family's keys, te
 names and layouts (nn.Linear weights (out, in)), BF16 stored as uint16 bits, the non-MoE tensors of a
 decoder layer beside the MoE ones (so a loader must pick its own), one unrelated U32 tensor and one
 I64 tensor (a loader must not reject the file for them), and for mixtral a sharded layout:
-model.safetensors.index.json naming two shards, layer 0 (and the embedding) in the first, layer 1 in
-the second.
+model.safetensors.index.json naming two shards, layer 0 (and the embedding) in the first, at odd byte
+offsets behind a 3-byte U8 tensor, layer 1 in the second. --shape writes a checkpoint of a real model's MoE sizes (e.g. 2048,768,128,8 for
+Qwen3-30B-A3B) to measure a real layer without downloading one.
 
-  python3 hf_tiny.py checkpoint FAMILY DIR [--seed S]     FAMILY: mixtral, qwen3_moe, qwen2_moe
+  python3 hf_tiny.py checkpoint FAMILY DIR [--seed S] [--shape H,I,E,K[,I_s]]
+                                                          FAMILY: mixtral, qwen3_moe, qwen2_moe
   python3 hf_tiny.py input DIR LAYER X.safetensors --tokens T [--dtype bf16|f32] [--seed S]
 
 `input` writes x (T, H) whose routing is unambiguous: every token's K-th and (K+1)-th router
@@ -33,7 +35,7 @@ def bf16_values(bits):
     return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
-DTYPES = {np.uint16: "BF16", np.float32: "F32", np.int32: "I32", np.int64: "I64", np.uint32: "U32"}
+DTYPES = {np.uint8: "U8", np.uint16: "BF16", np.float32: "F32", np.int32: "I32", np.int64: "I64", np.uint32: "U32"}
 
 
 def write_safetensors(path, tensors, meta=None):
@@ -57,7 +59,7 @@ def read_safetensors(path):
     n = struct.unpack("<Q", blob[:8])[0]
     header = json.loads(blob[8 : 8 + n])
     header.pop("__metadata__", None)
-    np_of = {"BF16": np.uint16, "F32": np.float32, "I32": np.int32, "I64": np.int64, "U32": np.uint32}
+    np_of = {"U8": np.uint8, "BF16": np.uint16, "F32": np.float32, "I32": np.int32, "I64": np.int64, "U32": np.uint32}
     out = {}
     for name, v in header.items():
         b, e = v["data_offsets"]
@@ -135,7 +137,9 @@ def write_checkpoint(family, out_dir, seed):
     if family != "mixtral":
         write_safetensors(os.path.join(out_dir, "model.safetensors"), head + sum(layers, []) + tail)
         return
-    shards = [head + layers[0], layers[1] + tail]
+    # a 3-byte tensor before layer 0 leaves its BF16 tensors at odd offsets in the first shard (a loader
+    # must not read them as aligned uint16); layer 1's, in the second shard, are aligned
+    shards = [head + [("model.extra_flags", np.ones(3, dtype=np.uint8))] + layers[0], layers[1] + tail]
     names = ["model-%05d-of-%05d.safetensors" % (k + 1, len(shards)) for k in range(len(shards))]
     weight_map, total = {}, 0
     for name, shard in zip(names, shards):
@@ -184,7 +188,7 @@ def write_input(model_dir, layer, out_path, tokens, dtype, seed):
 
 
 def main(argv):
-    opts = {"--seed": "1", "--tokens": "16", "--dtype": "bf16"}
+    opts = {"--seed": "1", "--tokens": "16", "--dtype": "bf16", "--shape": ""}
     args = []
     it = iter(argv[1:])
     for a in it:
@@ -192,6 +196,9 @@ def main(argv):
             opts[a] = next(it)
         else:
             args.append(a)
+    if opts["--shape"]:
+        v = [int(n) for n in opts["--shape"].split(",")]
+        SIZES.update(hidden=v[0], inter=v[1], experts=v[2], topk=v[3], shared_inter=v[4] if len(v) > 4 else 4 * v[1])
     if len(args) == 3 and args[0] == "checkpoint":
         write_checkpoint(args[1], args[2], int(opts["--seed"]))
     elif len(args) == 4 and args[0] == "input":
