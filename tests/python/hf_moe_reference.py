@@ -11,7 +11,7 @@ Qwen2MoeSparseMoeBlock; docs/models.md), not from megamoe's C code:
 in float64 throughout (HF's BF16 intermediate roundings are not modelled: the reference is the exact
 value both implementations approximate).
 
-  python3 hf_moe_reference.py check MODEL_DIR LAYER X.safetensors OUT.safetensors [--tol T]
+  python3 hf_moe_reference.py check MODEL_DIR LAYER X.safetensors OUT.safetensors [MODEL_DIR LAYER X OUT ...] [--tol T]
 
 Checks: topk_ids equal exactly; topk_weights within 1e-5 (an F32 softmax against float64); y within
 T * max|y_ref| per element (default T = 1/64: MegaMoE's A16W16 rounds GEMM1's output, the activation
@@ -107,9 +107,13 @@ def main(argv):
         i = args.index("--tol")
         tol = float(args[i + 1])
         del args[i : i + 2]
-    if len(args) != 5 or args[0] != "check":
+    if len(args) < 5 or (len(args) - 1) % 4 != 0 or args[0] != "check":
         raise SystemExit(__doc__)
-    sys.exit(check(args[1], int(args[2]), args[3], args[4], tol))
+    rc = 0
+    for i in range(1, len(args), 4):
+        print("%s layer %s, %s -> %s:" % tuple(args[i : i + 4]))
+        rc |= check(args[i], int(args[i + 1]), args[i + 2], args[i + 3], tol)
+    sys.exit(rc)
 
 
 if __name__ == "__main__":
