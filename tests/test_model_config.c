@@ -82,6 +82,14 @@ static void test_families(void) {
     CHECK_STATUS(mm_model_check_layer(m, 5, &err), MM_ERR_INVALID_ARGUMENT, &err);
     CHECK_STR_CONTAINS(err.message, "mlp_only_layers lists it");
     mm_model_close(m);
+
+    /* a qwen3_moe config re-saved by recent transformers may name E num_local_experts */
+    m = open_ok(
+        "{\"model_type\":\"qwen3_moe\",\"hidden_size\":64,\"num_hidden_layers\":2,\"num_local_experts\":16,"
+        "\"num_experts_per_tok\":2,\"moe_intermediate_size\":32}");
+    c = mm_model_get_config(m);
+    CHECK(c && c->num_experts == 16);
+    mm_model_close(m);
 }
 
 static void test_broken(void) {

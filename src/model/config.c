@@ -119,8 +119,13 @@ static mm_status read_config(mm_model *m, const mm_json_value *root, mm_error *e
         (st = get_int(root, "num_experts_per_tok", 0, 0, 1, 1 << 20, &c->topk, err)))
         return st;
     int qwen = c->family != MM_MODEL_MIXTRAL;
-    if ((st = get_int(root, qwen ? "num_experts" : "num_local_experts", 0, 0, 1, 1 << 20, &c->num_experts,
-                      err)) ||
+    /* Recent transformers map a Qwen3-MoE config's num_experts to num_local_experts (attribute_map), so a
+     * re-saved config may carry either; the published ones say num_experts. */
+    const char *e_key =
+        qwen && (mm_json_object_get(root, "num_experts") || !mm_json_object_get(root, "num_local_experts"))
+            ? "num_experts"
+            : "num_local_experts";
+    if ((st = get_int(root, e_key, 0, 0, 1, 1 << 20, &c->num_experts, err)) ||
         (st = get_int(root, qwen ? "moe_intermediate_size" : "intermediate_size", 0, 0, 2, big,
                       &c->moe_intermediate_size, err)))
         return st;
