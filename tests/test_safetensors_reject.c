@@ -452,7 +452,43 @@ static void test_structural_corruption(void) {
     free(text);
 }
 
+/* A checkpoint may hold a U32/U16/C64 tensor megamoe never asks for: the file opens, the tensor is
+ * listed (dtype MM_DTYPE_INVALID, its string kept) and reading it as a tensor is refused; its byte span
+ * is still checked with the dtype's width, and lower-case or unknown strings stay rejected. */
+static void test_foreign_dtypes(void) {
+    mm_error err_store, *err = &err_store;
+    mm_st_reader *r = expect_accept("{\"idx\":{\"dtype\":\"U32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                                    "\"w\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[8,12]},"
+                                    "\"h\":{\"dtype\":\"U16\",\"shape\":[1,2],\"data_offsets\":[12,16]},"
+                                    "\"c\":{\"dtype\":\"C64\",\"shape\":[1],\"data_offsets\":[16,24]}}",
+                                    24);
+    if (r) {
+        const mm_st_tensor_info *idx = mm_st_find(r, "idx");
+        CHECK(idx && idx->dtype == MM_DTYPE_INVALID && strcmp(idx->dtype_string, "U32") == 0);
+        CHECK(idx && idx->nbytes == 8);
+        const mm_st_tensor_info *w = mm_st_find(r, "w");
+        CHECK(w && w->dtype == MM_DTYPE_BF16 && strcmp(w->dtype_string, "BF16") == 0);
+        mm_tensor t;
+        CHECK_OK(mm_st_read_tensor(r, "w", &t, err), err);
+        CHECK(t.data && ((unsigned char *)t.data)[0] == 8); /* data bytes are 0, 1, 2, ... */
+        mm_tensor_free_data(&t);
+        CHECK_STATUS(mm_st_read_tensor(r, "idx", &t, err), MM_ERR_INVALID_FILE, err);
+        CHECK_STR_CONTAINS(err->message, "tensor \"idx\": dtype U32 is not one megamoe computes with");
+        unsigned char raw[8];
+        CHECK_OK(mm_st_read(r, idx, raw, err), err);
+        CHECK(raw[7] == 7);
+        mm_st_close(r);
+    }
+    expect_reject("{\"idx\":{\"dtype\":\"U32\",\"shape\":[2],\"data_offsets\":[0,6]}}", 6,
+                  "data_offsets [0, 6] span 6 bytes but shape [2] of U32 needs 8");
+    expect_reject("{\"idx\":{\"dtype\":\"u32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+                  "unknown dtype \"u32\"");
+    expect_reject("{\"idx\":{\"dtype\":\"U24\",\"shape\":[2],\"data_offsets\":[0,6]}}", 6,
+                  "unknown dtype \"U24\"");
+}
+
 int main(void) {
+    test_foreign_dtypes();
     test_container_rules();
     test_metadata_rules();
     test_entry_rules();

@@ -14,6 +14,9 @@ const mm_cli_command mm_cli_commands[] = {
     {"case", "run one operator call from a case file and write its outputs", mm_cli_case_main},
     {"case-gen", "write a random (seeded) case file for an operator", mm_cli_case_gen_main},
     {"bench", "run a benchmark (no name: list them)", mm_cli_bench_main},
+    {"layer",
+     "run the MoE layer of a Hugging Face checkpoint (mixtral, qwen3_moe, qwen2_moe) on x from a file",
+     mm_cli_layer_main},
     {"version", "print the version", mm_cli_version_main},
 };
 const size_t mm_cli_command_count = sizeof mm_cli_commands / sizeof mm_cli_commands[0];

@@ -36,6 +36,10 @@ typedef struct mm_st_tensor_info {
     int64_t shape[MM_MAX_DIMS]; /* logical shape (after "shape.<name>" metadata) */
     uint64_t offset;            /* byte offset in the file of the tensor's data */
     uint64_t nbytes;            /* bytes of data */
+    /* The dtype string as stored ("BF16", "U8" for logical ones). The standard dtypes megamoe never
+     * computes with (U16, U32, C64) are accepted in a file with dtype MM_DTYPE_INVALID, so a checkpoint
+     * holding such a tensor opens; mm_st_read_tensor refuses them, mm_st_read copies their bytes. */
+    const char *dtype_string;
 } mm_st_tensor_info;
 
 /* Open and validate a file. Malformed content gives MM_ERR_INVALID_FILE with a message naming the

@@ -116,7 +116,8 @@ mm_status mm_case_input(mm_case_ctx *ctx, int64_t rank, const char *name, int re
         char allowed[256];
         dtype_list(dtype_mask, allowed, sizeof allowed);
         return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" has dtype %s; %s accepts %s", full,
-                       mm_dtype_name(info->dtype), ctx->op->name, allowed);
+                       info->dtype == MM_DTYPE_INVALID ? info->dtype_string : mm_dtype_name(info->dtype),
+                       ctx->op->name, allowed);
     }
     if (info->ndim < ndim_min || info->ndim > ndim_max) {
         char shape[200], expected[48];

@@ -27,6 +27,20 @@ const char *mm_st_dtype_string(mm_dtype dtype) {
     return t ? t->safetensors : NULL;
 }
 
+/* Standard safetensors dtypes that megamoe never computes with: a checkpoint may hold them in tensors
+ * megamoe does not ask for (index buffers, counters), so the file is accepted, the tensor is listed
+ * with dtype MM_DTYPE_INVALID and its string, and reading it is refused (mm_st_read_tensor). Returns
+ * the element size in bytes, 0 for a string that is not one of them. */
+static int foreign_dtype_bytes(const char *s) {
+    static const struct {
+        const char *name;
+        int bytes;
+    } foreign[] = {{"U16", 2}, {"U32", 4}, {"C64", 8}};
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++)
+        if (strcmp(foreign[i].name, s) == 0) return foreign[i].bytes;
+    return 0;
+}
+
 /* "[4, 16]" for messages; cut with "...]" if it does not fit. */
 static const char *shape_text(char *buf, size_t cap, int ndim, const int64_t *shape) {
     size_t at = (size_t)snprintf(buf, cap, "[");
@@ -115,12 +129,15 @@ static mm_status read_entry(const mm_json_member *m, uint64_t data_size, mm_st_t
         return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\": dtype is %s, must be a string", name,
                        mm_json_type_phrase(dtype->type));
     info->dtype = mm_st_dtype_from_string(dtype->u.string.chars);
-    if (info->dtype == MM_DTYPE_INVALID || strlen(dtype->u.string.chars) != dtype->u.string.len) {
+    info->dtype_string = dtype->u.string.chars;
+    int foreign_bytes = info->dtype == MM_DTYPE_INVALID ? foreign_dtype_bytes(dtype->u.string.chars) : 0;
+    if ((info->dtype == MM_DTYPE_INVALID && foreign_bytes == 0) ||
+        strlen(dtype->u.string.chars) != dtype->u.string.len) {
         char q[MM_IO_QUOTE_BUF];
         return mm_fail(
             err, MM_ERR_INVALID_FILE,
             "tensor \"%s\": unknown dtype \"%s\" (known: BOOL, U8, I8, I16, I32, I64, U64, F16, BF16, "
-            "F32, F64, F8_E4M3, F8_E5M2, F8_E8M0, F4)",
+            "F32, F64, F8_E4M3, F8_E5M2, F8_E8M0, F4; U16, U32, C64 listed but not read)",
             name, mm_io_quote(q, sizeof q, dtype->u.string.chars, dtype->u.string.len));
     }
     snprintf(what, sizeof what, "tensor \"%s\": shape", name);
@@ -129,7 +146,12 @@ static mm_status read_entry(const mm_json_member *m, uint64_t data_size, mm_st_t
     uint64_t begin = 0, end = 0;
     snprintf(what, sizeof what, "tensor \"%s\": data_offsets", name);
     if ((st = read_offsets(offsets, what, data_size, &begin, &end, err)) != MM_OK) return st;
-    mm_tensor t = mm_tensor_make(info->dtype, info->ndim, info->shape, NULL);
+    /* A foreign dtype has the byte size of the plain dtype of its width (same rows, same overflow). */
+    mm_dtype size_dtype = foreign_bytes == 2   ? MM_DTYPE_I16
+                          : foreign_bytes == 4 ? MM_DTYPE_F32
+                          : foreign_bytes == 8 ? MM_DTYPE_I64
+                                               : info->dtype;
+    mm_tensor t = mm_tensor_make(size_dtype, info->ndim, info->shape, NULL);
     int64_t need = mm_tensor_nbytes(&t);
     char shape_buf[200];
     shape_text(shape_buf, sizeof shape_buf, info->ndim, info->shape);

@@ -251,6 +251,9 @@ mm_status mm_st_read_tensor(mm_st_reader *reader, const char *name, mm_tensor *o
         return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" is not in the file",
                        mm_io_quote(q, sizeof q, name, strlen(name)));
     }
+    if (info->dtype == MM_DTYPE_INVALID)
+        return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\": dtype %s is not one megamoe computes with",
+                       info->name, info->dtype_string);
     /* 64-byte aligned for the vector kernels, rounded up to whole cache lines, never zero-sized so
      * that data is non-NULL even for empty tensors. */
     size_t bytes = ((size_t)info->nbytes + 63) / 64 * 64;

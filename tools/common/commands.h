@@ -19,6 +19,7 @@ int mm_cli_run_main(int argc, char **argv);
 int mm_cli_case_main(int argc, char **argv);
 int mm_cli_case_gen_main(int argc, char **argv);
 int mm_cli_bench_main(int argc, char **argv);
+int mm_cli_layer_main(int argc, char **argv);
 int mm_cli_version_main(int argc, char **argv);
 
 /* Defined in main.c, in the order `megamoe --help` lists them. */

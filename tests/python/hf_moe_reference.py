@@ -1,0 +1,120 @@
+"""tests/python/hf_moe_reference.py: an independent float64 reference of the Hugging Face MoE blocks, and
+the check of `megamoe layer`'s output against it (numpy only).
+
+Written from the transformers modeling code (MixtralSparseMoeBlock, Qwen3MoeSparseMoeBlock,
+Qwen2MoeSparseMoeBlock; docs/models.md), not from megamoe's C code:
+    logits  = x @ gate.T                          (x rounded to BF16 first when the input is F32)
+    p       = softmax(logits)                     top-k of p, ties to the lower index
+    w       = p_k / sum(p_k)  (mixtral always; qwen iff norm_topk_prob)
+    y       = sum_k w_k * down(silu(gate_proj(x)) * up_proj(x))
+            + sigmoid(x @ shared_expert_gate.T) * shared_expert(x)        (qwen2_moe)
+in float64 throughout (HF's BF16 intermediate roundings are not modelled: the reference is the exact
+value both implementations approximate).
+
+  python3 hf_moe_reference.py check MODEL_DIR LAYER X.safetensors OUT.safetensors [MODEL_DIR LAYER X OUT ...] [--tol T]
+
+Checks: topk_ids equal exactly; topk_weights within 1e-5 (an F32 softmax against float64); y within
+T * max|y_ref| per element (default T = 1/64: MegaMoE's A16W16 rounds GEMM1's output, the activation
+output and y to BF16, docs/mega_moe.md). Prints the measured errors; exits 1 on a mismatch."""
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_tiny import bf16_values, load_tensor, read_safetensors  # noqa: E402
+
+
+def silu(v):
+    return v / (1.0 + np.exp(-v))
+
+
+def moe_block(model_dir, layer, x):
+    with open(os.path.join(model_dir, "config.json")) as f:
+        c = json.load(f)
+    fam = c["model_type"]
+    W = lambda name: bf16_values(load_tensor(model_dir, "model.layers.%d.%s" % (layer, name)))
+    if fam == "mixtral":
+        e_n, part, names = c["num_local_experts"], "block_sparse_moe", ("w1", "w3", "w2")
+        renorm = True
+    else:
+        e_n, part, names = c["num_experts"], "mlp", ("gate_proj", "up_proj", "down_proj")
+        renorm = bool(c.get("norm_topk_prob", False))
+    k_n = c["num_experts_per_tok"]
+    logits = x @ W(part + ".gate.weight").T
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    ids = np.zeros((x.shape[0], k_n), dtype=np.int64)
+    for t in range(x.shape[0]):
+        ids[t] = sorted(range(e_n), key=lambda e: (-p[t, e], e))[:k_n]
+    w = np.take_along_axis(p, ids, axis=1)
+    if renorm:
+        w = w / w.sum(axis=1, keepdims=True)
+
+    def mlp(prefix, v):
+        g, u, d = (W(prefix + n + ".weight") for n in names)
+        return (silu(v @ g.T) * (v @ u.T)) @ d.T
+
+    y = np.zeros_like(x)
+    for t in range(x.shape[0]):
+        for k in range(k_n):
+            y[t] += w[t, k] * mlp("%s.experts.%d." % (part, ids[t, k]), x[t : t + 1])[0]
+    if fam == "qwen2_moe":
+        gate = 1.0 / (1.0 + np.exp(-(x @ W("mlp.shared_expert_gate.weight").T)))
+        y += gate * mlp("mlp.shared_expert.", x)
+    return ids, w, y, p
+
+
+def check(model_dir, layer, x_path, out_path, tol):
+    dtype, x = read_safetensors(x_path)["x"]
+    if dtype == "F32":  # megamoe rounds an F32 x to BF16 (nearest even) first
+        from hf_tiny import bf16_bits
+        x = bf16_bits(x)
+    x = bf16_values(x)
+    ids, w, y, p = moe_block(model_dir, layer, x)
+    out = read_safetensors(out_path)
+    got_ids = out["topk_ids"][1].astype(np.int64)
+    got_w = out["topk_weights"][1].astype(np.float64)
+    got_y = bf16_values(out["y"][1])
+    assert out["y"][0] == "BF16" and out["topk_ids"][0] == "I32" and out["topk_weights"][0] == "F32", out.keys()
+    failures = []
+    if got_ids.shape != ids.shape or not np.array_equal(got_ids, ids):
+        failures.append("topk_ids differ: first rows %s vs reference %s" % (got_ids[:3].tolist(), ids[:3].tolist()))
+    if got_y.shape != y.shape:
+        failures.append("y has shape %s, reference %s" % (got_y.shape, y.shape))
+    if x.shape[0] == 0:  # no tokens: the shapes are all there is to check
+        print("tokens 0: shapes %s %s %s" % (got_y.shape, got_ids.shape, got_w.shape))
+        return 1 if failures or got_ids.shape != ids.shape or got_w.shape != w.shape else 0
+    werr = float(np.abs(got_w - w).max()) if got_w.shape == w.shape else float("inf")
+    if werr > 1e-5:
+        failures.append("topk_weights differ by %.3g (> 1e-5)" % werr)
+    scale = float(np.abs(y).max())
+    yerr = float(np.abs(got_y - y).max()) if got_y.shape == y.shape else float("inf")
+    print("tokens %d: routing identical=%s, max |w - ref| = %.3g, max |y - ref| = %.3g = %.3g x max|y_ref| (%.3g)"
+          % (x.shape[0], not failures[:1] or "ids" not in failures[0], werr, yerr, yerr / scale, scale))
+    if yerr > tol * scale:
+        failures.append("y differs by %.3g > %.3g x max|y_ref| = %.3g" % (yerr, tol, tol * scale))
+    for f in failures:
+        print("FAIL: " + f)
+    return 1 if failures else 0
+
+
+def main(argv):
+    tol = 1.0 / 64
+    args = list(argv[1:])
+    if "--tol" in args:
+        i = args.index("--tol")
+        tol = float(args[i + 1])
+        del args[i : i + 2]
+    if len(args) < 5 or (len(args) - 1) % 4 != 0 or args[0] != "check":
+        raise SystemExit(__doc__)
+    rc = 0
+    for i in range(1, len(args), 4):
+        print("%s layer %s, %s -> %s:" % tuple(args[i : i + 4]))
+        rc |= check(args[i], int(args[i + 1]), args[i + 2], args[i + 3], tol)
+    sys.exit(rc)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
