@@ -260,9 +260,8 @@ static mm_status run_mpi(dcc_runner *run, mm_error *err) {
     if (st != MM_OK) goto done;
     int64_t bytes = (int64_t)block_size(run, &run->rank[g]);
     if ((st = mm_comm_allreduce_i64(comm, &bytes, 1, MM_REDUCE_MAX, &local))) goto done;
-    block = calloc(1, (size_t)bytes);
-    all = calloc((size_t)run->ranks, (size_t)bytes);
-    st = block && all ? MM_OK : mm_fail(&local, MM_ERR_OUT_OF_MEMORY, "gathering the outputs: out of memory");
+    /* `all` holds every rank's outputs until the file is written (the writer streams from it). */
+    st = mm_case_alloc_gather(ctx, (size_t)bytes, run->ranks, &block, &all, &local);
     if ((st = mm_comm_agree(comm, st, &local))) goto done;
     block_fill(run, &run->rank[g], block);
     if ((st = mm_comm_allgather(comm, block, (size_t)bytes, all, &local))) goto done;
@@ -270,7 +269,7 @@ static mm_status run_mpi(dcc_runner *run, mm_error *err) {
         if (run->alive[q]) st = block_read(run, q, all + (size_t)q * (size_t)bytes, &local);
 done:
     if (ws) mm_dc_workspace_free(ws, NULL);
-    free(block), free(all);
+    free(block);
     mm_comm_free(comm, NULL);
     if (st) return mm_fail(err, st, "%s", local.message);
     return MM_OK;

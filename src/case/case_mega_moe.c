@@ -340,15 +340,13 @@ static mm_status run_mpi(mm_case_ctx *ctx, moe_case_run *run, mm_error *err) {
     /* Gather: BS per rank, then fixed-size blocks of (M x H BF16 + E_l INT32). */
     int64_t H = rc->x.ndim == 2 ? rc->x.shape[1] : 0, el = run->sizing.moe_expert_num / run->ranks;
     int64_t bs[1] = {rc->x.shape[0]}, maxbs[1] = {rc->x.shape[0]}, maxh[1] = {H};
-    uint8_t *block = NULL, *all = NULL;
+    unsigned char *block = NULL, *all = NULL;
     if (st == MM_OK) st = mm_comm_allreduce_i64(comm, maxbs, 1, MM_REDUCE_MAX, &local);
     if (st == MM_OK) st = mm_comm_allreduce_i64(comm, maxh, 1, MM_REDUCE_MAX, &local);
     size_t ybytes = (size_t)(maxbs[0] * maxh[0]) * 2, bytes = 8 + ybytes + (size_t)el * 4;
     if (st == MM_OK) {
-        block = calloc(1, bytes);
-        all = calloc((size_t)run->ranks, bytes);
-        if (!block || !all)
-            st = mm_fail(&local, MM_ERR_OUT_OF_MEMORY, "gathering the outputs: out of memory");
+        /* `all` holds every rank's outputs until the file is written (the writer streams from it). */
+        st = mm_case_alloc_gather(ctx, bytes, run->ranks, &block, &all, &local);
         st = mm_comm_agree(comm, st, &local);
     }
     if (st == MM_OK) {
@@ -369,7 +367,6 @@ static mm_status run_mpi(mm_case_ctx *ctx, moe_case_run *run, mm_error *err) {
         st = mm_case_output(ctx, q, "expert_token_nums", &etn, &local);
     }
     free(block);
-    free(all);
     mm_comm_free(comm, NULL);
     if (st != MM_OK) return mm_fail(err, st, "%s", local.message);
     return MM_OK;

@@ -72,8 +72,8 @@ ca, cb = v(a["rank0.ep_recv_counts"], "i"), v(b["rank0.ep_recv_counts"], "i")
 assert cb[:8] == ca and set(cb[8:]) == {ca[-1]}, "ep_recv_counts"
 PY
 # 6. A memory budget (--memory-budget GB, default 3/4 of physical memory): a 216-byte re-routing case
-# whose expert_token_num_per_rank has shape (0, 2^28) asks for 1 GB of output (2 GB with the writer's
-# copy); with a budget of 1 GB it is refused at once, exit 2, naming both figures, writing nothing.
+# whose expert_token_num_per_rank has shape (0, 2^28) asks for 1.07 GB of output (streamed to the file,
+# counted once); with a budget of 1 GB it is refused at once, exit 2, naming both figures, writing nothing.
 python3 - "$WORK/huge_e.st" <<'PY'
 import sys
 from safetensors_io import save
@@ -82,8 +82,8 @@ save(sys.argv[1], {"op": "moe_re_routing"},
 PY
 rm -f "$WORK/huge_e_out.st"
 start=$(date +%s)
-expect 2 "a 2 GB case over a 1 GB budget" case "$WORK/huge_e.st" -o "$WORK/huge_e_out.st" --memory-budget 1
-stderr_is_one_line "expert_token_num: the case needs 2.15 GB, more than the budget of 1.00 GB"
+expect 2 "a 1.07 GB case over a 1 GB budget" case "$WORK/huge_e.st" -o "$WORK/huge_e_out.st" --memory-budget 1
+stderr_is_one_line "expert_token_num: the case needs 1.07 GB, more than the budget of 1.00 GB"
 if [ $(($(date +%s) - start)) -lt 5 ] && [ ! -e "$WORK/huge_e_out.st" ]; then ok; else bad "the refused case took $(($(date +%s) - start)) s or wrote output"; fi
 expect 2 "--memory-budget 0" case "$WORK/huge_e.st" -o "$WORK/huge_e_out.st" --memory-budget 0
 
