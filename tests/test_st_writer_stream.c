@@ -105,8 +105,8 @@ static void case_output_is_not_copied(void) {
     /* expert_token_num: (E,) of the counts' dtype, I32 */
     long long output = (long long)experts * 4;
     if (grown >= output + output / 4)
-        mm_test_report_fail(__FILE__, __LINE__, "a case with %lld bytes of output raised the peak by %lld bytes",
-                            output, grown);
+        mm_test_report_fail(__FILE__, __LINE__,
+                            "a case with %lld bytes of output raised the peak by %lld bytes", output, grown);
     CHECK(grown >= output / 2); /* the measurement sees the output itself */
 
     mm_st_reader *r = NULL;
