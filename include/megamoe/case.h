@@ -21,9 +21,9 @@ typedef enum mm_case_backend {
 typedef struct mm_case_options {
     mm_case_backend backend;
     double timeout_seconds; /* collective wait limit; 0 = library default */
-    /* Memory the case may take for its inputs and outputs (an output counts twice: the writer holds a
-     * copy), in bytes; 0 = 3/4 of physical memory. A case that needs more fails before allocating, with
-     * an input error naming both figures. */
+    /* Memory the case may take for its inputs, outputs (streamed to the file, counted once) and the
+     * operator's workspaces (sized by its own sizing functions), in bytes; 0 = 3/4 of physical memory. A case
+     * that needs more fails before allocating, with an input error naming both figures. */
     uint64_t memory_budget_bytes;
 } mm_case_options;
 

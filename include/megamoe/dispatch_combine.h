@@ -18,6 +18,7 @@
 #ifndef MEGAMOE_DISPATCH_COMBINE_H
 #define MEGAMOE_DISPATCH_COMBINE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "megamoe/comm.h"
@@ -80,6 +81,12 @@ mm_status mm_dc_workspace_free(mm_dc_workspace *ws, mm_error *err);
  * job that may scale in reserves before its ranks can fail. */
 mm_status mm_dc_workspace_reserve(mm_dc_workspace *ws, const mm_dc_attrs *attrs, int64_t max_bs,
                                   int64_t hidden, int64_t topk, mm_error *err);
+/* Bytes of symmetric memory a workspace holds on each rank of a world of `world` ranks for calls of
+ * these extents (what mm_dc_workspace_reserve allocates and the calls grow to), computed the same way
+ * and without allocating, so a program can bound its memory first. 0 when attrs or the extents break a
+ * rule of mm_dc_workspace_reserve. */
+size_t mm_dc_workspace_bytes_for(const mm_dc_attrs *attrs, int world, int64_t max_bs, int64_t hidden,
+                                 int64_t topk);
 /* For a rank that leaves the group (elastic scale-in) instead of freeing collectively: releases this
  * rank's private memory only; the survivors' mm_dc_workspace_free frees the symmetric buffers. */
 void mm_dc_workspace_abandon(mm_dc_workspace *ws);

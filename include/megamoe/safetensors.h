@@ -81,8 +81,14 @@ mm_status mm_st_writer_set_metadata(mm_st_writer *writer, const char *key, const
  * "dtype."/"shape." metadata automatically. Names must be unique, non-empty, valid UTF-8 and not
  * "__metadata__". */
 mm_status mm_st_writer_add(mm_st_writer *writer, const char *name, const mm_tensor *tensor, mm_error *err);
+/* As mm_st_writer_add, but the data is not copied: the writer keeps tensor->data and streams the bytes
+ * from it when the file is written, so a large output costs no second copy. The caller keeps the data
+ * allocated and unchanged until the last mm_st_writer_write (or mm_st_writer_destroy). */
+mm_status mm_st_writer_add_ref(mm_st_writer *writer, const char *name, const mm_tensor *tensor,
+                               mm_error *err);
 /* Writes the file: header with __metadata__ first (keys sorted), then the tensors in insertion order,
- * data in the same order, header padded with spaces so the data starts at a multiple of 8. Writes to a
+ * data in the same order (streamed: each tensor's bytes are written from its data, never gathered into
+ * one image of the file), header padded with spaces so the data starts at a multiple of 8. Writes to a
  * temporary file beside path (fsync'ed), then renames it into place: a failed write removes the
  * temporary file and leaves an existing file untouched (MM_ERR_IO). A replaced file keeps its mode, a
  * new one gets 0644. An existing path that is neither a regular file nor a directory (/dev/null,

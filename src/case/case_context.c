@@ -18,31 +18,39 @@ void mm_case_tensor_name(char *buf, size_t cap, int64_t rank, const char *name) 
         snprintf(buf, cap, "rank%" PRId64 ".%s", rank, name);
 }
 
-static int track(mm_case_ctx *ctx, void *p) {
-    if (ctx->owned_count == ctx->owned_cap) {
-        size_t cap = ctx->owned_cap ? 2 * ctx->owned_cap : 16;
-        void **grown = realloc(ctx->owned, cap * sizeof *grown);
+static int track(mm_case_owned *list, void *p) {
+    if (list->count == list->cap) {
+        size_t cap = list->cap ? 2 * list->cap : 16;
+        void **grown = realloc(list->items, cap * sizeof *grown);
         if (!grown) return -1;
-        ctx->owned = grown;
-        ctx->owned_cap = cap;
+        list->items = grown;
+        list->cap = cap;
     }
-    ctx->owned[ctx->owned_count++] = p;
+    list->items[list->count++] = p;
     return 0;
 }
 
-void *mm_case_alloc(mm_case_ctx *ctx, size_t nbytes) {
+static void *alloc_into(mm_case_owned *list, size_t nbytes) {
     void *p = calloc(nbytes ? nbytes : 1, 1);
     if (!p) return NULL;
-    if (track(ctx, p) != 0) {
+    if (track(list, p) != 0) {
         free(p);
         return NULL;
     }
     return p;
 }
 
+void *mm_case_alloc(mm_case_ctx *ctx, size_t nbytes) {
+    return alloc_into(&ctx->owned, nbytes);
+}
+
+void *mm_case_alloc_output(mm_case_ctx *ctx, size_t nbytes) {
+    return alloc_into(&ctx->outputs, nbytes);
+}
+
 /* Counts need bytes against the memory budget, before they are allocated: a tiny file whose attributes
  * or shapes ask for gigabytes is refused with both figures instead of running out of memory. */
-static mm_status charge(mm_case_ctx *ctx, uint64_t need, const char *what, mm_error *err) {
+mm_status mm_case_charge(mm_case_ctx *ctx, uint64_t need, const char *what, mm_error *err) {
     if (!ctx->budget) {
         long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
         uint64_t phys = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX / 4 * 3;
@@ -61,19 +69,41 @@ mm_status mm_case_alloc_tensor(mm_case_ctx *ctx, mm_tensor *t, const char *what,
     int64_t nbytes = mm_tensor_nbytes(t);
     if (nbytes < 0 || (uint64_t)nbytes > SIZE_MAX)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s: size of the output overflows", what);
-    mm_status st = charge(ctx, 2 * (uint64_t)nbytes, what, err); /* the writer copies each output */
+    mm_status st = mm_case_charge(ctx, (uint64_t)nbytes, what, err); /* the writer streams it: no copy */
     if (st) return st;
-    t->data = mm_case_alloc(ctx, (size_t)nbytes);
+    t->data = mm_case_alloc_output(ctx, (size_t)nbytes);
     if (!t->data)
         return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "%s: cannot allocate %" PRId64 " bytes", what, nbytes);
     return MM_OK;
 }
 
+static void release_list(mm_case_owned *list) {
+    for (size_t i = 0; i < list->count; i++) free(list->items[i]);
+    free(list->items);
+    memset(list, 0, sizeof *list);
+}
+
+mm_status mm_case_alloc_gather(mm_case_ctx *ctx, size_t bytes, int64_t ranks, unsigned char **block,
+                               unsigned char **all, mm_error *err) {
+    uint64_t total;
+    *block = *all = NULL;
+    if (__builtin_mul_overflow((uint64_t)bytes, (uint64_t)ranks + 1, &total) || total > SIZE_MAX)
+        total = UINT64_MAX;
+    mm_status st = mm_case_charge(ctx, total, "gathering the outputs", err);
+    if (st) return st;
+    *block = calloc(1, bytes ? bytes : 1);
+    *all = mm_case_alloc_output(ctx, (size_t)(total - bytes));
+    if (!*block || !*all) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "gathering the outputs: out of memory");
+    return MM_OK;
+}
+
+void mm_case_ctx_release_inputs(mm_case_ctx *ctx) {
+    release_list(&ctx->owned);
+}
+
 void mm_case_ctx_release(mm_case_ctx *ctx) {
-    for (size_t i = 0; i < ctx->owned_count; i++) free(ctx->owned[i]);
-    free(ctx->owned);
-    ctx->owned = NULL;
-    ctx->owned_count = ctx->owned_cap = 0;
+    release_list(&ctx->owned);
+    release_list(&ctx->outputs);
 }
 
 /* "f16, bf16, i8" from a mask, for messages. */
@@ -132,7 +162,7 @@ mm_status mm_case_input(mm_case_ctx *ctx, int64_t rank, const char *name, int re
     mm_tensor t = mm_tensor_make(info->dtype, info->ndim, info->shape, NULL);
     if (info->nbytes > SIZE_MAX)
         return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "tensor \"%s\" is too large", full);
-    mm_status charged = charge(ctx, info->nbytes, full, err);
+    mm_status charged = mm_case_charge(ctx, info->nbytes, full, err);
     if (charged) return charged;
     t.data = mm_case_alloc(ctx, (size_t)info->nbytes);
     if (!t.data)
@@ -218,7 +248,7 @@ mm_status mm_case_output(mm_case_ctx *ctx, int64_t rank, const char *name, const
                          mm_error *err) {
     char full[160];
     mm_case_tensor_name(full, sizeof full, rank, name);
-    mm_status st = mm_st_writer_add(ctx->writer, full, t, err);
+    mm_status st = mm_st_writer_add_ref(ctx->writer, full, t, err);
     if (st != MM_OK) mm_error_prefix(err, "output \"%s\"", full);
     return st;
 }

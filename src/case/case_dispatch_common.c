@@ -8,6 +8,7 @@
  * g; it reads only its own tensors, runs on MPI_COMM_WORLD, and the outputs are gathered to every
  * process in fixed-size blocks (process 0 writes the file). Both give the same bytes. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,8 +134,44 @@ static mm_status add_outputs(dcc_runner *run, int64_t g, dcc_rank *r, mm_error *
     return MM_OK;
 }
 
+/* The largest BS, hidden size and topk of the surviving ranks, from the file's header (every process
+ * sees every rank's shapes; no tensor is read). */
+static void file_extents(const dcc_runner *run, int64_t *max_bs, int64_t *hidden, int64_t *topk) {
+    *max_bs = 0, *hidden = 1, *topk = 1;
+    for (int64_t q = 0; q < run->ranks; q++) {
+        if (!run->alive[q]) continue;
+        char name[96];
+        mm_case_tensor_name(name, sizeof name, q, "expert_ids");
+        const mm_st_tensor_info *ids = mm_st_find(run->ctx->reader, name);
+        mm_case_tensor_name(name, sizeof name, q, run->op->hidden_tensor);
+        const mm_st_tensor_info *hx = mm_st_find(run->ctx->reader, name);
+        if (ids && ids->ndim == 2) {
+            *max_bs = ids->shape[0] > *max_bs ? ids->shape[0] : *max_bs;
+            *topk = ids->shape[1] > *topk ? ids->shape[1] : *topk;
+        }
+        if (hx && hx->ndim >= 1 && hx->shape[hx->ndim - 1] > *hidden) *hidden = hx->shape[hx->ndim - 1];
+    }
+}
+
+/* Counts the workspaces of the `here` ranks this process runs against the memory budget, sized by the
+ * operator's mm_dc_workspace_bytes_for, before anything is read or allocated. Extents the operator
+ * refuses count nothing: its own check reports them. */
+static mm_status charge_workspaces(dcc_runner *run, int64_t here, mm_error *err) {
+    int64_t max_bs, hidden, topk;
+    file_extents(run, &max_bs, &hidden, &topk);
+    mm_dc_attrs a = attrs_of(run, run->alive_list[0]);
+    uint64_t bytes = mm_dc_workspace_bytes_for(&a, (int)run->ranks, max_bs, hidden, topk), total;
+    if (__builtin_mul_overflow(bytes, (uint64_t)here, &total)) total = UINT64_MAX;
+    char what[160];
+    snprintf(what, sizeof what,
+             "the %s workspace of %" PRId64 " rank%s (BS %" PRId64 ", H %" PRId64 ", K %" PRId64 ")",
+             run->ctx->op->name, here, here == 1 ? "" : "s", max_bs, hidden, topk);
+    return mm_case_charge(run->ctx, total, what, err);
+}
+
 static mm_status run_threads(dcc_runner *run, mm_error *err) {
-    mm_status st;
+    mm_status st = charge_workspaces(run, run->n_alive, err);
+    if (st) return st;
     for (int64_t g = 0; g < run->ranks; g++)
         if (run->alive[g] && (st = prepare_rank(run, g, err))) return st;
     mm_status *sts = calloc((size_t)run->ranks, sizeof *sts);
@@ -223,24 +260,13 @@ static mm_status run_mpi(dcc_runner *run, mm_error *err) {
     mm_error local = {MM_OK, ""};
     unsigned char *block = NULL, *all = NULL;
     mm_dc_workspace *ws = NULL;
+    if ((st = mm_comm_agree(comm, charge_workspaces(run, 1, &local), &local))) goto done;
     if ((st = mm_dc_workspace_create(comm, &ws, &local))) goto done;
     if (run->n_alive < run->ranks) {
         /* MPI allocates symmetric buffers only while every rank is alive: reserve them first, sized from
          * the file's header (every process sees every rank's shapes). */
-        int64_t max_bs = 0, hidden = 1, topk = 1;
-        for (int64_t q = 0; q < run->ranks; q++) {
-            if (!run->alive[q]) continue;
-            char name[96];
-            mm_case_tensor_name(name, sizeof name, q, "expert_ids");
-            const mm_st_tensor_info *ids = mm_st_find(ctx->reader, name);
-            mm_case_tensor_name(name, sizeof name, q, run->op->hidden_tensor);
-            const mm_st_tensor_info *hx = mm_st_find(ctx->reader, name);
-            if (ids && ids->ndim == 2) {
-                max_bs = ids->shape[0] > max_bs ? ids->shape[0] : max_bs;
-                topk = ids->shape[1] > topk ? ids->shape[1] : topk;
-            }
-            if (hx && hx->ndim >= 1 && hx->shape[hx->ndim - 1] > hidden) hidden = hx->shape[hx->ndim - 1];
-        }
+        int64_t max_bs, hidden, topk;
+        file_extents(run, &max_bs, &hidden, &topk);
         mm_dc_attrs a = attrs_of(run, g);
         mm_status rs = mm_dc_workspace_reserve(ws, &a, max_bs, hidden, topk, &local);
         if ((st = mm_comm_agree(comm, rs, &local))) goto done;
@@ -260,9 +286,8 @@ static mm_status run_mpi(dcc_runner *run, mm_error *err) {
     if (st != MM_OK) goto done;
     int64_t bytes = (int64_t)block_size(run, &run->rank[g]);
     if ((st = mm_comm_allreduce_i64(comm, &bytes, 1, MM_REDUCE_MAX, &local))) goto done;
-    block = calloc(1, (size_t)bytes);
-    all = calloc((size_t)run->ranks, (size_t)bytes);
-    st = block && all ? MM_OK : mm_fail(&local, MM_ERR_OUT_OF_MEMORY, "gathering the outputs: out of memory");
+    /* `all` holds every rank's outputs until the file is written (the writer streams from it). */
+    st = mm_case_alloc_gather(ctx, (size_t)bytes, run->ranks, &block, &all, &local);
     if ((st = mm_comm_agree(comm, st, &local))) goto done;
     block_fill(run, &run->rank[g], block);
     if ((st = mm_comm_allgather(comm, block, (size_t)bytes, all, &local))) goto done;
@@ -270,7 +295,7 @@ static mm_status run_mpi(dcc_runner *run, mm_error *err) {
         if (run->alive[q]) st = block_read(run, q, all + (size_t)q * (size_t)bytes, &local);
 done:
     if (ws) mm_dc_workspace_free(ws, NULL);
-    free(block), free(all);
+    free(block);
     mm_comm_free(comm, NULL);
     if (st) return mm_fail(err, st, "%s", local.message);
     return MM_OK;

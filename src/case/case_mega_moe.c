@@ -10,6 +10,7 @@
  * MPI_COMM_WORLD, and the outputs are gathered to process 0, which writes the file. Both give the
  * same bytes: the operator's results do not depend on the backend. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -294,12 +295,52 @@ static mm_status alloc_outputs(mm_case_ctx *ctx, const moe_case_run *run, moe_ra
     return st;
 }
 
+/* Counts the MegaMoE buffers of the `here` ranks this process runs against the memory budget, sized
+ * by the operator's mm_mega_moe_buffer_bytes_for from the file's header (no tensor is read): a tiny file
+ * whose num_max_tokens_per_rank or max_recv_token_num asks for gigabytes of receive area is refused
+ * before anything is allocated. A file whose shapes or sizing the operator refuses counts nothing: the
+ * operator's own check reports it. */
+static mm_status charge_buffers(mm_case_ctx *ctx, const moe_case_run *run, int64_t here, mm_error *err) {
+    moe_rank_case rc;
+    memset(&rc, 0, sizeof rc);
+    int64_t max_bs = 0;
+    for (int64_t g = 0; g < run->ranks; g++) {
+        char name[64];
+        mm_case_tensor_name(name, sizeof name, g, "x");
+        const mm_st_tensor_info *x = mm_st_find(ctx->reader, name);
+        if (x && x->ndim == 2 && x->shape[0] > max_bs) max_bs = x->shape[0];
+    }
+    static const char *const names[3] = {"x", "topk_ids", "weight1"};
+    mm_tensor *shapes[3] = {&rc.x, &rc.ids, &rc.t[0]};
+    for (int i = 0; i < 3; i++) {
+        char name[64];
+        mm_case_tensor_name(name, sizeof name, 0, names[i]);
+        const mm_st_tensor_info *info = mm_st_find(ctx->reader, name);
+        if (!info || info->ndim != (i == 2 ? 3 : 2)) return MM_OK;
+        *shapes[i] = mm_tensor_make(info->dtype, info->ndim, info->shape, NULL);
+    }
+    mm_mega_moe_sizing s = run->sizing;
+    if (derive_sizes(run, &rc, &s, NULL) != MM_OK) return MM_OK;
+    if (s.num_max_tokens_per_rank == 0) s.num_max_tokens_per_rank = max_bs > 0 ? max_bs : 1;
+    if (run->ranks > MM_COMM_MAX_RANKS) return MM_OK;
+    uint64_t bytes = mm_mega_moe_buffer_bytes_for(&s, (int)run->ranks, run->attrs.combine_comm_mode == 2),
+             total;
+    if (__builtin_mul_overflow(bytes, (uint64_t)here, &total)) total = UINT64_MAX;
+    char what[200];
+    snprintf(what, sizeof what,
+             "the mega_moe buffer of %" PRId64 " rank%s (num_max_tokens_per_rank %" PRId64
+             ", max_recv_token_num %" PRId64 ", H %" PRId64 ", K %" PRId64 ")",
+             here, here == 1 ? "" : "s", s.num_max_tokens_per_rank, s.max_recv_token_num, s.hidden, s.topk);
+    return mm_case_charge(ctx, total, what, err);
+}
+
 static mm_status run_threads(mm_case_ctx *ctx, moe_case_run *run, mm_error *err) {
     mm_status st;
     if (run->ranks > MM_COMM_MAX_RANKS)
         return mm_fail(err, MM_ERR_INVALID_FILE,
                        "metadata \"ranks\" = %" PRId64 ": the threads backend runs at most %d", run->ranks,
                        MM_COMM_MAX_RANKS);
+    if ((st = charge_buffers(ctx, run, run->ranks, err)) != MM_OK) return st;
     for (int64_t g = 0; g < run->ranks; g++) {
         if ((st = read_rank(ctx, g, &run->rank[g], err)) != MM_OK) return st;
         if ((st = alloc_outputs(ctx, run, &run->rank[g], err)) != MM_OK) return st;
@@ -333,22 +374,21 @@ static mm_status run_mpi(mm_case_ctx *ctx, moe_case_run *run, mm_error *err) {
     if ((st = mm_comm_mpi_world(&comm, err)) != MM_OK) return st;
     if (ctx->options.timeout_seconds > 0) mm_comm_set_timeout(comm, ctx->options.timeout_seconds, NULL);
     moe_rank_case *rc = &run->rank[g];
-    st = read_rank(ctx, g, rc, &local);
+    st = charge_buffers(ctx, run, 1, &local);
+    if (st == MM_OK) st = read_rank(ctx, g, rc, &local);
     if (st == MM_OK) st = alloc_outputs(ctx, run, rc, &local);
     st = mm_comm_agree(comm, st, &local);
     if (st == MM_OK) st = rank_call(comm, run, rc, &local);
     /* Gather: BS per rank, then fixed-size blocks of (M x H BF16 + E_l INT32). */
     int64_t H = rc->x.ndim == 2 ? rc->x.shape[1] : 0, el = run->sizing.moe_expert_num / run->ranks;
     int64_t bs[1] = {rc->x.shape[0]}, maxbs[1] = {rc->x.shape[0]}, maxh[1] = {H};
-    uint8_t *block = NULL, *all = NULL;
+    unsigned char *block = NULL, *all = NULL;
     if (st == MM_OK) st = mm_comm_allreduce_i64(comm, maxbs, 1, MM_REDUCE_MAX, &local);
     if (st == MM_OK) st = mm_comm_allreduce_i64(comm, maxh, 1, MM_REDUCE_MAX, &local);
     size_t ybytes = (size_t)(maxbs[0] * maxh[0]) * 2, bytes = 8 + ybytes + (size_t)el * 4;
     if (st == MM_OK) {
-        block = calloc(1, bytes);
-        all = calloc((size_t)run->ranks, bytes);
-        if (!block || !all)
-            st = mm_fail(&local, MM_ERR_OUT_OF_MEMORY, "gathering the outputs: out of memory");
+        /* `all` holds every rank's outputs until the file is written (the writer streams from it). */
+        st = mm_case_alloc_gather(ctx, bytes, run->ranks, &block, &all, &local);
         st = mm_comm_agree(comm, st, &local);
     }
     if (st == MM_OK) {
@@ -369,7 +409,6 @@ static mm_status run_mpi(mm_case_ctx *ctx, moe_case_run *run, mm_error *err) {
         st = mm_case_output(ctx, q, "expert_token_nums", &etn, &local);
     }
     free(block);
-    free(all);
     mm_comm_free(comm, NULL);
     if (st != MM_OK) return mm_fail(err, st, "%s", local.message);
     return MM_OK;

@@ -171,8 +171,8 @@ mm_status mm_case_execute(mm_case_ctx *ctx, const char *out_path, mm_error *err)
     if ((st = mm_st_writer_set_metadata(ctx->writer, "megamoe_version", mm_version(), err)) != MM_OK)
         goto done;
     if ((st = ctx->op->run(ctx, err)) != MM_OK) goto done;
-    /* The writer holds copies of the outputs: free inputs and scratch before writing to lower the peak. */
-    mm_case_ctx_release(ctx);
+    /* The writer streams the outputs from their buffers: free only the inputs and scratch before writing. */
+    mm_case_ctx_release_inputs(ctx);
     if (ctx->process_rank == ctx->output_process) st = mm_st_writer_write(ctx->writer, out_path, err);
 done:
     mm_st_writer_destroy(ctx->writer);

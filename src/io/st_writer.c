@@ -3,7 +3,11 @@
  * Layout: metadata first (keys sorted), then the tensors in insertion order with their data laid out
  * in the same order, the header padded with spaces so the data starts at a multiple of 8 (as the
  * reference writer does). Where the bytes land (atomic replacement, links, special files) is
- * io/out_file.c's job. */
+ * io/out_file.c's job.
+ *
+ * The file is streamed: the header is built in memory, then each tensor's bytes go to the file straight
+ * from where they are (the writer's copy for mm_st_writer_add, the caller's memory for
+ * mm_st_writer_add_ref), so writing never holds a second copy of the data region. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -24,7 +28,8 @@ typedef struct writer_tensor {
     int ndim;
     int64_t shape[MM_MAX_DIMS];        /* logical shape */
     int64_t stored_shape[MM_MAX_DIMS]; /* shape of the stored dtype (U8 bytes for 4-bit logical ones) */
-    unsigned char *data;
+    const unsigned char *data; /* the bytes written: `owned`, or the caller's (mm_st_writer_add_ref) */
+    unsigned char *owned;      /* the writer's copy (mm_st_writer_add), NULL for a borrowed tensor */
     uint64_t nbytes;
 } writer_tensor;
 
@@ -51,7 +56,7 @@ void mm_st_writer_destroy(mm_st_writer *w) {
     if (!w) return;
     for (size_t i = 0; i < w->tensor_count; i++) {
         free(w->tensors[i].name);
-        free(w->tensors[i].data);
+        free(w->tensors[i].owned);
     }
     for (size_t i = 0; i < w->meta_count; i++) {
         free(w->meta[i].key);
@@ -120,9 +125,12 @@ static int is_logical(mm_dtype dtype) {
     return mm_st_dtype_string(dtype) == NULL;
 }
 
-mm_status mm_st_writer_add(mm_st_writer *w, const char *name, const mm_tensor *tensor, mm_error *err) {
+/* Adds a tensor: a copy of its bytes when `copy`, else a reference to the caller's (streamed by write). */
+static mm_status add_tensor(mm_st_writer *w, const char *name, const mm_tensor *tensor, int copy,
+                            mm_error *err) {
     if (!w || !name || !tensor)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "mm_st_writer_add: writer, name or tensor is NULL");
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s: writer, name or tensor is NULL",
+                       copy ? "mm_st_writer_add" : "mm_st_writer_add_ref");
     char q[MM_IO_QUOTE_BUF];
     mm_io_quote(q, sizeof q, name, strlen(name));
     if (name[0] == '\0') return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "tensor name is empty");
@@ -157,14 +165,15 @@ mm_status mm_st_writer_add(mm_st_writer *w, const char *name, const mm_tensor *t
     writer_tensor *t = &w->tensors[w->tensor_count];
     memset(t, 0, sizeof *t);
     t->name = copy_string(name);
-    t->data = malloc(nbytes ? (size_t)nbytes : 1);
-    if (!t->name || !t->data || (uint64_t)nbytes > SIZE_MAX) {
+    if (copy && (uint64_t)nbytes <= SIZE_MAX) t->owned = malloc(nbytes ? (size_t)nbytes : 1);
+    if (!t->name || (copy && !t->owned) || (uint64_t)nbytes > SIZE_MAX) {
         free(t->name);
-        free(t->data);
+        free(t->owned);
         return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "tensor \"%s\": out of memory for %lld bytes", q,
                        (long long)nbytes);
     }
-    if (nbytes) memcpy(t->data, tensor->data, (size_t)nbytes);
+    if (copy && nbytes) memcpy(t->owned, tensor->data, (size_t)nbytes);
+    t->data = copy ? t->owned : tensor->data;
     t->nbytes = (uint64_t)nbytes;
     t->dtype = tensor->dtype;
     t->ndim = tensor->ndim;
@@ -176,6 +185,14 @@ mm_status mm_st_writer_add(mm_st_writer *w, const char *name, const mm_tensor *t
     }
     w->tensor_count++;
     return MM_OK;
+}
+
+mm_status mm_st_writer_add(mm_st_writer *w, const char *name, const mm_tensor *tensor, mm_error *err) {
+    return add_tensor(w, name, tensor, 1, err);
+}
+
+mm_status mm_st_writer_add_ref(mm_st_writer *w, const char *name, const mm_tensor *tensor, mm_error *err) {
+    return add_tensor(w, name, tensor, 0, err);
 }
 
 static int compare_meta(const void *a, const void *b) {

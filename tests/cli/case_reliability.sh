@@ -72,8 +72,8 @@ ca, cb = v(a["rank0.ep_recv_counts"], "i"), v(b["rank0.ep_recv_counts"], "i")
 assert cb[:8] == ca and set(cb[8:]) == {ca[-1]}, "ep_recv_counts"
 PY
 # 6. A memory budget (--memory-budget GB, default 3/4 of physical memory): a 216-byte re-routing case
-# whose expert_token_num_per_rank has shape (0, 2^28) asks for 1 GB of output (2 GB with the writer's
-# copy); with a budget of 1 GB it is refused at once, exit 2, naming both figures, writing nothing.
+# whose expert_token_num_per_rank has shape (0, 2^28) asks for 1.07 GB of output (streamed to the file,
+# counted once); with a budget of 1 GB it is refused at once, exit 2, naming both figures, writing nothing.
 python3 - "$WORK/huge_e.st" <<'PY'
 import sys
 from safetensors_io import save
@@ -82,10 +82,36 @@ save(sys.argv[1], {"op": "moe_re_routing"},
 PY
 rm -f "$WORK/huge_e_out.st"
 start=$(date +%s)
-expect 2 "a 2 GB case over a 1 GB budget" case "$WORK/huge_e.st" -o "$WORK/huge_e_out.st" --memory-budget 1
-stderr_is_one_line "expert_token_num: the case needs 2.15 GB, more than the budget of 1.00 GB"
+expect 2 "a 1.07 GB case over a 1 GB budget" case "$WORK/huge_e.st" -o "$WORK/huge_e_out.st" --memory-budget 1
+stderr_is_one_line "expert_token_num: the case needs 1.07 GB, more than the budget of 1.00 GB"
 if [ $(($(date +%s) - start)) -lt 5 ] && [ ! -e "$WORK/huge_e_out.st" ]; then ok; else bad "the refused case took $(($(date +%s) - start)) s or wrote output"; fi
 expect 2 "--memory-budget 0" case "$WORK/huge_e.st" -o "$WORK/huge_e_out.st" --memory-budget 0
+# 6b. The budget counts the operators' workspaces, sized by the operators' own sizing functions, before
+# anything is read. A 52 KB mega_moe case whose num_max_tokens_per_rank = 2^16 asks for 0.13 GB of
+# receive and combine areas (mm_mega_moe_buffer_bytes_for, 2 ranks): over a 0.05 GB budget it is
+# refused at once, exit 2, naming the figure and the attribute (it ran, using the areas, exit 0).
+expect 0 "case-gen mega-moe for the buffer budget" case-gen mega-moe -o "$WORK/mm_budget.st" --ranks 2
+python3 - "$WORK/mm_budget.st" <<'PY'
+import sys
+from safetensors_io import load, save
+meta, tensors = load(sys.argv[1])
+assert [tensors["rank0.x"][1], meta["ranks"]] == [[8, 64], "2"], "case-gen mega-moe changed its defaults"
+meta["num_max_tokens_per_rank"] = str(1 << 16)
+save(sys.argv[1], meta, tensors)
+PY
+rm -f "$WORK/mm_budget_out.st"
+start=$(date +%s)
+expect 2 "mega_moe buffer over the budget" case "$WORK/mm_budget.st" -o "$WORK/mm_budget_out.st" --memory-budget 0.05
+stderr_is_one_line "the mega_moe buffer of 2 ranks (num_max_tokens_per_rank 65536, max_recv_token_num 0, H 64, K 2): the case needs 0.13 GB, more than the budget of 0.05 GB"
+if [ $(($(date +%s) - start)) -lt 5 ] && [ ! -e "$WORK/mm_budget_out.st" ]; then ok; else bad "the refused mega_moe case took $(($(date +%s) - start)) s or wrote output"; fi
+# Dispatch V3 on 8 ranks, BS 64, H 1024, K 8, 64 experts (L = 8): each rank's workspace is 8 regions of
+# 64 (L x 4 header) + 6144 (512 rows x 12 assist) + 2048 (x 4 scales) + 1048576 (x 2048 bytes) = 1056832
+# bytes, plus a combine area of 64 x 8 x 1024 x 2 = 1048576: 9503232 bytes, 0.076 GB for 8 ranks. It is
+# counted first and named (the budget counted only the 1 MB of inputs and the outputs).
+expect 0 "case-gen dispatch-v3 for the workspace budget" case-gen dispatch-v3 -o "$WORK/dc_budget.st" --ranks 8 \
+    --tokens 64 --hidden 1024 --topk 8 --experts 64
+expect 2 "dispatch workspace over the budget" case "$WORK/dc_budget.st" -o "$WORK/dc_budget_out.st" --memory-budget 0.07
+stderr_is_one_line "the moe_distribute_dispatch_v3 workspace of 8 ranks (BS 64, H 1024, K 8): the case needs 0.08 GB, more than the budget of 0.07 GB"
 
 # 8. norm_eps = 0 is accepted; a token whose sum is all zero (expert weights 0, residual 0) gets
 # rstd = +inf and y = NaN (0 x inf), as docs/dispatch_combine.md says; the other tokens stay finite.

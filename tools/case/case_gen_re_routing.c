@@ -81,10 +81,10 @@ static int write_re_routing(const char *path, const cli_rerouting_shape *shape, 
     if ((st = mm_st_writer_set_metadata(w, "op", "moe_re_routing", &err)) != MM_OK) goto fail;
     if ((st = mm_st_writer_set_metadata(w, "expert_token_num_type", num_type_text, &err)) != MM_OK) goto fail;
     if ((st = mm_st_writer_set_metadata(w, "idx_type", idx_type_text, &err)) != MM_OK) goto fail;
-    if ((st = mm_st_writer_add(w, "tokens", &t_tokens, &err)) != MM_OK) goto fail;
-    if ((st = mm_st_writer_add(w, "expert_token_num_per_rank", &t_counts, &err)) != MM_OK) goto fail;
+    if ((st = mm_st_writer_add_ref(w, "tokens", &t_tokens, &err)) != MM_OK) goto fail;
+    if ((st = mm_st_writer_add_ref(w, "expert_token_num_per_rank", &t_counts, &err)) != MM_OK) goto fail;
     if (scale_dtype != MM_DTYPE_INVALID &&
-        (st = mm_st_writer_add(w, "per_token_scales", &t_scales, &err)) != MM_OK)
+        (st = mm_st_writer_add_ref(w, "per_token_scales", &t_scales, &err)) != MM_OK)
         goto fail;
     st = mm_st_writer_write(w, path, &err);
 fail:

@@ -37,9 +37,10 @@ void mm_dc_workspace_abandon(mm_dc_workspace *ws) {
     free(ws);
 }
 
-mm_status mm_dc_workspace_reserve(mm_dc_workspace *ws, const mm_dc_attrs *attrs, int64_t max_bs,
-                                  int64_t hidden, int64_t topk, mm_error *err) {
-    if (!ws) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "ws (workspace) is NULL");
+/* Bytes of the dispatch area (one region per rank of the world) and of the combine area for calls of
+ * these extents: one computation for mm_dc_workspace_reserve and mm_dc_workspace_bytes_for. */
+static mm_status size_areas(const mm_dc_attrs *attrs, int world, int64_t max_bs, int64_t hidden, int64_t topk,
+                            size_t *dispatch, size_t *combine, mm_error *err) {
     dc_topology t;
     mm_status st = mm_dc_check_attrs(attrs, 0, &t, err);
     if (st) return st;
@@ -50,11 +51,31 @@ mm_status mm_dc_workspace_reserve(mm_dc_workspace *ws, const mm_dc_attrs *attrs,
             (long long)max_bs, (long long)hidden, (long long)topk, DC_MAX_BS, DC_MAX_H, DC_MAX_K);
     /* Rows of BF16/F16 (the largest element): enough for every quant mode. */
     dc_region_layout lay = dc_region_of(t.L, topk, max_bs, (size_t)hidden * 2);
-    if ((st = mm_op_symm_area_ensure(ws->comm, &ws->dispatch, lay.bytes * (size_t)mm_comm_size(ws->comm),
-                                     MM_OP_GROW_HALF_AGAIN, err)))
+    if (world < 1 || __builtin_mul_overflow(lay.bytes, (size_t)world, dispatch))
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "reserve: the dispatch area of %d ranks overflows",
+                       world);
+    *combine = dc_combine_bytes(t.tpw, max_bs, topk, t.S, hidden);
+    return MM_OK;
+}
+
+mm_status mm_dc_workspace_reserve(mm_dc_workspace *ws, const mm_dc_attrs *attrs, int64_t max_bs,
+                                  int64_t hidden, int64_t topk, mm_error *err) {
+    if (!ws) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "ws (workspace) is NULL");
+    size_t dispatch, combine;
+    mm_status st = size_areas(attrs, mm_comm_size(ws->comm), max_bs, hidden, topk, &dispatch, &combine, err);
+    if (st) return st;
+    if ((st = mm_op_symm_area_ensure(ws->comm, &ws->dispatch, dispatch, MM_OP_GROW_HALF_AGAIN, err)))
         return st;
-    return mm_op_symm_area_ensure(ws->comm, &ws->combine, dc_combine_bytes(t.tpw, max_bs, topk, t.S, hidden),
-                                  MM_OP_GROW_HALF_AGAIN, err);
+    return mm_op_symm_area_ensure(ws->comm, &ws->combine, combine, MM_OP_GROW_HALF_AGAIN, err);
+}
+
+size_t mm_dc_workspace_bytes_for(const mm_dc_attrs *attrs, int world, int64_t max_bs, int64_t hidden,
+                                 int64_t topk) {
+    size_t dispatch, combine, total;
+    if (!attrs || size_areas(attrs, world, max_bs, hidden, topk, &dispatch, &combine, NULL) != MM_OK ||
+        __builtin_add_overflow(dispatch, combine, &total))
+        return 0;
+    return total;
 }
 
 mm_status mm_dc_staging_ensure(mm_dc_workspace *ws, size_t bytes, mm_error *err) {
