@@ -453,9 +453,9 @@ static inline double moe_step_ulps(mm_dtype t) {
  * where a code of the GEMM2 input can flip. */
 static inline double moe_path_ulps(mm_dtype weight, mm_dtype input, mm_dtype act_out) {
     if (!mm_format_is_mx(weight)) return 2;
-    mm_dtype g2 = act_out != MM_DTYPE_INVALID                                       ? act_out
+    mm_dtype g2 = act_out != MM_DTYPE_INVALID                                    ? act_out
                   : weight == MM_DTYPE_FP8_E4M3FN || weight == MM_DTYPE_FP8_E5M2 ? input
-                                                                                   : MM_DTYPE_FP8_E4M3FN;
+                                                                                 : MM_DTYPE_FP8_E4M3FN;
     return 2 + 2 * moe_step_ulps(g2);
 }
 
@@ -467,7 +467,8 @@ static inline double moe_ulp_bound(const moe_spec *sp) {
     mm_dtype in = moe_dispatch_dtype(a);
     double b = moe_path_ulps(sp->routed, in, a->activation_out_dtype);
     if (sp->shared_count) {
-        mm_dtype sin = a->shared_expert_quant_out_dtype != MM_DTYPE_INVALID ? a->shared_expert_quant_out_dtype : in;
+        mm_dtype sin =
+            a->shared_expert_quant_out_dtype != MM_DTYPE_INVALID ? a->shared_expert_quant_out_dtype : in;
         double bs = moe_path_ulps(sp->shared, sin, a->activation_out_dtype);
         if (bs > b) b = bs;
     }
@@ -494,12 +495,13 @@ static inline double moe_case_check_rank(const moe_case *c, int r, const char *l
     moe_ulp_stats u = moe_case_ulp_stats(c, r);
     double bound = moe_ulp_bound(&c->sp);
     if (getenv("MOE_ULP_TRACE"))
-        fprintf(stderr, "ULP %s rank %d: max %.3g ulps (bound %.3g), within 1 ulp %.4f of %lld\n", label, r, u.ulps,
-                bound, u.share, (long long)u.elements);
+        fprintf(stderr, "ULP %s rank %d: max %.3g ulps (bound %.3g), within 1 ulp %.4f of %lld\n", label, r,
+                u.ulps, bound, u.share, (long long)u.elements);
     if (!(u.ulps <= bound) || !(u.share >= MOE_MIN_SHARE_WITHIN_1ULP)) {
         CHECK(u.ulps <= bound);
         CHECK(u.share >= MOE_MIN_SHARE_WITHIN_1ULP);
-        fprintf(stderr, "  %s rank %d: %.3g ulps (bound %.3g), %.4f of %lld elements within 1 ulp (least %.3f)\n",
+        fprintf(stderr,
+                "  %s rank %d: %.3g ulps (bound %.3g), %.4f of %lld elements within 1 ulp (least %.3f)\n",
                 label, r, u.ulps, bound, u.share, (long long)u.elements, MOE_MIN_SHARE_WITHIN_1ULP);
     }
     if (!(e <= tol)) {

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "megamoe/formats.h"
 #include "ref/expert_ref.h"
+#include "ref/format_ref.h"
 #include "ref/mega_moe_ref_check.h"
 
 /* Per-rank working state of one call. */
@@ -71,8 +72,8 @@ static mm_status work_alloc(const mm_ref_attrs *a, const mm_ref_rank_input *inpu
             rw->scale_shared = alloc_zeroed(bs, sizeof(float));
             if (!rw->x_shared || !rw->scale_shared) goto oom;
         }
-        if (!rw->x_routed || !rw->scale_routed || !rw->routed_out || !rw->shared_out || !rw->y || !rw->y_scale ||
-            !rw->counts)
+        if (!rw->x_routed || !rw->scale_routed || !rw->routed_out || !rw->shared_out || !rw->y ||
+            !rw->y_scale || !rw->counts)
             goto oom;
     }
     return MM_OK;
@@ -167,13 +168,14 @@ static mm_status arriving_row(const mm_ref_attrs *a, const uint16_t *o, combine_
                               mm_error *err) {
     int64_t H = a->hidden;
     if (a->combine_quant_mode == 0) {
-        for (int64_t n = 0; n < H; n++) out[n] = mm_bf16_to_f32(o[n]);
+        for (int64_t n = 0; n < H; n++) out[n] = mm_ref_fmt_bf16_to_f32(o[n]);
         return MM_OK;
     }
     mm_dtype elem = a->combine_quant_mode == 3 ? MM_DTYPE_FP8_E5M2 : MM_DTYPE_FP8_E4M3FN;
-    mm_status st = mm_mx_quantize_row_bf16(o, H, elem, cs->mx_q, cs->mx_scales, err);
-    if (st == MM_OK) st = mm_mx_dequantize_row(cs->mx_q, cs->mx_scales, H, elem, out, err);
-    return st;
+    (void)err;
+    mm_ref_fmt_mx_quantize_bf16(o, H, elem, cs->mx_q, cs->mx_scales);
+    mm_ref_fmt_mx_dequantize(cs->mx_q, cs->mx_scales, H, elem, out);
+    return MM_OK;
 }
 
 /* Step 8 for row i of home rank r: writes y (BF16) into rw->y. */
@@ -217,7 +219,7 @@ static mm_status combine_row(const mm_ref_attrs *a, const mm_ref_rank_input *in,
             }
             if (!any) continue;
             for (int64_t n = 0; n < H; n++) {
-                float p = mm_bf16_to_f32(mm_f32_to_bf16(cs->partial[n]));
+                float p = mm_ref_fmt_bf16_round(cs->partial[n]);
                 scale[n] = fmaxf(scale[n], fabsf(p));
                 cs->acc[n] = cs->acc[n] + p;
             }
@@ -226,13 +228,13 @@ static mm_status combine_row(const mm_ref_attrs *a, const mm_ref_rank_input *in,
     for (int64_t s = 0; s < S; s++) {
         const uint16_t *o = rw->shared_out + (i * S + s) * H;
         for (int64_t n = 0; n < H; n++) {
-            scale[n] = fmaxf(scale[n], fabsf(mm_bf16_to_f32(o[n])));
-            cs->acc[n] = cs->acc[n] + mm_bf16_to_f32(o[n]);
+            scale[n] = fmaxf(scale[n], fabsf(mm_ref_fmt_bf16_to_f32(o[n])));
+            cs->acc[n] = cs->acc[n] + mm_ref_fmt_bf16_to_f32(o[n]);
         }
     }
     for (int64_t n = 0; n < H; n++) {
-        y[n] = mm_f32_to_bf16(cs->acc[n]);
-        scale[n] = fmaxf(scale[n], fabsf(mm_bf16_to_f32(y[n])));
+        y[n] = mm_ref_fmt_f32_to_bf16(cs->acc[n]);
+        scale[n] = fmaxf(scale[n], fabsf(mm_ref_fmt_bf16_to_f32(y[n])));
     }
     return MM_OK;
 }
