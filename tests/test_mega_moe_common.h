@@ -38,6 +38,8 @@ typedef struct moe_spec {
     int64_t max_tokens;   /* sizing.num_max_tokens_per_rank; 0 = the largest bs */
     int ties;             /* x rows of half-integers with amax 127: exact ties for INT8 / MX rounding */
     int wide;             /* x elements spread over 2^-6..2^6: F32 sums in the GEMMs round */
+    int int_data;         /* x and BF16 weights small integers (-8..8): exact F32 sums, and GEMM1
+                           * outputs that are odd integers in 257..511 are exact BF16 ties */
     uint64_t seed;
 } moe_spec;
 
@@ -72,7 +74,10 @@ static inline void moe_fill_weights(const moe_spec *sp, const mm_ref_attrs *a, m
         for (int64_t e = 0; e < w->count; e++) {
             for (int64_t k = 0; k < K; k++)
                 for (int64_t n = 0; n < N; n++)
-                    mm_ref_case_set_weight(a, w, which, e, k, n, moe_random_code(w->dtype, st));
+                    mm_ref_case_set_weight(a, w, which, e, k, n,
+                                           sp->int_data && w->dtype == MM_DTYPE_BF16
+                                               ? mm_f32_to_bf16((float)((int)(mm_test_rand_u64(st) % 17) - 8))
+                                               : moe_random_code(w->dtype, st));
             if (mm_format_is_int_quant(w->dtype)) {
                 float *s = (which == 1 ? w->scales1 : w->scales2) + e * N;
                 /* scale ~ 1 / (127 sqrt(K)) keeps outputs O(1) */
@@ -180,6 +185,7 @@ static inline int moe_case_build(moe_case *c, const moe_spec *sp) {
             for (int64_t h = 0; h < H; h++) {
                 float v = (float)mm_test_rand_uniform(&st, -1.0, 1.0);
                 if (sp->wide) v = ldexpf(v, (int)(mm_test_rand_u64(&st) % 13) - 6);
+                if (sp->int_data) v = (float)((int)(mm_test_rand_u64(&st) % 17) - 8);
                 if (sp->ties) /* amax 127 makes the INT8 scale 1, so x / s = x.5 is a tie */
                     v = h == 0 ? 127.0f : (float)((int)(mm_test_rand_u64(&st) % 41) - 20) + 0.5f;
                 if (k->x_bf16) k->x_bf16[i * H + h] = mm_f32_to_bf16(v);
