@@ -126,11 +126,7 @@ int main(void) {
         sp.int_data = 1;
         sp.shared_count = 1;
         moe_case c;
-        if (!moe_case_build(&c, &sp)) continue;
-        moe_run_arg arg;
-        memset(&arg, 0, sizeof arg);
-        arg.break_rank = -1;
-        CHECK_OK(moe_case_run(&c, &arg), &arg.err[0]);
+        if (!moe_case_build_run(&c, &sp)) continue;
         char label[64];
         snprintf(label, sizeof label, "integer data (BF16 ties) R=%d", R);
         moe_case_check(&c, label);

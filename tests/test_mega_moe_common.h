@@ -396,6 +396,17 @@ static inline mm_status moe_case_run(moe_case *c, moe_run_arg *arg) {
     return mm_comm_run_threads(c->sp.ranks, moe_rank_fn, arg, NULL, NULL, &err);
 }
 
+/* Builds the case and runs it on its thread ranks (failures reported); 0 when it could not be built
+ * (nothing to free then). */
+static inline int moe_case_build_run(moe_case *c, const moe_spec *sp) {
+    if (!moe_case_build(c, sp)) return 0;
+    moe_run_arg arg;
+    memset(&arg, 0, sizeof arg);
+    arg.break_rank = -1;
+    CHECK_OK(moe_case_run(c, &arg), &arg.err[0]);
+    return 1;
+}
+
 /* Normalized error of rank r: max |y - ref| / max |ref| (0 when both are 0). */
 static inline double moe_case_error(const moe_case *c, int r) {
     const mm_ref_case_rank *k = &c->ref.ranks[r];

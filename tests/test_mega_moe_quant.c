@@ -164,11 +164,7 @@ int main(void) {
         sp.bs[1] = 17;
         sp.shared_count = 1;
         moe_case c;
-        if (!moe_case_build(&c, &sp)) continue;
-        moe_run_arg arg;
-        memset(&arg, 0, sizeof arg);
-        arg.break_rank = -1;
-        CHECK_OK(moe_case_run(&c, &arg), &arg.err[0]);
+        if (!moe_case_build_run(&c, &sp)) continue;
         char label[96];
         snprintf(label, sizeof label, "%s H=256 I=128 E=8 K=4", scenarios[q]->label);
         double e = moe_case_check(&c, label);
