@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Mutation check: does the test suite catch the small bugs a user would hit? Applies each mutation of
 # the list below (one small source edit, a known kind of bug) to a scratch copy of the tracked sources,
-# rebuilds there (its own build directory, Release), runs the MegaMoE end-to-end tests and the unit
-# tests of the touched area, and prints a table: which group of tests caught it, or SURVIVED.
+# rebuilds there (its own build directory, Release), runs the MegaMoE end-to-end tests (on this CPU's
+# kernels, and again on the portable ones, MEGAMOE_ISA=ref, as CI does) and the unit tests of the
+# touched area, and prints a table: which group of tests caught it, or SURVIVED.
 #
 #   scripts/mutation-check.sh [-k] [name ...]   all mutations, or only the named ones
 #   scripts/mutation-check.sh --list            the names and what each one breaks
@@ -52,7 +53,9 @@ git ls-files -z | tar -c --null -T - | tar -x -C "$scratch/src"
 git ls-files -z | tar -c --null -T - | tar -x -C "$scratch/pristine"
 cmake -S "$scratch/src" -B "$scratch/build" -DCMAKE_BUILD_TYPE=Release -DMEGAMOE_WITH_MPI=OFF >"$scratch/configure.log" 2>&1
 
-# Builds the tests and runs them; prints the names of the failing ones (or BUILD-FAILED).
+# Builds the tests and runs them (with the environment in $run_env); prints the names of the failing
+# ones (or BUILD-FAILED).
+run_env=
 run_group() {
   local failed=()
   if ! cmake --build "$scratch/build" -j "$jobs" --target "$@" >"$scratch/build.log" 2>&1; then
@@ -60,7 +63,9 @@ run_group() {
     return
   fi
   for t in "$@"; do
-    if ! (cd "$scratch/build" && timeout 600 "./tests/$t" >"$scratch/$t.log" 2>&1); then failed+=("$t"); fi
+    if ! (cd "$scratch/build" && env $run_env timeout 600 "./tests/$t" >"$scratch/$t.log" 2>&1); then
+      failed+=("$t")
+    fi
   done
   echo "${failed[*]:-}"
 }
@@ -73,7 +78,7 @@ if [ -n "$base" ]; then
 fi
 
 status=0
-printf '\n| mutation | what it breaks | MegaMoE end-to-end tests | unit tests |\n|---|---|---|---|\n' >"$scratch/table.md"
+printf '\n| mutation | what it breaks | MegaMoE end-to-end tests | the same, MEGAMOE_ISA=ref | unit tests |\n|---|---|---|---|---|\n' >"$scratch/table.md"
 for m in "${mutations[@]}"; do
   IFS='|' read -r name files expr what <<<"$m"
   if [ ${#selected[@]} -gt 0 ] && [[ " ${selected[*]} " != *" $name "* ]]; then continue; fi
@@ -83,13 +88,14 @@ for m in "${mutations[@]}"; do
     cmp -s "$scratch/src/$f" "$scratch/pristine/$f" || applied=1
   done
   if [ $applied = 0 ]; then
-    row="| $name | $what | NOT APPLIED (source changed?) | |"
+    row="| $name | $what | NOT APPLIED (source changed?) | | |"
     status=1
   else
     e2e=$(run_group "${e2e_tests[@]}")
+    portable=$(run_env=MEGAMOE_ISA=ref run_group "${e2e_tests[@]}")
     unit=$(run_group "${unit_tests[@]}")
-    [ -z "$e2e" ] && [ -z "$unit" ] && status=1
-    row="| $name | $what | ${e2e:-SURVIVED} | ${unit:-SURVIVED} |"
+    [ -z "$e2e" ] && [ -z "$portable" ] && [ -z "$unit" ] && status=1
+    row="| $name | $what | ${e2e:-SURVIVED} | ${portable:-SURVIVED} | ${unit:-SURVIVED} |"
   fi
   echo "$row"
   echo "$row" >>"$scratch/table.md"
