@@ -134,6 +134,12 @@ int main(void) {
         CHECK(ref != NULL);
         if (ref) check_kernel(&pairs[i], ref);
         for (int isa = MM_ISA_REF + 1; isa < MM_ISA_COUNT; isa++) {
+            if (!mm_cpu_supports((mm_isa)isa) || isa > (int)mm_cpu_isa()) {
+                mm_test_skip("%s kernels for %s x %s (general and few-rows): not run, %s",
+                             mm_isa_name((mm_isa)isa), mm_dtype_name(pairs[i].a), mm_dtype_name(pairs[i].w),
+                             mm_cpu_supports((mm_isa)isa) ? "MEGAMOE_ISA caps the ISA" : "the CPU lacks it");
+                continue;
+            }
             const mm_gemm_kernel *fast = mm_gemm_kernel_lookup((mm_isa)isa, pairs[i].a, pairs[i].w);
             if (fast) {
                 fast_kernels++;

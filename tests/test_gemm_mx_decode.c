@@ -127,6 +127,10 @@ static void check_rows(mm_dtype a_dtype, int finite) {
 }
 
 int main(void) {
+    __builtin_cpu_init();
+    if (!mm_cpu_supports(MM_ISA_AMX) || !__builtin_cpu_supports("avx512vbmi"))
+        mm_test_skip("amx activation-row conversion (mm_gemm_mx_row_to_bf16_amx): not run, the CPU lacks %s",
+                     mm_cpu_supports(MM_ISA_AMX) ? "AVX-512 VBMI" : "AMX");
     for (int finite = 0; finite < 2; finite++) {
         check_rows(MM_DTYPE_FP8_E4M3FN, finite);
         check_rows(MM_DTYPE_FP8_E5M2, finite);
@@ -134,6 +138,13 @@ int main(void) {
     }
     /* The AVX-512 decoder (mx_avx512.c) and the AMX one (mx_decode_avx512.h), where the CPU has them. */
     for (int isa = MM_ISA_AVX512; isa <= MM_ISA_AMX; isa++) {
+        if (!mm_cpu_supports((mm_isa)isa) || isa > (int)mm_cpu_isa() ||
+            !mm_gemm_kernel_lookup((mm_isa)isa, MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN)) {
+            mm_test_skip("%s MX weight decoder: not run, %s", mm_isa_name((mm_isa)isa),
+                         mm_cpu_supports((mm_isa)isa) ? "MEGAMOE_ISA caps the ISA or VBMI is missing"
+                                                      : "the CPU lacks it");
+            continue;
+        }
         for (int finite = 0; finite < 2; finite++) {
             check_format((mm_isa)isa, MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, finite);
             check_format((mm_isa)isa, MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, finite);

@@ -162,7 +162,13 @@ int main(void) {
     for (int isa = MM_ISA_AVX512; isa < MM_ISA_COUNT; isa++) {
         const mm_gemm_kernel *few =
             mm_gemm_kernel_lookup_few_rows((mm_isa)isa, MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, NULL);
-        if (!few) continue;
+        if (!few) {
+            mm_test_skip("%s few-rows MX kernel: not run, %s", mm_isa_name((mm_isa)isa),
+                         !mm_cpu_supports((mm_isa)isa) ? "the CPU lacks it"
+                         : isa > (int)mm_cpu_isa()     ? "MEGAMOE_ISA caps the ISA"
+                                                       : "the CPU lacks AVX-512 VBMI");
+            continue;
+        }
         test_shapes(few, ref_of);
         test_extreme_scales(few);
         tested++;

@@ -14,8 +14,8 @@ static moe_spec base_spec(int ranks) {
     sp.ranks = ranks;
     sp.experts = 2 * ranks;
     sp.topk = 2;
-    sp.hidden = 64;
-    sp.inter = 32;
+    sp.hidden = 192;
+    sp.inter = 80;
     for (int r = 0; r < ranks; r++) sp.bs[r] = 5 + 3 * r;
     sp.routed = MM_DTYPE_BF16;
     sp.shared = MM_DTYPE_BF16;
@@ -50,8 +50,8 @@ int main(void) {
         sp.shared_count = 2;
         sp.attrs.topk_weights_type = 1;
         sp.masked = 1;
-        sp.bs[R - 1] = 0;
-        snprintf(label, sizeof label, "R=%d shared=2 weights_type=1 masked bs0", R);
+        if (R > 1) sp.bs[R - 1] = 0; /* an idle rank; one rank keeps its tokens so the options run */
+        snprintf(label, sizeof label, "R=%d shared=2 weights_type=1 masked%s", R, R > 1 ? " bs0" : "");
         run_check(&sp, label);
         if (R > 1) {
             sp = base_spec(R);
@@ -103,6 +103,40 @@ int main(void) {
         char label[96];
         snprintf(label, sizeof label, "activation %s", mm_mega_moe_activation_name(sp.attrs.activation));
         run_check(&sp, label);
+    }
+    /* x spread over 2^-6..2^6 so that the F32 sums of the GEMMs round: the per-element bound holds */
+    for (int R = 1; R <= 2; R++) {
+        moe_spec sp = base_spec(R);
+        sp.hidden = 320;
+        sp.inter = 112;
+        sp.topk = 2;
+        sp.wide = 1;
+        sp.shared_count = 1;
+        sp.attrs.topk_weights_type = R - 1;
+        char label[96];
+        snprintf(label, sizeof label, "wide x H=320 I=112 R=%d", R);
+        run_check(&sp, label);
+    }
+    /* An exact data flow: integer x and weights make every GEMM1 sum an exact integer in F32 in both
+     * the operator and the reference, and a quarter of them are BF16 ties (odd, 257..511), so the
+     * tie rule of GEMM1's BF16 rounding decides; GEMM2's products and sums are exact too. Only the
+     * activation's F32 evaluation may differ, so the bits must agree almost everywhere. */
+    for (int R = 1; R <= 2; R++) {
+        moe_spec sp = base_spec(R);
+        sp.int_data = 1;
+        sp.shared_count = 1;
+        moe_case c;
+        if (!moe_case_build_run(&c, &sp)) continue;
+        char label[64];
+        snprintf(label, sizeof label, "integer data (BF16 ties) R=%d", R);
+        moe_case_check(&c, label);
+        int64_t same = 0, all = 0;
+        for (int r = 0; r < R; r++)
+            for (int64_t q = 0; q < c.ref.ranks[r].bs * sp.hidden; q++, all++)
+                same += c.y[r][q] == c.ref.ranks[r].y[q];
+        CHECK(all > 0 && same >= all * 99 / 100);
+        printf("  %-44s %lld of %lld elements bit-identical\n", label, (long long)same, (long long)all);
+        moe_case_free(&c);
     }
     return mm_test_finish("test_mega_moe_a16w16");
 }

@@ -37,6 +37,9 @@ typedef struct moe_spec {
     int64_t max_recv;     /* sizing.max_recv_token_num */
     int64_t max_tokens;   /* sizing.num_max_tokens_per_rank; 0 = the largest bs */
     int ties;             /* x rows of half-integers with amax 127: exact ties for INT8 / MX rounding */
+    int wide;             /* x elements spread over 2^-6..2^6: F32 sums in the GEMMs round */
+    int int_data;         /* x and BF16 weights small integers (-8..8): exact F32 sums, and GEMM1
+                           * outputs that are odd integers in 257..511 are exact BF16 ties */
     uint64_t seed;
 } moe_spec;
 
@@ -71,7 +74,10 @@ static inline void moe_fill_weights(const moe_spec *sp, const mm_ref_attrs *a, m
         for (int64_t e = 0; e < w->count; e++) {
             for (int64_t k = 0; k < K; k++)
                 for (int64_t n = 0; n < N; n++)
-                    mm_ref_case_set_weight(a, w, which, e, k, n, moe_random_code(w->dtype, st));
+                    mm_ref_case_set_weight(a, w, which, e, k, n,
+                                           sp->int_data && w->dtype == MM_DTYPE_BF16
+                                               ? mm_f32_to_bf16((float)((int)(mm_test_rand_u64(st) % 17) - 8))
+                                               : moe_random_code(w->dtype, st));
             if (mm_format_is_int_quant(w->dtype)) {
                 float *s = (which == 1 ? w->scales1 : w->scales2) + e * N;
                 /* scale ~ 1 / (127 sqrt(K)) keeps outputs O(1) */
@@ -80,13 +86,16 @@ static inline void moe_fill_weights(const moe_spec *sp, const mm_ref_attrs *a, m
                                    (sqrt((double)K) * (w->dtype == MM_DTYPE_I8 ? 40.0 : 3.0)));
             }
             if (w->dtype == MM_DTYPE_INT4) {
-                /* bias = 8 s colsum (the standard one), optionally perturbed */
+                /* bias = 8 s colsum (the standard one), optionally perturbed. The bias enters the
+                 * GEMM output times the input's row scale s_X (~ 1/127 here): a perturbation of
+                 * 100 s sqrt(K) ~ 33 moves the output by ~ 0.26, the size of the output itself
+                 * (~ 0.8), so a bias that is dropped or misplaced cannot pass. */
                 float *b = (which == 1 ? w->bias1 : w->bias2) + e * N;
                 const float *s = (which == 1 ? w->scales1 : w->scales2) + e * N;
                 for (int64_t n = 0; n < N; n++) {
                     b[n] = 0.0f;
-                    (void)s;
-                    if (sp->nonstandard_bias) b[n] = (float)mm_test_rand_uniform(st, -0.01, 0.01);
+                    if (sp->nonstandard_bias)
+                        b[n] = (float)(mm_test_rand_uniform(st, -100.0, 100.0) * s[n] * sqrt((double)K));
                 }
             }
             if (mm_format_is_mx(w->dtype)) {
@@ -175,6 +184,8 @@ static inline int moe_case_build(moe_case *c, const moe_spec *sp) {
         for (int64_t i = 0; i < k->bs; i++) {
             for (int64_t h = 0; h < H; h++) {
                 float v = (float)mm_test_rand_uniform(&st, -1.0, 1.0);
+                if (sp->wide) v = ldexpf(v, (int)(mm_test_rand_u64(&st) % 13) - 6);
+                if (sp->int_data) v = (float)((int)(mm_test_rand_u64(&st) % 17) - 8);
                 if (sp->ties) /* amax 127 makes the INT8 scale 1, so x / s = x.5 is a tie */
                     v = h == 0 ? 127.0f : (float)((int)(mm_test_rand_u64(&st) % 41) - 20) + 0.5f;
                 if (k->x_bf16) k->x_bf16[i * H + h] = mm_f32_to_bf16(v);
@@ -385,6 +396,17 @@ static inline mm_status moe_case_run(moe_case *c, moe_run_arg *arg) {
     return mm_comm_run_threads(c->sp.ranks, moe_rank_fn, arg, NULL, NULL, &err);
 }
 
+/* Builds the case and runs it on its thread ranks (failures reported); 0 when it could not be built
+ * (nothing to free then). */
+static inline int moe_case_build_run(moe_case *c, const moe_spec *sp) {
+    if (!moe_case_build(c, sp)) return 0;
+    moe_run_arg arg;
+    memset(&arg, 0, sizeof arg);
+    arg.break_rank = -1;
+    CHECK_OK(moe_case_run(c, &arg), &arg.err[0]);
+    return 1;
+}
+
 /* Normalized error of rank r: max |y - ref| / max |ref| (0 when both are 0). */
 static inline double moe_case_error(const moe_case *c, int r) {
     const mm_ref_case_rank *k = &c->ref.ranks[r];
@@ -401,8 +423,82 @@ static inline double moe_case_error(const moe_case *c, int r) {
     return amax > 0 ? emax / amax : emax;
 }
 
+/* One BF16 ulp at magnitude v: 2^(exponent of v - 7), the subnormal spacing 2^-133 below 2^-126. */
+static inline double moe_bf16_ulp(double v) {
+    v = fabs(v);
+    if (!(v >= 0x1p-126)) return 0x1p-133;
+    int e;
+    frexp(v, &e); /* v = m 2^e, m in [0.5, 1) */
+    return ldexp(1.0, e - 8);
+}
+
+/* Per-element statistics of rank r against the reference (active rows):
+ *   ulps:  max over elements of |y - y_ref| / ulp_BF16(y_scale), y_scale being the largest |summand| of
+ *          the combine at that element (mm_ref_rank_output.y_scale): the unit of the per-element bound;
+ *   share: the fraction of elements with |y - y_ref| <= ulp_BF16(y_ref), one ulp of the output. */
+typedef struct moe_ulp_stats {
+    double ulps, share;
+    int64_t elements;
+} moe_ulp_stats;
+
+static inline moe_ulp_stats moe_case_ulp_stats(const moe_case *c, int r) {
+    const mm_ref_case_rank *k = &c->ref.ranks[r];
+    int64_t H = c->sp.hidden, within = 0;
+    moe_ulp_stats s = {0, 1, 0};
+    for (int64_t i = 0; i < k->bs; i++) {
+        if (!k->x_active_mask[i]) continue;
+        for (int64_t h = 0; h < H; h++) {
+            double ref = mm_bf16_to_f32(k->y[i * H + h]), got = mm_bf16_to_f32(c->y[r][i * H + h]);
+            double d = fabs(got - ref), u = d / moe_bf16_ulp(k->y_scale[i * H + h]);
+            if (!(u <= s.ulps)) s.ulps = isnan(u) ? INFINITY : u;
+            within += d <= moe_bf16_ulp(ref);
+            s.elements++;
+        }
+    }
+    if (s.elements) s.share = (double)within / (double)s.elements;
+    return s;
+}
+
+/* BF16 ulps of one step of an element format at the same magnitude: 2^(7 - mantissa bits). */
+static inline double moe_step_ulps(mm_dtype t) {
+    return t == MM_DTYPE_FP8_E4M3FN ? 16 : t == MM_DTYPE_FP8_E5M2 ? 32 : t == MM_DTYPE_FP4_E2M1 ? 64 : 0;
+}
+
+/* Per-element bound, in BF16 ulps of y_scale, of one weight group's path (docs/reference.md,
+ * "Per-element bounds"): 2 ulps (one ulp of a BF16 expert row plus the final rounding) where every
+ * rounding point after the GEMMs is BF16 or INT8; plus twice one step of the GEMM2 input's MX format
+ * where a code of the GEMM2 input can flip. */
+static inline double moe_path_ulps(mm_dtype weight, mm_dtype input, mm_dtype act_out) {
+    if (!mm_format_is_mx(weight)) return 2;
+    mm_dtype g2 = act_out != MM_DTYPE_INVALID                                    ? act_out
+                  : weight == MM_DTYPE_FP8_E4M3FN || weight == MM_DTYPE_FP8_E5M2 ? input
+                                                                                 : MM_DTYPE_FP8_E4M3FN;
+    return 2 + 2 * moe_step_ulps(g2);
+}
+
+/* The scenario's per-element bound (max over the routed and shared paths, plus one step of the
+ * combine's MX format with combine_quant_mode 3 / 4) and the least share of elements within one ulp of
+ * y_ref. */
+static inline double moe_ulp_bound(const moe_spec *sp) {
+    const mm_mega_moe_attrs *a = &sp->attrs;
+    mm_dtype in = moe_dispatch_dtype(a);
+    double b = moe_path_ulps(sp->routed, in, a->activation_out_dtype);
+    if (sp->shared_count) {
+        mm_dtype sin =
+            a->shared_expert_quant_out_dtype != MM_DTYPE_INVALID ? a->shared_expert_quant_out_dtype : in;
+        double bs = moe_path_ulps(sp->shared, sin, a->activation_out_dtype);
+        if (bs > b) b = bs;
+    }
+    if (a->combine_quant_mode == 3) b += 2 * moe_step_ulps(MM_DTYPE_FP8_E5M2);
+    if (a->combine_quant_mode == 4) b += 2 * moe_step_ulps(MM_DTYPE_FP8_E4M3FN);
+    return b;
+}
+#define MOE_MIN_SHARE_WITHIN_1ULP 0.995
+
 /* Checks rank r against the reference: expert_token_nums exact, inactive rows exact +0, y within the
- * documented tolerance of the scenario (ops/mega_moe/tolerance.h). Returns the normalized error. */
+ * documented tolerance of the scenario (ops/mega_moe/tolerance.h), every element within the scenario's
+ * per-element bound and at least MOE_MIN_SHARE_WITHIN_1ULP of them within one ulp of y_ref. Returns the
+ * normalized error. */
 static inline double moe_case_check_rank(const moe_case *c, int r, const char *label) {
     int64_t El = c->sp.experts / c->sp.ranks, H = c->sp.hidden;
     double tol = mm_mega_moe_tolerance(c->sp.routed, moe_dispatch_dtype(&c->sp.attrs),
@@ -413,6 +509,18 @@ static inline double moe_case_check_rank(const moe_case *c, int r, const char *l
         if (!k->x_active_mask[i])
             for (int64_t h = 0; h < H; h++) CHECK_EQ_HEX(c->y[r][i * H + h], 0);
     double e = moe_case_error(c, r);
+    moe_ulp_stats u = moe_case_ulp_stats(c, r);
+    double bound = moe_ulp_bound(&c->sp);
+    if (getenv("MOE_ULP_TRACE"))
+        fprintf(stderr, "ULP %s rank %d: max %.3g ulps (bound %.3g), within 1 ulp %.4f of %lld\n", label, r,
+                u.ulps, bound, u.share, (long long)u.elements);
+    if (!(u.ulps <= bound) || !(u.share >= MOE_MIN_SHARE_WITHIN_1ULP)) {
+        CHECK(u.ulps <= bound);
+        CHECK(u.share >= MOE_MIN_SHARE_WITHIN_1ULP);
+        fprintf(stderr,
+                "  %s rank %d: %.3g ulps (bound %.3g), %.4f of %lld elements within 1 ulp (least %.3f)\n",
+                label, r, u.ulps, bound, u.share, (long long)u.elements, MOE_MIN_SHARE_WITHIN_1ULP);
+    }
     if (!(e <= tol)) {
         CHECK(e <= tol);
         fprintf(stderr, "  %s rank %d: error %.4g above tolerance %.4g\n", label, r, e, tol);

@@ -18,9 +18,30 @@ void mm_test_report_fail(const char *file, int line, const char *fmt, ...) {
     va_end(ap);
 }
 
+static int test_skipped = 0;
+
+void mm_test_skip(const char *fmt, ...) {
+    test_skipped++;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("SKIP: ", stdout);
+    vprintf(fmt, ap);
+    fputc('\n', stdout);
+    va_end(ap);
+}
+
 int mm_test_finish(const char *name) {
-    printf("%s: %d passed, %d failed\n", name, mm_test_passed, mm_test_failed);
+    if (test_skipped)
+        printf("%s: %d passed, %d failed, %d skipped (SKIP lines above)\n", name, mm_test_passed,
+               mm_test_failed, test_skipped);
+    else
+        printf("%s: %d passed, %d failed\n", name, mm_test_passed, mm_test_failed);
     return mm_test_failed == 0 && mm_test_passed > 0 ? 0 : 1;
+}
+
+int mm_test_finish_skipped(const char *name) {
+    int rc = mm_test_finish(name);
+    return rc == 0 ? MM_TEST_SKIP_RETURN_CODE : rc;
 }
 
 const char *mm_test_error_text(const mm_error *err) {

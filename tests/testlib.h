@@ -16,8 +16,19 @@ extern int mm_test_passed;
 extern int mm_test_failed;
 
 void mm_test_report_fail(const char *file, int line, const char *fmt, ...);
-/* Prints "<name>: N passed, N failed" and returns the process exit status. */
+/* Prints "<name>: N passed, N failed" (and ", N skipped") and returns the process exit status. */
 int mm_test_finish(const char *name);
+
+/* A part of a test that this CPU (or MEGAMOE_ISA) cannot run, e.g. AMX kernels without AMX: prints
+ * one line "SKIP: <what>" on stdout (CI collects these lines: scripts/isa-coverage.sh) and counts it.
+ * Never silent: a skipped kernel is named. */
+void mm_test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Exit status CTest reads as "skipped" (SKIP_RETURN_CODE of tests/CMakeLists.txt). */
+#define MM_TEST_SKIP_RETURN_CODE 77
+/* For a test whose whole subject could not run here (it may still have checked what it could, e.g.
+ * that the registry does not choose the missing kernels): like mm_test_finish, but returns
+ * MM_TEST_SKIP_RETURN_CODE instead of 0 when nothing failed, so CTest reports the test as skipped. */
+int mm_test_finish_skipped(const char *name);
 
 #define CHECK(cond)                                                                                          \
     do {                                                                                                     \

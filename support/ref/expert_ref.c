@@ -9,6 +9,7 @@
 #include "format/format_table.h"
 #include "core/error.h"
 #include "megamoe/formats.h"
+#include "ref/format_ref.h"
 
 static const char *dtype_or_none(mm_dtype d) {
     return d == MM_DTYPE_INVALID ? "none" : mm_dtype_name(d);
@@ -82,28 +83,25 @@ mm_status mm_ref_dispatch_row(const mm_ref_plan *plan, int64_t hidden, const uin
     if (!xf || !q8) goto oom;
     row->scale = 1.0f;
     if (plan->input_dtype == MM_DTYPE_INVALID) { /* A16W16: the BF16 values themselves */
-        for (int64_t k = 0; k < hidden; k++) row->values[k] = mm_bf16_to_f32(x_bf16[k]);
+        for (int64_t k = 0; k < hidden; k++) row->values[k] = mm_ref_fmt_bf16_to_f32(x_bf16[k]);
     } else if (plan->input_dtype == MM_DTYPE_I8) { /* div-away per-token INT8 */
-        for (int64_t k = 0; k < hidden; k++) xf[k] = mm_bf16_to_f32(x_bf16[k]);
-        mm_int8_quantize_row_div_away(xf, hidden, q8, &row->scale);
+        for (int64_t k = 0; k < hidden; k++) xf[k] = mm_ref_fmt_bf16_to_f32(x_bf16[k]);
+        mm_ref_fmt_int8_div_away(xf, hidden, q8, &row->scale);
         for (int64_t k = 0; k < hidden; k++) row->values[k] = q8[k];
     } else if (x_quant) { /* pre-quantized MX pass-through */
-        st = mm_mx_dequantize_row(x_quant, x_scales, hidden, plan->input_dtype, xf, err);
-        if (st != MM_OK) goto fail;
+        mm_ref_fmt_mx_dequantize(x_quant, x_scales, hidden, plan->input_dtype, xf);
         for (int64_t k = 0; k < hidden; k++) row->values[k] = xf[k];
     } else { /* MX quantization of the BF16 row in the dispatch dtype */
         qmx = malloc((size_t)mm_dtype_row_bytes(plan->input_dtype, hidden));
         smx = malloc((size_t)((hidden + 31) / 32));
         if (!qmx || !smx) goto oom;
-        st = mm_mx_quantize_row_bf16(x_bf16, hidden, plan->input_dtype, qmx, smx, err);
-        if (st == MM_OK) st = mm_mx_dequantize_row(qmx, smx, hidden, plan->input_dtype, xf, err);
-        if (st != MM_OK) goto fail;
+        mm_ref_fmt_mx_quantize_bf16(x_bf16, hidden, plan->input_dtype, qmx, smx);
+        mm_ref_fmt_mx_dequantize(qmx, smx, hidden, plan->input_dtype, xf);
         for (int64_t k = 0; k < hidden; k++) row->values[k] = xf[k];
     }
     goto done;
 oom:
     st = mm_fail(err, MM_ERR_OUT_OF_MEMORY, "reference dispatch row of hidden = %lld", (long long)hidden);
-fail:
 done:
     free(xf);
     free(q8);
@@ -114,27 +112,26 @@ done:
 
 /* Decodes one stored row of `len` elements of dtype into doubles (raw integers for INT8/INT4,
  * element values for BF16 and the MX element types, before their block scale). */
-static void decode_row(mm_dtype dtype, const uint8_t *row, int64_t len, int8_t *int4_tmp, double *out) {
+static void decode_row(mm_dtype dtype, const uint8_t *row, int64_t len, double *out) {
     switch (dtype) {
     case MM_DTYPE_BF16:
         for (int64_t i = 0; i < len; i++) {
             uint16_t bits;
             memcpy(&bits, row + 2 * i, sizeof bits);
-            out[i] = mm_bf16_to_f32(bits);
+            out[i] = mm_ref_fmt_bf16_to_f32(bits);
         }
         break;
     case MM_DTYPE_I8:
         for (int64_t i = 0; i < len; i++) out[i] = (int8_t)row[i];
         break;
     case MM_DTYPE_INT4:
-        mm_int4_unpack(row, len, int4_tmp);
-        for (int64_t i = 0; i < len; i++) out[i] = int4_tmp[i];
+        for (int64_t i = 0; i < len; i++) out[i] = mm_ref_fmt_int4_value(mm_ref_fmt_nibble(row, i));
         break;
     case MM_DTYPE_FP4_E2M1:
-        for (int64_t i = 0; i < len; i++) out[i] = mm_fp4_e2m1_to_f32(mm_nibble_get(row, i));
+        for (int64_t i = 0; i < len; i++) out[i] = mm_ref_fmt_decode(dtype, mm_ref_fmt_nibble(row, i));
         break;
     default: /* FP8 */
-        for (int64_t i = 0; i < len; i++) out[i] = mm_dtype_to_f32(dtype, row[i]);
+        for (int64_t i = 0; i < len; i++) out[i] = mm_ref_fmt_decode(dtype, row[i]);
         break;
     }
 }
@@ -148,15 +145,11 @@ static mm_status decode_matrix(mm_dtype dtype, const void *data, const uint8_t *
     int64_t row_bytes = mm_dtype_row_bytes(dtype, row_len);
     const uint8_t *base = (const uint8_t *)data + index * rows * row_bytes;
     double *line = malloc((size_t)row_len * sizeof *line);
-    int8_t *int4_tmp = malloc((size_t)row_len);
-    if (!line || !int4_tmp) {
-        free(line);
-        free(int4_tmp);
+    if (!line)
         return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "reference weight decode of %lld x %lld", (long long)k_len,
                        (long long)n_len);
-    }
     for (int64_t r = 0; r < rows; r++) {
-        decode_row(dtype, base + r * row_bytes, row_len, int4_tmp, line);
+        decode_row(dtype, base + r * row_bytes, row_len, line);
         for (int64_t c = 0; c < row_len; c++) {
             int64_t k = transposed ? c : r, n = transposed ? r : c;
             w[n * k_len + k] = line[c];
@@ -167,10 +160,10 @@ static mm_status decode_matrix(mm_dtype dtype, const void *data, const uint8_t *
         const uint8_t *scales = mx_scales + index * n_len * pairs * 2;
         for (int64_t n = 0; n < n_len; n++)
             for (int64_t k = 0; k < k_len; k++)
-                w[n * k_len + k] *= (double)mm_e8m0_to_f32(mm_mx_weight_scale(scales, n, k_len, k / 32));
+                w[n * k_len + k] *=
+                    (double)mm_ref_fmt_e8m0_to_f32(mm_ref_fmt_mx_weight_scale(scales, n, k_len, k / 32));
     }
     free(line);
-    free(int4_tmp);
     return MM_OK;
 }
 
@@ -268,13 +261,13 @@ static double dot(const double *a, const double *b, int64_t len) {
 
 mm_status mm_ref_expert_row(mm_ref_expert *ex, const mm_ref_row *row, int weighted, float weight,
                             uint16_t *out, mm_error *err) {
-    mm_status st = MM_OK;
+    (void)err; /* nothing in the row can fail: buffers were sized by mm_ref_expert_load */
     mm_ref_scenario sc = ex->plan.scenario;
     /* GEMM1 (step 2) */
     for (int64_t n = 0; n < ex->n1; n++) {
         double d = dot(row->values, ex->w1 + n * ex->hidden, ex->hidden);
         float h = gemm_output(sc, d, ex->scales1, ex->bias1, ex->colsum1, n, row->scale);
-        if (sc == MM_REF_SCENARIO_A16W16) h = mm_bf16_to_f32(mm_f32_to_bf16(h));
+        if (sc == MM_REF_SCENARIO_A16W16) h = mm_ref_fmt_bf16_round(h);
         ex->h[n] = h;
     }
     /* activation (step 3) and the early gating weight (step 4) */
@@ -284,23 +277,19 @@ mm_status mm_ref_expert_row(mm_ref_expert *ex, const mm_ref_row *row, int weight
     /* GEMM2 input (step 5) */
     float a_scale = 1.0f;
     if (ex->plan.gemm2_dtype == MM_DTYPE_BF16) {
-        for (int64_t j = 0; j < ex->act_width; j++) ex->x2[j] = mm_bf16_to_f32(mm_f32_to_bf16(ex->a[j]));
+        for (int64_t j = 0; j < ex->act_width; j++) ex->x2[j] = mm_ref_fmt_bf16_round(ex->a[j]);
     } else if (ex->plan.gemm2_dtype == MM_DTYPE_I8) {
-        mm_int8_quantize_row_mul_even(ex->a, ex->act_width, MM_INT8_SCALE_AMAX_DIV_127, ex->a_q, &a_scale);
+        mm_ref_fmt_int8_mul_even(ex->a, ex->act_width, ex->a_q, &a_scale);
         for (int64_t j = 0; j < ex->act_width; j++) ex->x2[j] = ex->a_q[j];
     } else {
-        st = mm_mx_quantize_row_f32(ex->a, ex->act_width, ex->plan.gemm2_dtype, ex->a_mx, ex->a_mx_scales,
-                                    err);
-        if (st == MM_OK)
-            st = mm_mx_dequantize_row(ex->a_mx, ex->a_mx_scales, ex->act_width, ex->plan.gemm2_dtype,
-                                      ex->a_deq, err);
-        if (st != MM_OK) return st;
+        mm_ref_fmt_mx_quantize_f32(ex->a, ex->act_width, ex->plan.gemm2_dtype, ex->a_mx, ex->a_mx_scales);
+        mm_ref_fmt_mx_dequantize(ex->a_mx, ex->a_mx_scales, ex->act_width, ex->plan.gemm2_dtype, ex->a_deq);
         for (int64_t j = 0; j < ex->act_width; j++) ex->x2[j] = ex->a_deq[j];
     }
     /* GEMM2 (step 6): F32, then the BF16 expert output row */
     for (int64_t n = 0; n < ex->hidden; n++) {
         double d = dot(ex->x2, ex->w2 + n * ex->act_width, ex->act_width);
-        out[n] = mm_f32_to_bf16(gemm_output(sc, d, ex->scales2, ex->bias2, ex->colsum2, n, a_scale));
+        out[n] = mm_ref_fmt_f32_to_bf16(gemm_output(sc, d, ex->scales2, ex->bias2, ex->colsum2, n, a_scale));
     }
     return MM_OK;
 }

@@ -6,12 +6,14 @@
  * are kept per slot on the home side, which is all the combine needs. */
 #include "ref/mega_moe_ref.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "megamoe/formats.h"
 #include "ref/expert_ref.h"
+#include "ref/format_ref.h"
 #include "ref/mega_moe_ref_check.h"
 
 /* Per-rank working state of one call. */
@@ -23,6 +25,7 @@ typedef struct rank_work {
     uint16_t *routed_out; /* (bs, K, H) BF16 expert output row of each (row, k) slot */
     uint16_t *shared_out; /* (bs, S, H) */
     uint16_t *y;          /* (bs, H) result, copied to the caller's y only when everything succeeded */
+    float *y_scale;       /* (bs, H) largest |summand| of the combine per element (mm_ref_rank_output) */
     int32_t *counts;      /* (E_l,) */
 } rank_work;
 
@@ -40,6 +43,7 @@ static void work_free(rank_work *w, int64_t ranks) {
         free(w[r].routed_out);
         free(w[r].shared_out);
         free(w[r].y);
+        free(w[r].y_scale);
         free(w[r].counts);
     }
     free(w);
@@ -61,13 +65,15 @@ static mm_status work_alloc(const mm_ref_attrs *a, const mm_ref_rank_input *inpu
         rw->routed_out = alloc_zeroed(bs * K * H, sizeof(uint16_t));
         rw->shared_out = alloc_zeroed(bs * S * H, sizeof(uint16_t));
         rw->y = alloc_zeroed(bs * H, sizeof(uint16_t));
+        rw->y_scale = alloc_zeroed(bs * H, sizeof(float));
         rw->counts = alloc_zeroed(local, sizeof(int32_t));
         if (separate_shared && S > 0) {
             rw->x_shared = alloc_zeroed(bs * H, sizeof(double));
             rw->scale_shared = alloc_zeroed(bs, sizeof(float));
             if (!rw->x_shared || !rw->scale_shared) goto oom;
         }
-        if (!rw->x_routed || !rw->scale_routed || !rw->routed_out || !rw->shared_out || !rw->y || !rw->counts)
+        if (!rw->x_routed || !rw->scale_routed || !rw->routed_out || !rw->shared_out || !rw->y ||
+            !rw->y_scale || !rw->counts)
             goto oom;
     }
     return MM_OK;
@@ -162,13 +168,14 @@ static mm_status arriving_row(const mm_ref_attrs *a, const uint16_t *o, combine_
                               mm_error *err) {
     int64_t H = a->hidden;
     if (a->combine_quant_mode == 0) {
-        for (int64_t n = 0; n < H; n++) out[n] = mm_bf16_to_f32(o[n]);
+        for (int64_t n = 0; n < H; n++) out[n] = mm_ref_fmt_bf16_to_f32(o[n]);
         return MM_OK;
     }
     mm_dtype elem = a->combine_quant_mode == 3 ? MM_DTYPE_FP8_E5M2 : MM_DTYPE_FP8_E4M3FN;
-    mm_status st = mm_mx_quantize_row_bf16(o, H, elem, cs->mx_q, cs->mx_scales, err);
-    if (st == MM_OK) st = mm_mx_dequantize_row(cs->mx_q, cs->mx_scales, H, elem, out, err);
-    return st;
+    (void)err;
+    mm_ref_fmt_mx_quantize_bf16(o, H, elem, cs->mx_q, cs->mx_scales);
+    mm_ref_fmt_mx_dequantize(cs->mx_q, cs->mx_scales, H, elem, out);
+    return MM_OK;
 }
 
 /* Step 8 for row i of home rank r: writes y (BF16) into rw->y. */
@@ -176,6 +183,7 @@ static mm_status combine_row(const mm_ref_attrs *a, const mm_ref_rank_input *in,
                              combine_scratch *cs, mm_error *err) {
     int64_t H = a->hidden, K = a->topk, S = in->shared.count, local = a->expert_num / a->world_size;
     uint16_t *y = rw->y + i * H;
+    float *scale = rw->y_scale + i * H;
     if (!row_active(in, i)) {
         for (int64_t n = 0; n < H; n++) y[n] = 0;
         return MM_OK;
@@ -189,7 +197,11 @@ static mm_status combine_row(const mm_ref_attrs *a, const mm_ref_rank_input *in,
             for (int64_t n = 0; n < H; n++) t[n] = wk * t[n];
         }
     }
-    for (int64_t n = 0; n < H; n++) cs->acc[n] = 0.0f;
+    for (int64_t n = 0; n < H; n++) {
+        cs->acc[n] = 0.0f;
+        scale[n] = 0.0f;
+        for (int64_t k = 0; k < K; k++) scale[n] = fmaxf(scale[n], fabsf(cs->terms[k * H + n]));
+    }
     if (a->combine_comm_mode == 0) {
         for (int64_t k = 0; k < K; k++)
             for (int64_t n = 0; n < H; n++) cs->acc[n] = cs->acc[n] + cs->terms[k * H + n];
@@ -206,15 +218,24 @@ static mm_status combine_row(const mm_ref_attrs *a, const mm_ref_rank_input *in,
                 for (int64_t n = 0; n < H; n++) cs->partial[n] = cs->partial[n] + cs->terms[k * H + n];
             }
             if (!any) continue;
-            for (int64_t n = 0; n < H; n++)
-                cs->acc[n] = cs->acc[n] + mm_bf16_to_f32(mm_f32_to_bf16(cs->partial[n]));
+            for (int64_t n = 0; n < H; n++) {
+                float p = mm_ref_fmt_bf16_round(cs->partial[n]);
+                scale[n] = fmaxf(scale[n], fabsf(p));
+                cs->acc[n] = cs->acc[n] + p;
+            }
         }
     }
     for (int64_t s = 0; s < S; s++) {
         const uint16_t *o = rw->shared_out + (i * S + s) * H;
-        for (int64_t n = 0; n < H; n++) cs->acc[n] = cs->acc[n] + mm_bf16_to_f32(o[n]);
+        for (int64_t n = 0; n < H; n++) {
+            scale[n] = fmaxf(scale[n], fabsf(mm_ref_fmt_bf16_to_f32(o[n])));
+            cs->acc[n] = cs->acc[n] + mm_ref_fmt_bf16_to_f32(o[n]);
+        }
     }
-    for (int64_t n = 0; n < H; n++) y[n] = mm_f32_to_bf16(cs->acc[n]);
+    for (int64_t n = 0; n < H; n++) {
+        y[n] = mm_ref_fmt_f32_to_bf16(cs->acc[n]);
+        scale[n] = fmaxf(scale[n], fabsf(mm_ref_fmt_bf16_to_f32(y[n])));
+    }
     return MM_OK;
 }
 
@@ -263,6 +284,8 @@ mm_status mm_ref_mega_moe(const mm_ref_attrs *attrs, const mm_ref_rank_input *in
     for (int64_t r = 0; r < R; r++) {
         if (inputs[r].bs > 0)
             memcpy(outputs[r].y, w[r].y, (size_t)(inputs[r].bs * attrs->hidden) * sizeof(uint16_t));
+        if (inputs[r].bs > 0 && outputs[r].y_scale)
+            memcpy(outputs[r].y_scale, w[r].y_scale, (size_t)(inputs[r].bs * attrs->hidden) * sizeof(float));
         memcpy(outputs[r].expert_token_nums, w[r].counts, (size_t)local * sizeof(int32_t));
     }
 done:

@@ -102,6 +102,11 @@ typedef struct mm_ref_rank_input {
 typedef struct mm_ref_rank_output {
     uint16_t *y;                /* (bs, H) BF16 bits */
     int32_t *expert_token_nums; /* (E / R,) */
+    /* Optional (NULL = not written): (bs, H) F32, per element the largest magnitude among the F32
+     * values the combine sums into y (each routed term, each mode-1/2 BF16 partial, each shared row)
+     * and |y| itself: the scale of the rounding points of the combine, so a test can state a
+     * per-element bound in ulps of it (tests/test_mega_moe_common.h, docs/reference.md). */
+    float *y_scale;
 } mm_ref_rank_output;
 
 /* The GEMM scenario of a weight dtype with the dtype its input is quantized to. */

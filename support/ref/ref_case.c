@@ -91,6 +91,7 @@ void mm_ref_case_free(mm_ref_case *c) {
             free(k->topk_weights);
             free(k->x_active_mask);
             free(k->y);
+            free(k->y_scale);
             free(k->expert_token_nums);
             free_weights(&k->routed);
             free_weights(&k->shared);
@@ -134,8 +135,11 @@ mm_status mm_ref_case_alloc(mm_ref_case *c, const mm_ref_attrs *attrs, const int
         k->topk_weights = zeroed(n * K, sizeof(float));
         k->x_active_mask = zeroed(n, 1);
         k->y = zeroed(n * H, sizeof(uint16_t));
+        k->y_scale = zeroed(n * H, sizeof(float));
         k->expert_token_nums = zeroed(attrs->expert_num / R, sizeof(int32_t));
-        if (!k->topk_ids || !k->topk_weights || !k->x_active_mask || !k->y || !k->expert_token_nums) goto oom;
+        if (!k->topk_ids || !k->topk_weights || !k->x_active_mask || !k->y || !k->y_scale ||
+            !k->expert_token_nums)
+            goto oom;
         memset(k->x_active_mask, 1, (size_t)n);
         if (!alloc_weights(attrs, &k->routed, routed_dtype, attrs->expert_num / R)) goto oom;
         if (!alloc_weights(attrs, &k->shared, shared_dtype, shared_count)) goto oom;
@@ -148,7 +152,7 @@ mm_status mm_ref_case_alloc(mm_ref_case *c, const mm_ref_attrs *attrs, const int
                                            k->x_active_mask,
                                            weights_view(&k->routed),
                                            weights_view(&k->shared)};
-        c->outputs[r] = (mm_ref_rank_output){k->y, k->expert_token_nums};
+        c->outputs[r] = (mm_ref_rank_output){k->y, k->expert_token_nums, k->y_scale};
     }
     return MM_OK;
 oom:

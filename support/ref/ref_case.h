@@ -29,6 +29,7 @@ typedef struct mm_ref_case_rank {
     uint8_t *x_active_mask; /* all 1 after allocation */
     mm_ref_case_weights routed, shared;
     uint16_t *y;
+    float *y_scale; /* mm_ref_rank_output.y_scale */
     int32_t *expert_token_nums;
 } mm_ref_case_rank;
 

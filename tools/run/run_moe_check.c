@@ -151,7 +151,7 @@ static mm_status check_rows(check_part *p) {
     in.routed = ref_weights_of(&routed);
     in.shared = ref_weights_of(&shared);
     in.shared.dtype = cfg->shared_experts > 0 ? p->sc->weight_dtype : MM_DTYPE_INVALID;
-    mm_ref_rank_output ref_out = {p->y_ref + p->begin * H, counts};
+    mm_ref_rank_output ref_out = {p->y_ref + p->begin * H, counts, NULL};
     st = mm_ref_mega_moe(&attrs, &in, &ref_out, err);
 done:
     run_moe_expert_data_free(&routed);
