@@ -27,6 +27,9 @@ def _array(dtype, shape, data):
 def read_safetensors(path, names=None):
     """(dict name -> Tensor, metadata dict); names restricts which tensors are read."""
     items, metadata = _c.st_read(path, None if names is None else list(names))
+    # "dtype.<name>" / "shape.<name>" are the writer's own record of logical dtypes, already applied to
+    # the Tensors (and refused by save): they are not the caller's metadata.
+    metadata = {k: v for k, v in metadata.items() if not k.startswith(("dtype.", "shape."))}
     return {n: Tensor(_array(d, s, b), d, s) for n, d, s, b in items}, metadata
 
 
