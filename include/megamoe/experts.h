@@ -54,9 +54,9 @@ enum {
 };
 
 typedef struct mm_experts_inputs {
-    const mm_tensor *x;            /* (T, H) BF16, F16 or F32; T may be 0 */
-    const mm_tensor *topk_ids;     /* (T, K) I32 or I64, in [0, E) (or < 0 with SKIP_NEGATIVE_IDS) */
-    const mm_tensor *topk_weights; /* (T, K) F32 or BF16 */
+    const mm_tensor *x;             /* (T, H) BF16, F16 or F32; T may be 0 */
+    const mm_tensor *topk_ids;      /* (T, K) I32 or I64, in [0, E) (or < 0 with SKIP_NEGATIVE_IDS) */
+    const mm_tensor *topk_weights;  /* (T, K) F32 or BF16 */
     const mm_tensor *x_active_mask; /* optional (T,) BOOL or I8, as MegaMoE's (inactive rows: y = +0) */
     int flags;                      /* MM_EXPERTS_* */
 } mm_experts_inputs;

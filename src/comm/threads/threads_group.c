@@ -1,9 +1,8 @@
-/* comm/threads/threads_group.c: life of a threads-backend group: the launcher that runs one thread per
- * rank, sub-groups made by split, and their collective destruction.
+/* comm/threads/threads_group.c: life of a threads-backend group: its allocation (for a world,
+ * threads_world.c, or a sub-group made by split) and the collective destruction of sub-groups.
  *
  * A group is one allocation shared by its ranks; each rank's mm_comm handle lives inside it, so a rank
  * that leaves early (removed by the elastic API) owns nothing that others must free. */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,8 +109,10 @@ static mm_status thr_split_node(mm_comm *c, mm_comm **out, mm_error *err) {
 static mm_status thr_destroy(mm_comm *c, mm_error *err) {
     thr_group *g = thr_group_of(c);
     if (g->owned_by_launcher)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                       "mm_comm_free: the communicator of mm_comm_run_threads belongs to the launcher");
+        return mm_fail(
+            err, MM_ERR_INVALID_ARGUMENT,
+            "mm_comm_free: the communicator of mm_comm_run_threads or of a world (mm_world_comm) belongs to "
+            "the launcher");
     mm_status st = mm_comm_barrier(c, err);
     if (st) return mm_error_prefix(err, "mm_comm_free (the group is leaked)"), st;
     int leader = 0;
@@ -132,80 +133,4 @@ static mm_status thr_destroy(mm_comm *c, mm_error *err) {
                            c->timeout);
     mm_thr_group_delete(g);
     return MM_OK;
-}
-
-/* ---- launcher ---------------------------------------------------------------------------------- */
-
-typedef struct thr_rank_run {
-    mm_comm *comm;
-    mm_comm_rank_fn fn;
-    void *arg;
-    mm_status status;
-    mm_error *err;
-} thr_rank_run;
-
-static void *thr_rank_main(void *p) {
-    thr_rank_run *run = p;
-    run->status = run->fn(run->comm, run->arg, run->err);
-    if (run->status != MM_OK && run->err->status == MM_OK) run->err->status = run->status;
-    return NULL;
-}
-
-mm_status mm_comm_run_threads(int nranks, mm_comm_rank_fn fn, void *arg, mm_status *per_rank_status,
-                              mm_error *per_rank_err, mm_error *err) {
-    if (nranks < 1 || nranks > MM_COMM_MAX_RANKS)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "mm_comm_run_threads: nranks = %d is outside [1, %d]",
-                       nranks, MM_COMM_MAX_RANKS);
-    if (!fn) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "mm_comm_run_threads: fn is NULL");
-    mm_status st = MM_OK;
-    thr_rank_run *runs = calloc((size_t)nranks, sizeof *runs);
-    mm_error *errs = per_rank_err ? per_rank_err : calloc((size_t)nranks, sizeof *errs);
-    pthread_t *threads = calloc((size_t)nranks, sizeof *threads);
-    thr_group *g = mm_thr_group_new(nranks, mm_comm_default_timeout());
-    int started = 0;
-    if (!runs || !errs || !threads || !g) {
-        st = mm_fail(err, MM_ERR_OUT_OF_MEMORY, "mm_comm_run_threads: no memory for %d ranks", nranks);
-        goto done;
-    }
-    g->owned_by_launcher = 1;
-    for (int r = 0; r < nranks; r++) {
-        mm_error_clear(&errs[r]);
-        runs[r] = (thr_rank_run){&g->comms[r], fn, arg, MM_OK, &errs[r]};
-    }
-    for (; started < nranks; started++) {
-        if (pthread_create(&threads[started], NULL, thr_rank_main, &runs[started]) != 0) {
-            /* The ranks already running will time out waiting for this one and report it. */
-            st = mm_fail(err, MM_ERR_INTERNAL, "mm_comm_run_threads: could not start the thread of rank %d",
-                         started);
-            break;
-        }
-    }
-    for (int r = 0; r < started; r++) pthread_join(threads[r], NULL);
-    if (st) goto done;
-    int first_failed = -1, n_failed = 0, identical = 1;
-    for (int r = 0; r < nranks; r++) {
-        if (per_rank_status) per_rank_status[r] = runs[r].status;
-        if (runs[r].status == MM_OK) continue;
-        n_failed++;
-        if (first_failed < 0)
-            first_failed = r;
-        else if (runs[r].status != runs[first_failed].status ||
-                 strcmp(errs[r].message, errs[first_failed].message) != 0)
-            identical = 0;
-    }
-    /* Every rank failing with one message is a collective error agreed with mm_comm_agree, whose message
-     * already names the rank at fault: prefixing "rank 0: " would repeat or misattribute it. */
-    if (first_failed >= 0) {
-        if (identical && n_failed == nranks && nranks > 1)
-            st = mm_fail(err, runs[first_failed].status, "%s", errs[first_failed].message);
-        else
-            st = mm_fail(err, runs[first_failed].status, "rank %d: %s", first_failed,
-                         errs[first_failed].message);
-    }
-done:
-    if (errs != per_rank_err) free(errs);
-    free(threads);
-    free(runs);
-    mm_thr_group_delete(g);
-    return st;
 }

@@ -30,7 +30,7 @@ typedef struct thr_flag {
 
 typedef struct thr_group {
     int size;
-    int owned_by_launcher; /* the world of mm_comm_run_threads: freed by the launcher, not mm_comm_free */
+    int owned_by_launcher; /* a world (threads_world.c): freed with the world, not by mm_comm_free */
     thr_flag departed;     /* members done with the group during mm_comm_free */
     thr_slot *slots;       /* size */
     thr_flag *acks;        /* size * size, [sender * size + reader] */
