@@ -107,11 +107,7 @@ PyMODINIT_FUNC PyInit__megamoe(void) {
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
     if (mm_py_init_errors(m) < 0 || mm_py_init_formats(m) < 0 || mm_py_init_safetensors(m) < 0 ||
-        mm_py_init_mega_moe(m) < 0
-#ifndef MEGAMOE_PY_WITHOUT_ENGINE
-        || mm_py_init_experts(m) < 0 || mm_py_init_world(m) < 0
-#endif
-    ) {
+        mm_py_init_mega_moe(m) < 0 || mm_py_init_experts(m) < 0 || mm_py_init_world(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -159,6 +159,11 @@ class World:
         if self._sizing is None:
             raise _c.InvalidArgumentError("World.run: call create_buffers first")
         R = self.nranks
+        for name, value in (("weights", weights), ("x", x), ("topk_ids", topk_ids), ("topk_weights", topk_weights),
+                            ("x_active_mask", x_active_mask), ("scales", scales)):
+            if value is not None and len(value) != R:
+                raise _c.InvalidArgumentError(f"World.run: {name} has {len(value)} entries; "
+                                              f"must be lists of {R} entries (one per rank)")
         local = self._sizing["moe_expert_num"] // R
         masks = x_active_mask if x_active_mask is not None else [None] * R
         scl = scales if scales is not None else [None] * R
