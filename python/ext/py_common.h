@@ -34,6 +34,15 @@ typedef struct mm_py_tensor {
  * messages. Returns 0 on success, -1 with a Python exception set. */
 int mm_py_tensor_parse(PyObject *spec, const char *name, int writable, int optional, mm_py_tensor *out);
 void mm_py_tensor_release(mm_py_tensor *t);
+/* Parses n specs (writable[i], optional[i]) into out[0..n); on failure releases those parsed and
+ * returns -1. mm_py_tensors_finish releases n tensors and returns None, or NULL when an exception is set. */
+int mm_py_tensors_parse(PyObject *const *specs, const char *const *names, const int *writable,
+                        const int *optional, int n, mm_py_tensor *out);
+PyObject *mm_py_tensors_finish(mm_py_tensor *t, int n);
+/* __enter__ (returns self) and __exit__ (calls self.close()) of every object with a close(). */
+PyObject *mm_py_enter(PyObject *self, PyObject *unused);
+PyObject *mm_py_exit(PyObject *self, PyObject *args);
+
 /* A dtype name -> mm_dtype, or -1 with InvalidArgumentError naming `name`. */
 int mm_py_dtype(PyObject *name_obj, const char *name, mm_dtype *out);
 
@@ -56,8 +65,9 @@ int mm_py_sizing_parse(PyObject *dict, mm_mega_moe_sizing *out);
 
 /* One rank's tensors of a MegaMoE call: x, scales (optional), topk_ids, topk_weights, x_active_mask
  * (optional), y and expert_token_nums (writable). */
+enum { MM_PY_CALL_TENSORS = 7 };
 typedef struct mm_py_call {
-    mm_py_tensor x, scales, ids, weights, mask, y, counts;
+    mm_py_tensor t[MM_PY_CALL_TENSORS]; /* in the order above */
     mm_mega_moe_inputs in;
     mm_mega_moe_outputs out;
 } mm_py_call;

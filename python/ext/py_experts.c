@@ -106,27 +106,22 @@ static PyObject *experts_run(PyObject *self, PyObject *args) {
     mm_py_tensor t[5];
     PyObject *specs[5] = {xs, is, ws, ms, ys};
     static const char *const names[5] = {"x", "topk_ids", "topk_weights", "x_active_mask", "y"};
-    int n = 0;
-    for (; n < 5; n++)
-        if (mm_py_tensor_parse(specs[n], names[n], n == 4, n == 3, &t[n]) < 0) break;
-    PyObject *result = NULL;
-    if (n == 5) {
-        mm_experts_inputs in = {.x = &t[0].t,
-                                .topk_ids = &t[1].t,
-                                .topk_weights = &t[2].t,
-                                .x_active_mask = t[3].present ? &t[3].t : NULL,
-                                .flags = flags};
-        mm_error err = {0};
-        mm_status st;
-        o->busy++;
-        Py_BEGIN_ALLOW_THREADS;
-        st = mm_experts_run(o->e, &attrs, &in, &t[4].t, &err);
-        Py_END_ALLOW_THREADS;
-        o->busy--;
-        result = st == MM_OK ? Py_NewRef(Py_None) : mm_py_raise(&err, NULL);
-    }
-    for (int i = 0; i < n; i++) mm_py_tensor_release(&t[i]);
-    return result;
+    static const int writable[5] = {0, 0, 0, 0, 1}, optional[5] = {0, 0, 0, 1, 0};
+    if (mm_py_tensors_parse(specs, names, writable, optional, 5, t) < 0) return NULL;
+    mm_experts_inputs in = {.x = &t[0].t,
+                            .topk_ids = &t[1].t,
+                            .topk_weights = &t[2].t,
+                            .x_active_mask = t[3].present ? &t[3].t : NULL,
+                            .flags = flags};
+    mm_error err = {0};
+    mm_status st;
+    o->busy++;
+    Py_BEGIN_ALLOW_THREADS;
+    st = mm_experts_run(o->e, &attrs, &in, &t[4].t, &err);
+    Py_END_ALLOW_THREADS;
+    o->busy--;
+    if (st != MM_OK) mm_py_raise(&err, NULL);
+    return mm_py_tensors_finish(t, 5);
 }
 
 static PyObject *experts_close(PyObject *self, PyObject *unused) {
@@ -136,16 +131,6 @@ static PyObject *experts_close(PyObject *self, PyObject *unused) {
     mm_experts_free(o->e);
     o->e = NULL;
     Py_RETURN_NONE;
-}
-
-static PyObject *experts_enter(PyObject *self, PyObject *unused) {
-    (void)unused;
-    return Py_NewRef(self);
-}
-
-static PyObject *experts_exit(PyObject *self, PyObject *args) {
-    (void)args;
-    return experts_close(self, NULL);
 }
 
 static void experts_dealloc(PyObject *self) {
@@ -168,8 +153,8 @@ static PyObject *experts_closed(PyObject *self, void *unused) {
 static PyMethodDef experts_methods[] = {
     {"run", experts_run, METH_VARARGS, "run(attrs, x, topk_ids, topk_weights, x_active_mask, flags, y)."},
     {"close", experts_close, METH_NOARGS, "Frees the packed weights (idempotent)."},
-    {"__enter__", experts_enter, METH_NOARGS, NULL},
-    {"__exit__", experts_exit, METH_VARARGS, NULL},
+    {"__enter__", mm_py_enter, METH_NOARGS, NULL},
+    {"__exit__", mm_py_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 static PyGetSetDef experts_getset[] = {{"nbytes", experts_bytes, NULL, "Bytes of the packed weights.", NULL},

@@ -28,122 +28,106 @@ static int is_mx_elem(mm_dtype d) {
     return d == MM_DTYPE_FP8_E4M3FN || d == MM_DTYPE_FP8_E5M2 || d == MM_DTYPE_FP4_E2M1;
 }
 
+static const int WRITE_LAST[3] = {0, 1, 1}, READ_READ_WRITE[3] = {0, 0, 1}, REQUIRED[3] = {0, 0, 0};
+
 static PyObject *py_mx_quantize(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *xs, *qs, *ss;
-    if (!PyArg_ParseTuple(args, "OOO", &xs, &qs, &ss)) return NULL;
-    mm_py_tensor x, q, s;
-    if (mm_py_tensor_parse(xs, "x", 0, 0, &x) < 0) return NULL;
-    if (mm_py_tensor_parse(qs, "q", 1, 0, &q) < 0) goto fail_x;
-    if (mm_py_tensor_parse(ss, "scales", 1, 0, &s) < 0) goto fail_q;
+    PyObject *specs[3];
+    static const char *const names[3] = {"x", "q", "scales"};
+    mm_py_tensor t[3];
+    if (!PyArg_ParseTuple(args, "OOO", &specs[0], &specs[1], &specs[2]) ||
+        mm_py_tensors_parse(specs, names, WRITE_LAST, REQUIRED, 3, t) < 0)
+        return NULL;
+    mm_tensor *x = &t[0].t, *q = &t[1].t, *s = &t[2].t;
     int64_t rows, n;
-    rows_cols(&x.t, &rows, &n);
+    rows_cols(x, &rows, &n);
     mm_error err = {0};
     mm_status st = MM_OK;
-    if (x.t.dtype != MM_DTYPE_BF16 && x.t.dtype != MM_DTYPE_F32) {
-        mm_py_invalid("x: dtype %s (must be bf16 or f32)", mm_dtype_name(x.t.dtype));
-    } else if (!is_mx_elem(q.t.dtype)) {
+    if (x->dtype != MM_DTYPE_BF16 && x->dtype != MM_DTYPE_F32) {
+        mm_py_invalid("x: dtype %s (must be bf16 or f32)", mm_dtype_name(x->dtype));
+    } else if (!is_mx_elem(q->dtype)) {
         mm_py_invalid("q: dtype %s is not an MX element type (fp8_e4m3fn, fp8_e5m2, fp4_e2m1)",
-                      mm_dtype_name(q.t.dtype));
-    } else if (s.t.dtype != MM_DTYPE_E8M0) {
-        mm_py_invalid("scales: dtype %s (must be e8m0)", mm_dtype_name(s.t.dtype));
-    } else if (same_rows(&x.t, &q.t, n, "q") == 0 && same_rows(&x.t, &s.t, (n + 31) / 32, "scales") == 0) {
-        int64_t qrow = mm_dtype_row_bytes(q.t.dtype, n), srow = (n + 31) / 32;
+                      mm_dtype_name(q->dtype));
+    } else if (s->dtype != MM_DTYPE_E8M0) {
+        mm_py_invalid("scales: dtype %s (must be e8m0)", mm_dtype_name(s->dtype));
+    } else if (same_rows(x, q, n, "q") == 0 && same_rows(x, s, (n + 31) / 32, "scales") == 0) {
+        int64_t qrow = mm_dtype_row_bytes(q->dtype, n), srow = (n + 31) / 32;
         Py_BEGIN_ALLOW_THREADS;
         for (int64_t r = 0; r < rows && st == MM_OK; r++) {
-            uint8_t *qr = (uint8_t *)q.t.data + r * qrow, *sr = (uint8_t *)s.t.data + r * srow;
-            if (x.t.dtype == MM_DTYPE_BF16)
-                st = mm_mx_quantize_row_bf16((const uint16_t *)x.t.data + r * n, n, q.t.dtype, qr, sr, &err);
+            uint8_t *qr = (uint8_t *)q->data + r * qrow, *sr = (uint8_t *)s->data + r * srow;
+            if (x->dtype == MM_DTYPE_BF16)
+                st = mm_mx_quantize_row_bf16((const uint16_t *)x->data + r * n, n, q->dtype, qr, sr, &err);
             else
-                st = mm_mx_quantize_row_f32((const float *)x.t.data + r * n, n, q.t.dtype, qr, sr, &err);
+                st = mm_mx_quantize_row_f32((const float *)x->data + r * n, n, q->dtype, qr, sr, &err);
         }
         Py_END_ALLOW_THREADS;
         if (st != MM_OK) mm_py_raise(&err, "mx_quantize");
     }
-    int failed = PyErr_Occurred() != NULL;
-    mm_py_tensor_release(&s);
-    mm_py_tensor_release(&q);
-    mm_py_tensor_release(&x);
-    if (failed) return NULL;
-    Py_RETURN_NONE;
-fail_q:
-    mm_py_tensor_release(&q);
-fail_x:
-    mm_py_tensor_release(&x);
-    return NULL;
+    return mm_py_tensors_finish(t, 3);
 }
 
 static PyObject *py_mx_dequantize(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *qs, *ss, *os;
-    if (!PyArg_ParseTuple(args, "OOO", &qs, &ss, &os)) return NULL;
-    mm_py_tensor q, s, o;
-    if (mm_py_tensor_parse(qs, "q", 0, 0, &q) < 0) return NULL;
-    if (mm_py_tensor_parse(ss, "scales", 0, 0, &s) < 0) goto fail_q;
-    if (mm_py_tensor_parse(os, "out", 1, 0, &o) < 0) goto fail_s;
+    PyObject *specs[3];
+    static const char *const names[3] = {"q", "scales", "out"};
+    mm_py_tensor t[3];
+    if (!PyArg_ParseTuple(args, "OOO", &specs[0], &specs[1], &specs[2]) ||
+        mm_py_tensors_parse(specs, names, READ_READ_WRITE, REQUIRED, 3, t) < 0)
+        return NULL;
+    mm_tensor *q = &t[0].t, *s = &t[1].t, *o = &t[2].t;
     int64_t rows, n;
-    rows_cols(&q.t, &rows, &n);
+    rows_cols(q, &rows, &n);
     mm_error err = {0};
     mm_status st = MM_OK;
-    if (!is_mx_elem(q.t.dtype)) {
-        mm_py_invalid("q: dtype %s is not an MX element type", mm_dtype_name(q.t.dtype));
-    } else if (s.t.dtype != MM_DTYPE_E8M0 || o.t.dtype != MM_DTYPE_F32) {
-        mm_py_invalid("scales must be e8m0 and out f32 (got %s, %s)", mm_dtype_name(s.t.dtype),
-                      mm_dtype_name(o.t.dtype));
-    } else if (same_rows(&q.t, &s.t, (n + 31) / 32, "scales") == 0 && same_rows(&q.t, &o.t, n, "out") == 0) {
-        int64_t qrow = mm_dtype_row_bytes(q.t.dtype, n), srow = (n + 31) / 32;
+    if (!is_mx_elem(q->dtype)) {
+        mm_py_invalid("q: dtype %s is not an MX element type", mm_dtype_name(q->dtype));
+    } else if (s->dtype != MM_DTYPE_E8M0 || o->dtype != MM_DTYPE_F32) {
+        mm_py_invalid("scales must be e8m0 and out f32 (got %s, %s)", mm_dtype_name(s->dtype),
+                      mm_dtype_name(o->dtype));
+    } else if (same_rows(q, s, (n + 31) / 32, "scales") == 0 && same_rows(q, o, n, "out") == 0) {
+        int64_t qrow = mm_dtype_row_bytes(q->dtype, n), srow = (n + 31) / 32;
         Py_BEGIN_ALLOW_THREADS;
         for (int64_t r = 0; r < rows && st == MM_OK; r++)
-            st = mm_mx_dequantize_row((const uint8_t *)q.t.data + r * qrow,
-                                      (const uint8_t *)s.t.data + r * srow, n, q.t.dtype,
-                                      (float *)o.t.data + r * n, &err);
+            st =
+                mm_mx_dequantize_row((const uint8_t *)q->data + r * qrow, (const uint8_t *)s->data + r * srow,
+                                     n, q->dtype, (float *)o->data + r * n, &err);
         Py_END_ALLOW_THREADS;
         if (st != MM_OK) mm_py_raise(&err, "mx_dequantize");
     }
-    int failed = PyErr_Occurred() != NULL;
-    mm_py_tensor_release(&o);
-    mm_py_tensor_release(&s);
-    mm_py_tensor_release(&q);
-    if (failed) return NULL;
-    Py_RETURN_NONE;
-fail_s:
-    mm_py_tensor_release(&s);
-fail_q:
-    mm_py_tensor_release(&q);
-    return NULL;
+    return mm_py_tensors_finish(t, 3);
 }
 
 /* int8_quantize(x f32 (..., n), rule "div_away" | "mul_even", scale_form 0 | 1, q i8, scale f32 (...,)) */
 static PyObject *py_int8_quantize(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *xs, *qs, *ss;
+    PyObject *specs[3];
+    static const char *const names[3] = {"x", "q", "scale"};
     const char *rule;
     int form;
-    if (!PyArg_ParseTuple(args, "OsiOO", &xs, &rule, &form, &qs, &ss)) return NULL;
+    mm_py_tensor t[3];
+    if (!PyArg_ParseTuple(args, "OsiOO", &specs[0], &rule, &form, &specs[1], &specs[2])) return NULL;
     int mul_even = !strcmp(rule, "mul_even");
     if (!mul_even && strcmp(rule, "div_away"))
         return mm_py_invalid("rule '%s' (must be div_away or mul_even)", rule);
     if (form != MM_INT8_SCALE_AMAX_DIV_127 && form != MM_INT8_SCALE_INV_MUL)
         return mm_py_invalid("scale_form %d (must be 0: amax/127 or 1: 1/m)", form);
-    mm_py_tensor x, q, s;
-    if (mm_py_tensor_parse(xs, "x", 0, 0, &x) < 0) return NULL;
-    if (mm_py_tensor_parse(qs, "q", 1, 0, &q) < 0) goto fail_x;
-    if (mm_py_tensor_parse(ss, "scale", 1, 0, &s) < 0) goto fail_q;
+    if (mm_py_tensors_parse(specs, names, WRITE_LAST, REQUIRED, 3, t) < 0) return NULL;
+    mm_tensor *x = &t[0].t, *q = &t[1].t, *s = &t[2].t;
     int64_t rows, n, srows, sn;
-    rows_cols(&x.t, &rows, &n);
-    rows_cols(&s.t, &srows, &sn);
-    if (x.t.dtype != MM_DTYPE_F32 || q.t.dtype != MM_DTYPE_I8 || s.t.dtype != MM_DTYPE_F32)
-        mm_py_invalid("int8_quantize needs x f32, q i8, scale f32 (got %s, %s, %s)", mm_dtype_name(x.t.dtype),
-                      mm_dtype_name(q.t.dtype), mm_dtype_name(s.t.dtype));
-    else if (same_rows(&x.t, &q.t, n, "q") == 0) {
+    rows_cols(x, &rows, &n);
+    rows_cols(s, &srows, &sn);
+    if (x->dtype != MM_DTYPE_F32 || q->dtype != MM_DTYPE_I8 || s->dtype != MM_DTYPE_F32)
+        mm_py_invalid("int8_quantize needs x f32, q i8, scale f32 (got %s, %s, %s)", mm_dtype_name(x->dtype),
+                      mm_dtype_name(q->dtype), mm_dtype_name(s->dtype));
+    else if (same_rows(x, q, n, "q") == 0) {
         if (srows * sn != rows)
             mm_py_invalid("scale holds %lld values for %lld rows", (long long)(srows * sn), (long long)rows);
         else {
             Py_BEGIN_ALLOW_THREADS;
             for (int64_t r = 0; r < rows; r++) {
-                const float *xr = (const float *)x.t.data + r * n;
-                int8_t *qr = (int8_t *)q.t.data + r * n;
-                float *sr = (float *)s.t.data + r;
+                const float *xr = (const float *)x->data + r * n;
+                int8_t *qr = (int8_t *)q->data + r * n;
+                float *sr = (float *)s->data + r;
                 if (mul_even)
                     mm_int8_quantize_row_mul_even(xr, n, (mm_int8_scale_form)form, qr, sr);
                 else
@@ -152,42 +136,32 @@ static PyObject *py_int8_quantize(PyObject *self, PyObject *args) {
             Py_END_ALLOW_THREADS;
         }
     }
-    int failed = PyErr_Occurred() != NULL;
-    mm_py_tensor_release(&s);
-    mm_py_tensor_release(&q);
-    mm_py_tensor_release(&x);
-    if (failed) return NULL;
-    Py_RETURN_NONE;
-fail_q:
-    mm_py_tensor_release(&q);
-fail_x:
-    mm_py_tensor_release(&x);
-    return NULL;
+    return mm_py_tensors_finish(t, 3);
 }
 
 /* int4_pack(values i8 (..., n), packed int4 (..., n)) and int4_unpack(packed, values). */
 static PyObject *int4_common(PyObject *args, int pack) {
-    PyObject *vs, *ps;
-    if (!PyArg_ParseTuple(args, "OO", pack ? &vs : &ps, pack ? &ps : &vs)) return NULL;
-    mm_py_tensor v, p;
-    if (mm_py_tensor_parse(vs, "values", !pack, 0, &v) < 0) return NULL;
-    if (mm_py_tensor_parse(ps, "packed", pack, 0, &p) < 0) {
-        mm_py_tensor_release(&v);
+    PyObject *specs[2];
+    static const char *const names[2] = {"values", "packed"};
+    const int writable[2] = {!pack, pack};
+    mm_py_tensor t[2];
+    if (!PyArg_ParseTuple(args, "OO", pack ? &specs[0] : &specs[1], pack ? &specs[1] : &specs[0]) ||
+        mm_py_tensors_parse(specs, names, writable, REQUIRED, 2, t) < 0)
         return NULL;
-    }
+    mm_tensor *v = &t[0].t, *p = &t[1].t;
     int64_t rows, n;
-    rows_cols(&v.t, &rows, &n);
+    rows_cols(v, &rows, &n);
     mm_error err = {0};
     mm_status st = MM_OK;
-    if (v.t.dtype != MM_DTYPE_I8 || p.t.dtype != MM_DTYPE_INT4)
-        mm_py_invalid("values must be i8 and packed int4 (got %s, %s)", mm_dtype_name(v.t.dtype),
-                      mm_dtype_name(p.t.dtype));
-    else if (same_rows(&v.t, &p.t, n, "packed") == 0) {
+    if (v->dtype != MM_DTYPE_I8 || p->dtype != MM_DTYPE_INT4)
+        mm_py_invalid("values must be int8 and packed int4 (got %s, %s)", mm_dtype_name(v->dtype),
+                      mm_dtype_name(p->dtype));
+    else if (same_rows(v, p, n, "packed") == 0) {
         int64_t prow = mm_dtype_row_bytes(MM_DTYPE_INT4, n);
         Py_BEGIN_ALLOW_THREADS;
         for (int64_t r = 0; r < rows && st == MM_OK; r++) {
-            int8_t *vr = (int8_t *)v.t.data + r * n;
-            uint8_t *pr = (uint8_t *)p.t.data + r * prow;
+            int8_t *vr = (int8_t *)v->data + r * n;
+            uint8_t *pr = (uint8_t *)p->data + r * prow;
             if (pack)
                 st = mm_int4_pack(vr, n, pr, &err);
             else
@@ -196,11 +170,7 @@ static PyObject *int4_common(PyObject *args, int pack) {
         Py_END_ALLOW_THREADS;
         if (st != MM_OK) mm_py_raise(&err, "int4_pack");
     }
-    int failed = PyErr_Occurred() != NULL;
-    mm_py_tensor_release(&p);
-    mm_py_tensor_release(&v);
-    if (failed) return NULL;
-    Py_RETURN_NONE;
+    return mm_py_tensors_finish(t, 2);
 }
 
 static PyObject *py_int4_pack(PyObject *self, PyObject *args) {
@@ -253,25 +223,25 @@ static int codes_dtype(mm_dtype d, int encode) {
 /* convert(src, dst): exactly one side is f32, the other a code format; same logical shape. */
 static PyObject *py_convert(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *ss, *ds;
-    if (!PyArg_ParseTuple(args, "OO", &ss, &ds)) return NULL;
-    mm_py_tensor s, d;
-    if (mm_py_tensor_parse(ss, "src", 0, 0, &s) < 0) return NULL;
-    if (mm_py_tensor_parse(ds, "dst", 1, 0, &d) < 0) {
-        mm_py_tensor_release(&s);
+    PyObject *specs[2];
+    static const char *const names[2] = {"src", "dst"};
+    static const int writable[2] = {0, 1};
+    mm_py_tensor t[2];
+    if (!PyArg_ParseTuple(args, "OO", &specs[0], &specs[1]) ||
+        mm_py_tensors_parse(specs, names, writable, REQUIRED, 2, t) < 0)
         return NULL;
-    }
-    int encode = s.t.dtype == MM_DTYPE_F32;
-    mm_tensor *codes = encode ? &d.t : &s.t;
+    mm_tensor *s = &t[0].t, *d = &t[1].t;
+    int encode = s->dtype == MM_DTYPE_F32;
+    mm_tensor *codes = encode ? d : s;
     int64_t rows, n;
-    rows_cols(&s.t, &rows, &n);
-    int same = s.t.ndim == d.t.ndim;
-    for (int i = 0; same && i < s.t.ndim; i++) same = s.t.shape[i] == d.t.shape[i];
-    if ((encode ? d.t.dtype : s.t.dtype) == MM_DTYPE_F32 || (!encode && d.t.dtype != MM_DTYPE_F32) ||
+    rows_cols(s, &rows, &n);
+    int same = s->ndim == d->ndim;
+    for (int i = 0; same && i < s->ndim; i++) same = s->shape[i] == d->shape[i];
+    if ((encode ? d->dtype : s->dtype) == MM_DTYPE_F32 || (!encode && d->dtype != MM_DTYPE_F32) ||
         !codes_dtype(codes->dtype, encode))
         mm_py_invalid(
             "cannot convert %s to %s (one side f32, the other bf16, f16, fp8_e4m3fn, fp8_e5m2, fp4_e2m1%s)",
-            mm_dtype_name(s.t.dtype), mm_dtype_name(d.t.dtype), encode ? "" : ", e8m0, fp4_e1m2");
+            mm_dtype_name(s->dtype), mm_dtype_name(d->dtype), encode ? "" : ", e8m0, fp4_e1m2");
     else if (!same)
         mm_py_invalid("src and dst shapes differ");
     else {
@@ -279,18 +249,13 @@ static PyObject *py_convert(PyObject *self, PyObject *args) {
         for (int64_t r = 0; r < rows; r++)
             for (int64_t i = 0; i < n; i++) {
                 if (encode)
-                    code_set(&d.t, r, n, i,
-                             mm_dtype_from_f32(d.t.dtype, ((const float *)s.t.data)[r * n + i]));
+                    code_set(d, r, n, i, mm_dtype_from_f32(d->dtype, ((const float *)s->data)[r * n + i]));
                 else
-                    ((float *)d.t.data)[r * n + i] = mm_dtype_to_f32(s.t.dtype, code_at(&s.t, r, n, i));
+                    ((float *)d->data)[r * n + i] = mm_dtype_to_f32(s->dtype, code_at(s, r, n, i));
             }
         Py_END_ALLOW_THREADS;
     }
-    int failed = PyErr_Occurred() != NULL;
-    mm_py_tensor_release(&d);
-    mm_py_tensor_release(&s);
-    if (failed) return NULL;
-    Py_RETURN_NONE;
+    return mm_py_tensors_finish(t, 2);
 }
 
 static PyObject *py_mx_scale_byte(PyObject *self, PyObject *args) {

@@ -67,16 +67,6 @@ static void weights_dealloc(PyObject *self) {
     PyObject_Free(self);
 }
 
-static PyObject *return_self(PyObject *self, PyObject *unused) {
-    (void)unused;
-    return Py_NewRef(self);
-}
-
-static PyObject *weights_exit(PyObject *self, PyObject *args) {
-    (void)args;
-    return weights_close(self, NULL);
-}
-
 static PyObject *weights_closed(PyObject *self, void *unused) {
     (void)unused;
     return PyBool_FromLong(((py_weights *)self)->w == NULL);
@@ -84,8 +74,8 @@ static PyObject *weights_closed(PyObject *self, void *unused) {
 
 static PyMethodDef weights_methods[] = {
     {"close", weights_close, METH_NOARGS, "Frees the packed weights (idempotent)."},
-    {"__enter__", return_self, METH_NOARGS, NULL},
-    {"__exit__", weights_exit, METH_VARARGS, NULL},
+    {"__enter__", mm_py_enter, METH_NOARGS, NULL},
+    {"__exit__", mm_py_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 static PyGetSetDef weights_getset[] = {{"closed", weights_closed, NULL, "True after close().", NULL},
@@ -142,34 +132,35 @@ int mm_py_sizing_parse(PyObject *dict, mm_mega_moe_sizing *s) {
 
 int mm_py_call_parse(PyObject *specs, const char *rank_label, mm_py_call *c) {
     memset(c, 0, sizeof *c);
-    if (!PyTuple_Check(specs) || PyTuple_GET_SIZE(specs) != 7) {
-        mm_py_invalid("%s: expected 7 tensor specs", rank_label);
+    if (!PyTuple_Check(specs) || PyTuple_GET_SIZE(specs) != MM_PY_CALL_TENSORS) {
+        mm_py_invalid("%s: expected %d tensor specs", rank_label, MM_PY_CALL_TENSORS);
         return -1;
     }
-    static const char *const names[7] = {"x", "scales",           "topk_ids", "topk_weights", "x_active_mask",
-                                         "y", "expert_token_nums"};
-    mm_py_tensor *slots[7] = {&c->x, &c->scales, &c->ids, &c->weights, &c->mask, &c->y, &c->counts};
-    static const int optional[7] = {0, 1, 0, 0, 1, 0, 0}, writable[7] = {0, 0, 0, 0, 0, 1, 1};
-    for (int i = 0; i < 7; i++) {
-        char label[96];
-        snprintf(label, sizeof label, "%s%s%s", rank_label, *rank_label ? " " : "", names[i]);
-        if (mm_py_tensor_parse(PyTuple_GET_ITEM(specs, i), label, writable[i], optional[i], slots[i]) < 0) {
-            mm_py_call_release(c);
-            return -1;
-        }
+    static const char *const names[MM_PY_CALL_TENSORS] = {
+        "x", "scales", "topk_ids", "topk_weights", "x_active_mask", "y", "expert_token_nums"};
+    static const int optional[MM_PY_CALL_TENSORS] = {0, 1, 0, 0, 1, 0, 0};
+    static const int writable[MM_PY_CALL_TENSORS] = {0, 0, 0, 0, 0, 1, 1};
+    char labels[MM_PY_CALL_TENSORS][96];
+    const char *label_ptrs[MM_PY_CALL_TENSORS];
+    for (int i = 0; i < MM_PY_CALL_TENSORS; i++) {
+        snprintf(labels[i], sizeof labels[i], "%s%s%s", rank_label, *rank_label ? " " : "", names[i]);
+        label_ptrs[i] = labels[i];
     }
-    c->in = (mm_mega_moe_inputs){.x = &c->x.t,
-                                 .scales = c->scales.present ? &c->scales.t : NULL,
-                                 .topk_ids = &c->ids.t,
-                                 .topk_weights = &c->weights.t,
-                                 .x_active_mask = c->mask.present ? &c->mask.t : NULL};
-    c->out = (mm_mega_moe_outputs){.y = &c->y.t, .expert_token_nums = &c->counts.t};
+    if (mm_py_tensors_parse(&PyTuple_GET_ITEM(specs, 0), label_ptrs, writable, optional, MM_PY_CALL_TENSORS,
+                            c->t) < 0)
+        return -1;
+    mm_py_tensor *t = c->t;
+    c->in = (mm_mega_moe_inputs){.x = &t[0].t,
+                                 .scales = t[1].present ? &t[1].t : NULL,
+                                 .topk_ids = &t[2].t,
+                                 .topk_weights = &t[3].t,
+                                 .x_active_mask = t[4].present ? &t[4].t : NULL};
+    c->out = (mm_mega_moe_outputs){.y = &t[5].t, .expert_token_nums = &t[6].t};
     return 0;
 }
 
 void mm_py_call_release(mm_py_call *c) {
-    mm_py_tensor *slots[7] = {&c->x, &c->scales, &c->ids, &c->weights, &c->mask, &c->y, &c->counts};
-    for (int i = 0; i < 7; i++) mm_py_tensor_release(slots[i]);
+    for (int i = 0; i < MM_PY_CALL_TENSORS; i++) mm_py_tensor_release(&c->t[i]);
 }
 
 /* ---- MegaMoE over MPI ------------------------------------------------------------------------ */
@@ -293,11 +284,6 @@ static PyObject *mega_moe_close(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-static PyObject *mega_moe_exit(PyObject *self, PyObject *args) {
-    (void)args;
-    return mega_moe_close(self, NULL);
-}
-
 static void mega_moe_dealloc(PyObject *self) {
     /* Freeing is collective: a forgotten close() cannot be done here (the other ranks may not be
      * freeing at the same time), so the memory is left to the process's end. */
@@ -315,8 +301,8 @@ static PyMethodDef mega_moe_methods[] = {
     {"weights", mega_moe_weights, METH_VARARGS, "weights(routed, shared=None) -> Weights (local)."},
     {"run", mega_moe_run, METH_VARARGS, "run(weights, attrs, specs): one collective call."},
     {"close", mega_moe_close, METH_NOARGS, "Collective: frees the buffer and the communicator."},
-    {"__enter__", return_self, METH_NOARGS, NULL},
-    {"__exit__", mega_moe_exit, METH_VARARGS, NULL},
+    {"__enter__", mm_py_enter, METH_NOARGS, NULL},
+    {"__exit__", mm_py_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 static PyGetSetDef mega_moe_getset[] = {{"rank_and_size", mega_moe_rank, NULL, "(rank, size).", NULL},

@@ -108,6 +108,32 @@ void mm_py_tensor_release(mm_py_tensor *t) {
     t->held = 0;
 }
 
+int mm_py_tensors_parse(PyObject *const *specs, const char *const *names, const int *writable,
+                        const int *optional, int n, mm_py_tensor *out) {
+    for (int i = 0; i < n; i++)
+        if (mm_py_tensor_parse(specs[i], names[i], writable[i], optional[i], &out[i]) < 0) {
+            for (int j = 0; j < i; j++) mm_py_tensor_release(&out[j]);
+            return -1;
+        }
+    return 0;
+}
+
+PyObject *mm_py_tensors_finish(mm_py_tensor *t, int n) {
+    for (int i = 0; i < n; i++) mm_py_tensor_release(&t[i]);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+PyObject *mm_py_enter(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return Py_NewRef(self);
+}
+
+PyObject *mm_py_exit(PyObject *self, PyObject *args) {
+    (void)args;
+    return PyObject_CallMethod(self, "close", NULL);
+}
+
 /* ---- attributes ----------------------------------------------------------------------------- */
 
 static int attr_dtype(PyObject *value, const char *key, mm_dtype *out) {

@@ -174,16 +174,6 @@ static PyObject *world_close(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-static PyObject *world_enter(PyObject *self, PyObject *unused) {
-    (void)unused;
-    return Py_NewRef(self);
-}
-
-static PyObject *world_exit(PyObject *self, PyObject *args) {
-    (void)args;
-    return world_close(self, NULL);
-}
-
 static void world_dealloc(PyObject *self) {
     py_world *o = (py_world *)self;
     if (o->world && !o->busy) { /* the rank threads belong to this process: freeing here is safe */
@@ -203,8 +193,8 @@ static PyMethodDef world_methods[] = {
     {"weights", world_weights, METH_VARARGS, "weights(rank, routed, shared=None) -> Weights."},
     {"run", world_run, METH_VARARGS, "run(weights_list, attrs, specs_list): one MegaMoE call on every rank."},
     {"close", world_close, METH_NOARGS, "Frees the buffers and the world (idempotent)."},
-    {"__enter__", world_enter, METH_NOARGS, NULL},
-    {"__exit__", world_exit, METH_VARARGS, NULL},
+    {"__enter__", mm_py_enter, METH_NOARGS, NULL},
+    {"__exit__", mm_py_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 static PyGetSetDef world_getset[] = {{"nranks", world_size, NULL, "Ranks of the world.", NULL},

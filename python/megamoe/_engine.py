@@ -15,6 +15,19 @@ _ATTR_KEYS = ("dispatch_quant_mode", "dispatch_quant_out_dtype", "shared_expert_
               "topk_weights_type", "combine_comm_mode", "rank_num_per_server")
 
 
+class _Closable:
+    """close() frees the C object (idempotent); with-blocks close on exit."""
+
+    def close(self):
+        self._c.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 class ExpertWeights:
     """One group of experts, stacked (leading expert dimension), as mm_mega_moe_expert_weights:
     weight1 (E, H, 2I) or (E, 2I, H) with transpose_weight1; weight2 (E, I, H) or (E, H, I) with
@@ -65,7 +78,7 @@ def attrs_dict(attrs):
     return attrs
 
 
-class Experts:
+class Experts(_Closable):
     """The local experts call (include/megamoe/experts.h): y = sum_k w_k expert_k(x) (+ shared).
 
     Experts(routed, num_experts=None, expert_map=None, activation="swiglu", shared=None, **attrs)
@@ -106,15 +119,6 @@ class Experts:
     def nbytes(self):
         return self._c.nbytes
 
-    def close(self):
-        self._c.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
 
 def _sizing(kw):
     return {k: int(v) for k, v in kw.items()}
@@ -131,7 +135,7 @@ def _call_specs(x, topk_ids, topk_weights, x_active_mask, hidden, local_experts,
     return specs, y, counts
 
 
-class World:
+class World(_Closable):
     """A persistent world of nranks rank threads (include/megamoe/world.h) running MegaMoE, driven from
     this thread with every rank's tensors given as lists.
 
@@ -177,17 +181,8 @@ class World:
         self._c.run(list(weights), attrs_dict(attrs), specs)
         return ys, counts
 
-    def close(self):
-        self._c.close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-class MegaMoE:
+class MegaMoE(_Closable):
     """MegaMoE with one rank per MPI process over an mpi4py communicator (collective calls: every
     process of comm calls them together). MegaMoE(comm, moe_expert_num=E, num_max_tokens_per_rank=T,
     topk=K, hidden=H, intermediate_hidden=I, max_recv_token_num=0). close() is collective too."""
@@ -212,12 +207,3 @@ class MegaMoE:
                                        scales)
         self._c.run(weights, attrs_dict(attrs), specs)
         return like_input(y, "bf16", is_torch(x)), counts
-
-    def close(self):
-        self._c.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
