@@ -65,7 +65,8 @@ static void check_create(void) {
     /* maps: two experts in slots 0 and 1 */
     mm_mega_moe_expert_weights two = rt->desc;
     two.count = 2;
-    int32_t dup[4] = {0, -1, 0, -1}, range[4] = {0, 2, -1, -1}, neg[4] = {0, 1, -2, -1}, unused[4] = {-1, 1, -1, -1};
+    int32_t dup[4] = {0, -1, 0, -1}, range[4] = {0, 2, -1, -1}, neg[4] = {0, 1, -2, -1},
+            unused[4] = {-1, 1, -1, -1};
     cfg = ok;
     cfg.expert_map = dup;
     expect_create(&cfg, &two, "expert_map[2] = 0 repeats expert_map[0] (each slot once)");

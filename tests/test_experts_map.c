@@ -100,7 +100,8 @@ static void check_subset(const char *scenario) {
     double tol = mm_mega_moe_tolerance(sp.routed, moe_dispatch_dtype(&sp.attrs), sp.shared);
     CHECK(amax > 0);
     CHECK(emax <= tol * amax);
-    printf("  %-10s subset {5, 2, 6}: bit-equal to skipped ids; error vs float64 reference %.3g (tolerance %.3g)\n",
+    printf("  %-10s subset {5, 2, 6}: bit-equal to skipped ids; error vs float64 reference %.3g (tolerance "
+           "%.3g)\n",
            scenario, emax / amax, tol);
     /* partials of complementary maps add up to the all-local y, within the three BF16 roundings and
      * F32 reassociation */
@@ -204,8 +205,10 @@ static void check_dtypes(const char *scenario) {
     r16[0] = 0x3f80;
     r16[1] = 0x3f82;
     int64_t xs[2] = {T, H}, ks[2] = {T, K};
-    mm_tensor tx32 = mm_tensor_make(MM_DTYPE_F32, 2, xs, x32), tx16 = mm_tensor_make(MM_DTYPE_F16, 2, xs, x16);
-    mm_tensor tr32 = mm_tensor_make(MM_DTYPE_BF16, 2, xs, r32), tr16 = mm_tensor_make(MM_DTYPE_BF16, 2, xs, r16);
+    mm_tensor tx32 = mm_tensor_make(MM_DTYPE_F32, 2, xs, x32),
+              tx16 = mm_tensor_make(MM_DTYPE_F16, 2, xs, x16);
+    mm_tensor tr32 = mm_tensor_make(MM_DTYPE_BF16, 2, xs, r32),
+              tr16 = mm_tensor_make(MM_DTYPE_BF16, 2, xs, r16);
     ex_inputs in;
     ex_inputs_make(&c, &in);
     uint16_t *ya = calloc((size_t)n, 2), *yb = calloc((size_t)n, 2);
