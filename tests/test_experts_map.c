@@ -7,7 +7,10 @@
  *   - negative ids: skipped with the flag (a row of only negative ids gets only the shared experts),
  *     rejected without it, unchecked in inactive rows;
  *   - F16 and F32 x equal the BF16-rounded x (round to nearest even, hand-made ties included);
- *   - I64 ids equal I32 ids; y F32 holds exactly the widened BF16 y. */
+ *   - I64 ids equal I32 ids; y F32 holds exactly the widened BF16 y;
+ *   - several threads calling one handle at once (one of them uses the handle's working memory, the
+ *     others their own) all get the single-threaded bits. */
+#include <pthread.h>
 #include <stdio.h>
 
 #include "test_experts_common.h"
@@ -256,6 +259,59 @@ static void check_dtypes(const char *scenario) {
     moe_case_free(&c);
 }
 
+typedef struct thread_arg {
+    const mm_experts *ex;
+    const moe_case *c;
+    const mm_experts_inputs *in;
+    const uint16_t *want;
+    int64_t differ;
+    int failed;
+} thread_arg;
+
+static void *caller(void *p) {
+    thread_arg *a = p;
+    int64_t n = a->c->ref.ranks[0].bs * a->c->sp.hidden;
+    uint16_t *y = malloc((size_t)n * 2);
+    mm_error err;
+    for (int rep = 0; rep < 6; rep++) {
+        if (ex_call(a->ex, a->c, a->in, y, &err) != MM_OK) a->failed++;
+        for (int64_t q = 0; q < n; q++) a->differ += y[q] != a->want[q];
+    }
+    free(y);
+    return NULL;
+}
+
+static void check_threads(void) {
+    moe_case c;
+    moe_spec sp = spec_of("a8w8-int", 13);
+    sp.bs[0] = 40;
+    if (!moe_case_build(&c, &sp)) return;
+    mm_error err;
+    mm_experts *ex = NULL;
+    CHECK_OK(ex_create(&c, 0, NULL, 1, &ex, &err), &err);
+    if (!ex) return;
+    ex_inputs in;
+    ex_inputs_make(&c, &in);
+    int64_t n = c.ref.ranks[0].bs * sp.hidden;
+    uint16_t *want = malloc((size_t)n * 2);
+    CHECK_OK(ex_call(ex, &c, &in.in, want, &err), &err);
+    thread_arg args[3];
+    pthread_t th[3];
+    for (int t = 0; t < 3; t++) {
+        args[t] = (thread_arg){ex, &c, &in.in, want, 0, 0};
+        CHECK(pthread_create(&th[t], NULL, caller, &args[t]) == 0);
+    }
+    for (int t = 0; t < 3; t++) {
+        pthread_join(th[t], NULL);
+        CHECK_EQ_INT(args[t].failed, 0);
+        CHECK_EQ_INT(args[t].differ, 0);
+    }
+    free(want);
+    ex_inputs_free(&in);
+    mm_experts_free(ex);
+    moe_case_free(&c);
+}
+
 int main(void) {
     static const char *const scenarios[] = {"a16w16", "a8w4-int", "a8w8-fp8", "a4w4-fp"};
     for (int q = 0; q < 4; q++) {
@@ -263,5 +319,6 @@ int main(void) {
         check_dtypes(scenarios[q]);
     }
     check_negative();
+    check_threads();
     return mm_test_finish("test_experts_map");
 }

@@ -74,7 +74,8 @@ static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
     if (st == MM_OK) st = mm_mega_moe_buffer_create(comm, &sizing, &buffer, err);
     mm_mega_moe_expert_weights rv = run_moe_expert_weights_view(bc->routed);
     mm_mega_moe_expert_weights sv = run_moe_expert_weights_view(bc->shared);
-    if (st == MM_OK) st = mm_mega_moe_weights_create(buffer, &rv, cfg->shared_experts ? &sv : NULL, &weights, err);
+    if (st == MM_OK)
+        st = mm_mega_moe_weights_create(buffer, &rv, cfg->shared_experts ? &sv : NULL, &weights, err);
     int64_t xs[2] = {T, H}, ks[2] = {T, K}, es[1] = {E};
     mm_tensor x = mm_tensor_make(MM_DTYPE_BF16, 2, xs, bc->tok->x);
     mm_tensor ids = mm_tensor_make(MM_DTYPE_I32, 2, ks, bc->tok->ids);
@@ -124,7 +125,8 @@ static int run_format(const bench_options *o, const run_moe_scenario *sc) {
     mm_experts *ex = NULL;
     mm_status st = run_moe_expert_data_make(&cfg, sc, 0, NULL, cfg.experts, &routed, &err);
     if (st == MM_OK && cfg.shared_experts)
-        st = run_moe_expert_data_make(&cfg, sc, RUN_MOE_SHARED_ID_BASE, NULL, cfg.shared_experts, &shared, &err);
+        st = run_moe_expert_data_make(&cfg, sc, RUN_MOE_SHARED_ID_BASE, NULL, cfg.shared_experts, &shared,
+                                      &err);
     mm_mega_moe_expert_weights rv = run_moe_expert_weights_view(&routed);
     mm_mega_moe_expert_weights sv = run_moe_expert_weights_view(&shared);
     mm_experts_config ec = {cfg.experts, cfg.hidden, cfg.inter, NULL, cfg.preset->activation};
@@ -187,7 +189,17 @@ static int parse_list(const char *option, const char *text, bench_options *o) {
 }
 
 int mm_bench_experts_main(int argc, char **argv) {
-    enum { OPT_HIDDEN = 256, OPT_INTER, OPT_EXPERTS, OPT_TOPK, OPT_SHARED, OPT_TOKENS, OPT_FORMAT, OPT_REPEAT, OPT_SEED };
+    enum {
+        OPT_HIDDEN = 256,
+        OPT_INTER,
+        OPT_EXPERTS,
+        OPT_TOPK,
+        OPT_SHARED,
+        OPT_TOKENS,
+        OPT_FORMAT,
+        OPT_REPEAT,
+        OPT_SEED
+    };
     static const struct option long_opts[] = {{"hidden", required_argument, NULL, OPT_HIDDEN},
                                               {"intermediate", required_argument, NULL, OPT_INTER},
                                               {"experts", required_argument, NULL, OPT_EXPERTS},
@@ -220,7 +232,8 @@ int mm_bench_experts_main(int argc, char **argv) {
             if (cli_parse_int64(cmd, "--topk", optarg, 1, 4096, &o.topk)) return MM_CLI_EXIT_USAGE;
             break;
         case OPT_SHARED:
-            if (cli_parse_int64(cmd, "--shared-experts", optarg, 0, MM_MEGA_MOE_MAX_SHARED_EXPERTS, &o.shared))
+            if (cli_parse_int64(cmd, "--shared-experts", optarg, 0, MM_MEGA_MOE_MAX_SHARED_EXPERTS,
+                                &o.shared))
                 return MM_CLI_EXIT_USAGE;
             break;
         case OPT_TOKENS:
@@ -228,7 +241,8 @@ int mm_bench_experts_main(int argc, char **argv) {
             if (parse_list(opt == OPT_TOKENS ? "--tokens" : "--format", optarg, &o)) return MM_CLI_EXIT_USAGE;
             break;
         case OPT_REPEAT:
-            if (cli_parse_int64(cmd, "--iterations", optarg, 1, MAX_REPEAT, &o.repeat)) return MM_CLI_EXIT_USAGE;
+            if (cli_parse_int64(cmd, "--iterations", optarg, 1, MAX_REPEAT, &o.repeat))
+                return MM_CLI_EXIT_USAGE;
             break;
         case OPT_SEED:
             if (cli_parse_int64(cmd, "--seed", optarg, 0, INT64_MAX, &v)) return MM_CLI_EXIT_USAGE;
@@ -241,14 +255,17 @@ int mm_bench_experts_main(int argc, char **argv) {
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     if (o.inter % 2 != 0) return cli_usage_error(cmd, "--intermediate %lld must be even", (long long)o.inter);
     if (o.topk > o.experts)
-        return cli_usage_error(cmd, "--topk %lld is above --experts %lld", (long long)o.topk, (long long)o.experts);
-    printf("megamoe bench experts: local experts call (mm_experts_run) vs MegaMoE on 1 rank (mm_mega_moe_run),\n"
-           "same weights and routing; H %lld, I %lld, %lld experts, top-%lld, %lld shared; swiglu; medians of %lld\n"
-           "alternating pairs after a warm-up; CPU levels: avx512 %s, amx %s (registry uses up to %s); pool "
-           "threads %d\n\n",
-           (long long)o.hidden, (long long)o.inter, (long long)o.experts, (long long)o.topk, (long long)o.shared,
-           (long long)o.repeat, mm_cpu_supports(MM_ISA_AVX512) ? "yes" : "no",
-           mm_cpu_supports(MM_ISA_AMX) ? "yes" : "no", mm_isa_name(mm_cpu_isa()), mm_bench_default_threads());
+        return cli_usage_error(cmd, "--topk %lld is above --experts %lld", (long long)o.topk,
+                               (long long)o.experts);
+    printf(
+        "megamoe bench experts: local experts call (mm_experts_run) vs MegaMoE on 1 rank (mm_mega_moe_run),\n"
+        "same weights and routing; H %lld, I %lld, %lld experts, top-%lld, %lld shared; swiglu; medians of "
+        "%lld\n"
+        "alternating pairs after a warm-up; CPU levels: avx512 %s, amx %s (registry uses up to %s); pool "
+        "threads %d\n\n",
+        (long long)o.hidden, (long long)o.inter, (long long)o.experts, (long long)o.topk, (long long)o.shared,
+        (long long)o.repeat, mm_cpu_supports(MM_ISA_AVX512) ? "yes" : "no",
+        mm_cpu_supports(MM_ISA_AMX) ? "yes" : "no", mm_isa_name(mm_cpu_isa()), mm_bench_default_threads());
     printf("%-16s %7s %10s %10s %10s %10s %8s %11s %11s %5s\n", "format", "tokens", "local ms", "local min",
            "mega ms", "mega min", "speedup", "local tok/s", "mega tok/s", "same");
     int rc = MM_CLI_EXIT_OK;
