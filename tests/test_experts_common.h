@@ -21,8 +21,9 @@ static inline mm_status ex_create(const moe_case *c, int n_local, const int *glo
     mm_mega_moe_expert_weights routed = rt->desc;
     mm_tensor l[6][8];
     const mm_tensor *full[6] = {rt->l_w1, rt->l_w2, rt->l_s1, rt->l_s2, rt->l_b1, rt->l_b2};
-    const mm_tensor **dst[6] = {&routed.weight1_list,        &routed.weight2_list, &routed.weight_scales1_list,
-                                &routed.weight_scales2_list, &routed.bias1_list,   &routed.bias2_list};
+    const mm_tensor **dst[6] = {&routed.weight1_list,        &routed.weight2_list,
+                                &routed.weight_scales1_list, &routed.weight_scales2_list,
+                                &routed.bias1_list,          &routed.bias2_list};
     if (globals) {
         for (int g = 0; g < sp->experts; g++) map[g] = -1;
         for (int s = 0; s < n_local; s++) {
@@ -34,7 +35,8 @@ static inline mm_status ex_create(const moe_case *c, int n_local, const int *glo
             if (*dst[q]) *dst[q] = l[q];
     }
     mm_experts_config cfg = {sp->experts, sp->hidden, sp->inter, globals ? map : NULL, sp->attrs.activation};
-    mm_status s = mm_experts_create(&cfg, &routed, with_shared && k->shared.count ? &st->desc : NULL, out, err);
+    mm_status s =
+        mm_experts_create(&cfg, &routed, with_shared && k->shared.count ? &st->desc : NULL, out, err);
     free(rt);
     free(st);
     return s;
@@ -83,7 +85,8 @@ static inline int64_t ex_bits_differ(const uint16_t *a, const uint16_t *b, int64
     int64_t d = 0;
     for (int64_t q = 0; q < n; q++)
         if (a[q] != b[q]) {
-            if (d == 0) fprintf(stderr, "  %s: element %lld: 0x%04x vs 0x%04x\n", label, (long long)q, a[q], b[q]);
+            if (d == 0)
+                fprintf(stderr, "  %s: element %lld: 0x%04x vs 0x%04x\n", label, (long long)q, a[q], b[q]);
             d++;
         }
     return d;

@@ -121,7 +121,8 @@ int main(void) {
             sp.masked = cq == 4;
             sp.attrs.topk_weights_type = cq == 4;
             char label[160];
-            snprintf(label, sizeof label, "%s combine_quant_mode=%d shared=%d", sc->label, cq, (int)sp.shared_count);
+            snprintf(label, sizeof label, "%s combine_quant_mode=%d shared=%d", sc->label, cq,
+                     (int)sp.shared_count);
             compare(&sp, label);
         }
     }

@@ -24,6 +24,8 @@ int mm_bench_comm_main(int argc, char **argv);
 int mm_bench_ffn_main(int argc, char **argv);
 int mm_bench_dispatch_combine_main(int argc, char **argv);
 int mm_bench_mega_moe_main(int argc, char **argv);
+int mm_bench_experts_main(int argc, char **argv);
+int mm_bench_world_main(int argc, char **argv);
 
 /* Threads of this machine the benchmarks compare against: MEGAMOE_NUM_THREADS if set (as the library
  * does), else the online CPUs. */

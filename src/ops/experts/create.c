@@ -44,8 +44,8 @@ static mm_status check_map(const int32_t *map, int64_t E, int64_t local, mm_erro
         int64_t s = 0;
         while (owner[s] >= 0) s++;
         st = mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                     "expert_map maps %" PRId64 " experts but routed count = %" PRId64
-                     " (slot %" PRId64 " is unused)",
+                     "expert_map maps %" PRId64 " experts but routed count = %" PRId64 " (slot %" PRId64
+                     " is unused)",
                      used, local, s);
     }
     free(owner);
@@ -54,15 +54,16 @@ static mm_status check_map(const int32_t *map, int64_t E, int64_t local, mm_erro
 
 static mm_status check_config(const mm_experts_config *c, mm_error *err) {
     if (c->num_experts < 1)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "num_experts = %" PRId64 " must be >= 1", c->num_experts);
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "num_experts = %" PRId64 " must be >= 1",
+                       c->num_experts);
     if (c->num_experts > INT32_MAX)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "num_experts = %" PRId64 " is above %d", c->num_experts,
                        INT32_MAX);
     if (c->hidden < 1)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "hidden = %" PRId64 " must be >= 1", c->hidden);
     if (c->intermediate_hidden < 2 || c->intermediate_hidden % 2 != 0)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "intermediate_hidden = %" PRId64 " must be even and >= 2",
-                       c->intermediate_hidden);
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "intermediate_hidden = %" PRId64 " must be even and >= 2", c->intermediate_hidden);
     if (!mm_ffn_act_info_of(c->activation))
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "activation = %d is not a MegaMoE activation",
                        (int)c->activation);
@@ -94,8 +95,9 @@ mm_status mm_experts_create(const mm_experts_config *config, const mm_mega_moe_e
     }
     pthread_mutex_init(&ex->ws->lock, NULL);
     if (ex->map) memcpy(ex->map, config->expert_map, (size_t)E * sizeof *ex->map);
-    st = mm_moe_expert_set_make("routed", routed, config->expert_map ? "the slots of expert_map" : "num_experts",
-                                local, local, ex->H, ex->I, 1, &ex->routed, err);
+    st = mm_moe_expert_set_make("routed", routed,
+                                config->expert_map ? "the slots of expert_map" : "num_experts", local, local,
+                                ex->H, ex->I, 1, &ex->routed, err);
     if (st == MM_OK)
         st = mm_moe_expert_set_make("shared", shared, "", 0, MM_MEGA_MOE_MAX_SHARED_EXPERTS, ex->H, ex->I, 1,
                                     &ex->shared, err);

@@ -31,12 +31,12 @@ struct mm_experts {
 typedef struct mm_experts_plan {
     mm_moe_call c; /* scenario paths, activation, dispatch and shared input dtypes (MegaMoE's rules) */
     int64_t T, K;
-    int64_t A;          /* active tokens */
-    int64_t N;          /* routed rows: (token, k) pairs of active tokens choosing a local expert */
-    int64_t *counts;    /* per local slot: rows (allocated, local + 1 entries; free it) */
-    mm_dtype x_dtype;   /* BF16, F16 or F32 */
-    int ids64;          /* topk_ids is I64 */
-    int y_f32;          /* y is F32 */
+    int64_t A;           /* active tokens */
+    int64_t N;           /* routed rows: (token, k) pairs of active tokens choosing a local expert */
+    int64_t *counts;     /* per local slot: rows (allocated, local + 1 entries; free it) */
+    mm_dtype x_dtype;    /* BF16, F16 or F32 */
+    int ids64;           /* topk_ids is I64 */
+    int y_f32;           /* y is F32 */
     const uint8_t *mask; /* NULL = all active */
 } mm_experts_plan;
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "format/format_table.h"
 #include "ops/common/tensor_check.h"
 #include "ops/experts/experts_internal.h"
 
@@ -23,14 +24,13 @@ static mm_status check_attrs(const mm_experts *ex, const mm_mega_moe_attrs *a, m
                        "rank_num_per_server = %" PRId64
                        ": the local experts call has no communication (must be 0)",
                        a->rank_num_per_server);
-    mm_status st = mm_moe_check_compute_attrs(&ex->routed, &ex->shared, ex->H, ex->I, a, &p->c, err);
-    if (st != MM_OK) return st;
-    if (p->c.prequantized)
+    if (a->dispatch_quant_mode == MM_MEGA_MOE_DISPATCH_QUANT_NONE &&
+        mm_format_is_mx(a->dispatch_quant_out_dtype))
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "dispatch_quant_mode 0 with dispatch_quant_out_dtype = %s (pre-quantized x) is not "
                        "available: x is BF16, F16 or F32 here",
                        mm_dtype_name(a->dispatch_quant_out_dtype));
-    return MM_OK;
+    return mm_moe_check_compute_attrs(&ex->routed, &ex->shared, ex->H, ex->I, a, &p->c, err);
 }
 
 static mm_status check_tensors(const mm_experts *ex, const mm_experts_inputs *in, const mm_tensor *y,
@@ -88,14 +88,14 @@ static mm_status count_rows(const mm_experts *ex, const mm_experts_inputs *in, m
         if (p->mask && !p->mask[i]) continue;
         p->A++;
         for (int64_t k = 0; k < p->K; k++) {
-            int64_t id = p->ids64 ? ((const int64_t *)ids)[i * p->K + k] : ((const int32_t *)ids)[i * p->K + k];
+            int64_t id =
+                p->ids64 ? ((const int64_t *)ids)[i * p->K + k] : ((const int32_t *)ids)[i * p->K + k];
             if (id >= ex->E || (id < 0 && !skip)) {
-                mm_status st = mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                                       "topk_ids[%" PRId64 "][%" PRId64 "] = %" PRId64 " is outside [0, %" PRId64
-                                       ")%s",
-                                       i, k, id, ex->E,
-                                       id < 0 ? " (negative ids are skipped only with MM_EXPERTS_SKIP_NEGATIVE_IDS)"
-                                              : "");
+                mm_status st = mm_fail(
+                    err, MM_ERR_INVALID_ARGUMENT,
+                    "topk_ids[%" PRId64 "][%" PRId64 "] = %" PRId64 " is outside [0, %" PRId64 ")%s", i, k,
+                    id, ex->E,
+                    id < 0 ? " (negative ids are skipped only with MM_EXPERTS_SKIP_NEGATIVE_IDS)" : "");
                 free(p->counts);
                 p->counts = NULL;
                 return st;

@@ -80,11 +80,12 @@ static void stage_task(void *ctx, int64_t t) {
     for (int64_t a = t * ROWS_PER_TASK; a < end; a++) {
         const uint16_t *x = x_row_bf16(c, c->active[a], tmp);
         uint8_t *slot = c->stage + a * c->slot;
-        mm_ffn_quantize_input(c->p->c.dispatch_dtype, x, c->H, slot, slot + c->mx_off, &c->stage_scale[a], f32);
+        mm_ffn_quantize_input(c->p->c.dispatch_dtype, x, c->H, slot, slot + c->mx_off, &c->stage_scale[a],
+                              f32);
         if (c->separate_shared) {
             uint8_t *sh = c->shared_stage + a * c->slot;
-            mm_ffn_quantize_input(c->p->c.shared_input_dtype, x, c->H, sh, sh + c->mx_off, &c->shared_scale[a],
-                                  f32);
+            mm_ffn_quantize_input(c->p->c.shared_input_dtype, x, c->H, sh, sh + c->mx_off,
+                                  &c->shared_scale[a], f32);
         }
     }
 }
@@ -119,8 +120,13 @@ static void sum_task(void *ctx, int64_t t) {
     float *acc = c->task_f32 + t * 2 * c->H, *deq = acc + c->H;
     uint16_t *tmp = c->task_bf16 + t * c->H;
     int cq = c->attrs->combine_quant_mode;
-    mm_moe_sum_rule rule = {c->ops, c->H, c->K, cq ? c->comb_slot : (size_t)(2 * c->H), cq,
-                            c->attrs->topk_weights_type == 0, p->c.bf16_weights};
+    mm_moe_sum_rule rule = {c->ops,
+                            c->H,
+                            c->K,
+                            cq ? c->comb_slot : (size_t)(2 * c->H),
+                            cq,
+                            c->attrs->topk_weights_type == 0,
+                            p->c.bf16_weights};
     const uint8_t *base = cq ? c->comb : (const uint8_t *)c->routed_out;
     size_t wbytes = p->c.bf16_weights ? 2 : 4;
     for (int64_t a = t * ROWS_PER_TASK; a < end; a++) {
@@ -205,8 +211,15 @@ static mm_status run_experts(call *c, const mm_experts *ex, mm_error *err) {
             int64_t cnt = p->counts[j];
             const uint8_t *a = c->rows + r0 * c->slot;
             if (cnt > 0)
-                groups[n++] = (mm_ffn_group){r0, cnt, a, (int64_t)c->slot, c->row_scale + r0, a + c->mx_off,
-                                             (int64_t)c->slot, ex->routed.w1[j], ex->routed.w2[j]};
+                groups[n++] = (mm_ffn_group){r0,
+                                             cnt,
+                                             a,
+                                             (int64_t)c->slot,
+                                             c->row_scale + r0,
+                                             a + c->mx_off,
+                                             (int64_t)c->slot,
+                                             ex->routed.w1[j],
+                                             ex->routed.w2[j]};
             r0 += cnt;
         }
         mm_ffn_job job;
@@ -224,8 +237,15 @@ static mm_status run_experts(call *c, const mm_experts *ex, mm_error *err) {
     const float *scales = c->separate_shared ? c->shared_scale : c->stage_scale;
     mm_ffn_group groups[MM_MEGA_MOE_MAX_SHARED_EXPERTS];
     for (int64_t e = 0; e < c->S; e++)
-        groups[e] = (mm_ffn_group){e * p->A, p->A, base, (int64_t)c->slot, scales, base + c->mx_off,
-                                   (int64_t)c->slot, ex->shared.w1[e], ex->shared.w2[e]};
+        groups[e] = (mm_ffn_group){e * p->A,
+                                   p->A,
+                                   base,
+                                   (int64_t)c->slot,
+                                   scales,
+                                   base + c->mx_off,
+                                   (int64_t)c->slot,
+                                   ex->shared.w1[e],
+                                   ex->shared.w2[e]};
     mm_ffn_job job;
     mm_moe_ffn_job_init(&job, &p->c.shared, &p->c.act, &ex->shared, c->H, ex->I, NULL);
     job.n_groups = c->S;
@@ -235,8 +255,8 @@ static mm_status run_experts(call *c, const mm_experts *ex, mm_error *err) {
     return mm_ffn_run(&job, err);
 }
 
-mm_status mm_experts_run(const mm_experts *ex, const mm_mega_moe_attrs *attrs, const mm_experts_inputs *inputs,
-                         mm_tensor *y, mm_error *err) {
+mm_status mm_experts_run(const mm_experts *ex, const mm_mega_moe_attrs *attrs,
+                         const mm_experts_inputs *inputs, mm_tensor *y, mm_error *err) {
     mm_experts_plan p;
     mm_status st = mm_experts_plan_make(ex, attrs, inputs, y, &p, err);
     if (st != MM_OK) return st;
@@ -279,7 +299,8 @@ mm_status mm_experts_run(const mm_experts *ex, const mm_mega_moe_attrs *attrs, c
     mm_parallel_for(tasks_of(p.A), sum_task, &c);
     size_t ybytes = p.y_f32 ? 4 : 2;
     for (int64_t i = 0; i < p.T; i++)
-        if (p.mask && !p.mask[i]) memset((uint8_t *)y->data + (size_t)(i * c.H) * ybytes, 0, (size_t)c.H * ybytes);
+        if (p.mask && !p.mask[i])
+            memset((uint8_t *)y->data + (size_t)(i * c.H) * ybytes, 0, (size_t)c.H * ybytes);
 done:
     free(next);
     if (mem) mm_experts_ws_release(ex, mem, owned);

@@ -89,11 +89,11 @@ mm_status mm_moe_check_compute_attrs(const mm_moe_expert_set *routed, const mm_m
         if (k2 != I)
             snprintf(factor, sizeof factor, ", times %" PRId64 " for %s", I ? k2 / I : 0,
                      mm_mega_moe_activation_name(a->activation));
-        return mm_fail(
-            err, MM_ERR_INVALID_ARGUMENT,
-            "%s weight2 has K = %" PRId64 " but activation %s needs %" PRId64 " (I = %" PRId64 "%s)",
-            routed->k2 != k2 ? "routed" : "shared", routed->k2 != k2 ? routed->k2 : shared->k2,
-            mm_mega_moe_activation_name(a->activation), k2, I, factor);
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "%s weight2 has K = %" PRId64 " but activation %s needs %" PRId64 " (I = %" PRId64
+                       "%s)",
+                       routed->k2 != k2 ? "routed" : "shared", routed->k2 != k2 ? routed->k2 : shared->k2,
+                       mm_mega_moe_activation_name(a->activation), k2, I, factor);
     }
     int any_mx = mm_format_is_mx(dd) || mm_format_is_mx(sd) || mm_format_is_mx(routed->dtype) ||
                  (c->has_shared && mm_format_is_mx(shared->dtype)) ||
@@ -101,8 +101,7 @@ mm_status mm_moe_check_compute_attrs(const mm_moe_expert_set *routed, const mm_m
     if (any_mx && H % 32 != 0)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "hidden = %" PRId64 " must be a multiple of 32 with MX quantization", H);
-    int any_4bit = mm_format_is_nibble(dd) || mm_format_is_nibble(sd) ||
-                   mm_format_is_nibble(routed->dtype) ||
+    int any_4bit = mm_format_is_nibble(dd) || mm_format_is_nibble(sd) || mm_format_is_nibble(routed->dtype) ||
                    (c->has_shared && mm_format_is_nibble(shared->dtype));
     if (any_4bit && H % 2 != 0)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "hidden = %" PRId64 " must be even with 4-bit values",
