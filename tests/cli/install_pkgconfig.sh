@@ -17,9 +17,13 @@ if [ -n "$lib" ] && [ -n "$pc" ] && [ -x "$PREFIX/bin/megamoe" ] && [ -f "$PREFI
 fi
 
 # Nothing else is installed: no support library (support/: reference, bench-only code), no private header.
+# The Python package (docs/python.md), when built, installs its own .py files and its extension.
 (cd "$PREFIX" && find . -type f -o -type l) | sed 's#^\./##' | grep -vE '^bin/megamoe$|^lib[^/]*/(.*/)?libmegamoe\.(a|so[.0-9]*)$' \
     | grep -vE '^lib[^/]*/(.*/)?pkgconfig/megamoe\.pc$' | while read -r f; do
-        if [[ $f == include/megamoe/*.h ]] && [ -f "$SOURCE_DIR/$f" ]; then :; else echo "$f"; fi
+        if [[ $f == include/megamoe/*.h ]] && [ -f "$SOURCE_DIR/$f" ]; then :;
+        elif [[ $f =~ ^lib/python3[^/]*/(dist|site)-packages/megamoe/([^/]+)$ ]] &&
+            { [ -f "$SOURCE_DIR/python/megamoe/${BASH_REMATCH[2]}" ] || [[ ${BASH_REMATCH[2]} == _megamoe.*.so ]]; }; then :;
+        else echo "$f"; fi
     done >"$WORK/extra_installed"
 if [ ! -s "$WORK/extra_installed" ]; then ok; else bad "installed beyond the public library, headers, CLI and megamoe.pc: $(tr '\n' ' ' <"$WORK/extra_installed")"; fi
 

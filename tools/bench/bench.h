@@ -24,6 +24,7 @@ int mm_bench_comm_main(int argc, char **argv);
 int mm_bench_ffn_main(int argc, char **argv);
 int mm_bench_dispatch_combine_main(int argc, char **argv);
 int mm_bench_mega_moe_main(int argc, char **argv);
+int mm_bench_experts_main(int argc, char **argv);
 int mm_bench_world_main(int argc, char **argv);
 
 /* Threads the benchmarks compare against: the pool's (mm_threads_count: --threads when given, else

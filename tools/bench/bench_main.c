@@ -19,6 +19,8 @@ static const mm_cli_bench bench_table[] = {
      mm_bench_comm_main},
     {"ffn", "expert FFN per format / rows / ISA vs peak loops, streaming bandwidth and oneDNN",
      mm_bench_ffn_main},
+    {"experts", "local experts call (one process, no communication) vs MegaMoE on one rank, same weights",
+     mm_bench_experts_main},
     {"world", "per-call cost of a persistent world vs mm_comm_run_threads: empty calls, MegaMoE decode",
      mm_bench_world_main},
 };

@@ -95,6 +95,8 @@ mm_status run_moe_expert_data_make(const run_moe_config *cfg, const run_moe_scen
                                    const int64_t *ids, int64_t count, run_moe_expert_data *out,
                                    mm_error *err);
 void run_moe_expert_data_free(run_moe_expert_data *d);
+/* The API's view of the data (stacked tensors, transpose flags set); pointers into d. */
+mm_mega_moe_expert_weights run_moe_expert_weights_view(const run_moe_expert_data *d);
 /* This rank's packed weights (its routed experts and the shared ones) from freshly generated experts;
  * the generated copies are freed before returning (the packed weights are all the operator keeps).
  * generate_seconds (may be NULL) gets the time spent generating, before packing. */

@@ -277,7 +277,7 @@ void run_moe_expert_data_free(run_moe_expert_data *d) {
 }
 
 /* The API's view of the data (stacked tensors, transpose flags set). */
-static mm_mega_moe_expert_weights expert_weights_view(const run_moe_expert_data *d) {
+mm_mega_moe_expert_weights run_moe_expert_weights_view(const run_moe_expert_data *d) {
     mm_mega_moe_expert_weights w;
     memset(&w, 0, sizeof w);
     w.count = d->count;
@@ -369,8 +369,8 @@ mm_status run_moe_weights_make(mm_comm *comm, const run_moe_config *cfg, const r
                                       err);
     if (generate_seconds) *generate_seconds = cli_now_seconds() - t0;
     if (st == MM_OK) {
-        mm_mega_moe_expert_weights rv = expert_weights_view(&routed);
-        mm_mega_moe_expert_weights sv = expert_weights_view(&shared);
+        mm_mega_moe_expert_weights rv = run_moe_expert_weights_view(&routed);
+        mm_mega_moe_expert_weights sv = run_moe_expert_weights_view(&shared);
         st = mm_mega_moe_weights_create(buffer, &rv, cfg->shared_experts > 0 ? &sv : NULL, out, err);
     }
     run_moe_expert_data_free(&routed);

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "megamoe/formats.h"
+#include "ops/mega_moe/combine_sum.h"
 #include "ops/mega_moe/stats.h"
 
 typedef struct relay_task_ctx {
@@ -82,35 +83,23 @@ static void final_task(void *ctx, int64_t t) {
     int64_t end = (t + 1) * ROWS_PER_TASK < c->active_rows ? (t + 1) * ROWS_PER_TASK : c->active_rows;
     float *acc = s->task_rows + t * 2 * s->H, *deq = acc + s->H;
     const int32_t *ids = s->in->topk_ids->data;
-    int mode = s->attrs->combine_comm_mode, cq = s->attrs->combine_quant_mode;
-    int weighted = s->attrs->topk_weights_type == 0;
+    int mode = s->attrs->combine_comm_mode;
     int64_t gs = c->group_size, n_groups = s->R / gs, S = c->has_shared ? s->w->shared.count : 0;
+    mm_moe_sum_rule rule = {s->ops,
+                            s->H,
+                            s->K,
+                            s->b->comb_slot_bytes,
+                            s->attrs->combine_quant_mode,
+                            s->attrs->topk_weights_type == 0,
+                            c->bf16_weights};
+    size_t wbytes = c->bf16_weights ? 2 : 4;
     for (int64_t a = t * ROWS_PER_TASK; a < end; a++) {
         int64_t i = s->active_index[a];
-        memset(acc, 0, (size_t)s->H * sizeof *acc);
         if (mode == 0) {
-            for (int64_t k = 0; k < s->K; k++) {
-                const uint8_t *slot = s->comb_local + (i * s->K + k) * s->b->comb_slot_bytes;
-                float w = weighted ? mm_moe_topk_weight(s, i, k) : 1.0f;
-                if (cq == 0) {
-                    const uint16_t *o = (const uint16_t *)slot;
-                    if (weighted)
-                        s->ops->axpy_bf16(acc, w, o, s->H);
-                    else
-                        s->ops->add_bf16(acc, o, s->H);
-                    continue;
-                }
-                mm_mx_dequantize_row(slot, slot + s->H, s->H,
-                                     cq == 3 ? MM_DTYPE_FP8_E5M2 : MM_DTYPE_FP8_E4M3FN, deq, NULL);
-                if (weighted)
-                    for (int64_t x = 0; x < s->H; x++) {
-                        float term = w * deq[x];
-                        acc[x] += term;
-                    }
-                else
-                    for (int64_t x = 0; x < s->H; x++) acc[x] += deq[x];
-            }
+            const uint8_t *w = (const uint8_t *)s->in->topk_weights->data + (size_t)(i * s->K) * wbytes;
+            mm_moe_sum_routed(&rule, s->comb_local + i * s->K * s->b->comb_slot_bytes, NULL, w, acc, deq);
         } else {
+            memset(acc, 0, (size_t)s->H * sizeof *acc);
             /* One partial per group holding any of the row's experts, in ascending group order; the
              * partial sits in the slot of the group's first k. */
             for (int64_t g = 0; g < n_groups; g++) {
@@ -123,10 +112,8 @@ static void final_task(void *ctx, int64_t t) {
                 }
             }
         }
-        for (int64_t e = 0; e < S; e++) {
-            s->ops->add_bf16(acc, s->shared_out + (e * c->active_rows + a) * s->H, s->H);
-        }
-        s->ops->to_bf16(s->out_y + i * s->H, acc, s->H);
+        mm_moe_sum_finish(s->ops, s->H, acc, s->shared_out + a * s->H, c->active_rows * s->H, S,
+                          s->out_y + i * s->H);
     }
 }
 

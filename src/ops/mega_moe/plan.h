@@ -9,6 +9,7 @@
 #include "ffn/activation.h"
 #include "megamoe/mega_moe.h"
 #include "ops/mega_moe/path.h"
+#include "ops/mega_moe/weights.h"
 
 /* Everything a validated call needs (validate.c fills it; the call's phases read it). */
 typedef struct mm_moe_call {
@@ -35,6 +36,13 @@ typedef struct mm_moe_call {
 static inline int mm_moe_separate_shared_stage(const mm_moe_call *c) {
     return c->has_shared && (c->shared_input_dtype != c->dispatch_dtype);
 }
+
+/* call_attrs.c: the attribute rules that need no communication, for the weight groups routed and
+ * shared (shared->count 0 = none) of hidden H and intermediate I; fills c's paths, activation,
+ * prequantized flag, dispatch and shared input dtypes and has_shared. */
+mm_status mm_moe_check_compute_attrs(const mm_moe_expert_set *routed, const mm_moe_expert_set *shared,
+                                     int64_t H, int64_t I, const mm_mega_moe_attrs *a, mm_moe_call *c,
+                                     mm_error *err);
 
 /* Bytes of one rank's record in validation's allgather, for E routed experts (validate.c). */
 size_t mm_moe_check_record_bytes(int64_t E);

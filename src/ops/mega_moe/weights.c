@@ -97,7 +97,7 @@ static uint64_t weight_dtypes(void) {
     return mask;
 }
 
-static void free_set(mm_moe_expert_set *s) {
+void mm_moe_expert_set_free(mm_moe_expert_set *s) {
     for (int64_t e = 0; e < s->count; e++) {
         if (s->w1) mm_gemm_packed_free(s->w1[e]);
         if (s->w2) mm_gemm_packed_free(s->w2[e]);
@@ -139,17 +139,18 @@ static mm_status pack_one(const char *group, int which, int64_t e, mm_dtype dtyp
     return MM_OK;
 }
 
-static mm_status make_set(const char *group, const mm_mega_moe_expert_weights *src, int64_t count_rule_lo,
-                          int64_t count_rule_hi, int64_t hidden, int64_t inter, int fuse_activation,
-                          mm_moe_expert_set *set, mm_error *err) {
+mm_status mm_moe_expert_set_make(const char *group, const mm_mega_moe_expert_weights *src,
+                                 const char *count_name, int64_t count_rule_lo, int64_t count_rule_hi,
+                                 int64_t hidden, int64_t inter, int fuse_activation, mm_moe_expert_set *set,
+                                 mm_error *err) {
     mm_status st = MM_OK;
     float *scale_tmp = NULL;
     memset(set, 0, sizeof *set);
     int64_t count = src ? src->count : 0;
     if (count < count_rule_lo || count > count_rule_hi) {
         if (count_rule_lo == count_rule_hi)
-            return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s count = %" PRId64 " must be E / R = %" PRId64,
-                           group, count, count_rule_lo);
+            return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s count = %" PRId64 " must be %s = %" PRId64,
+                           group, count, count_name, count_rule_lo);
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "%s count = %" PRId64 " is outside [%" PRId64 ", %" PRId64 "]", group, count,
                        count_rule_lo, count_rule_hi);
@@ -253,7 +254,7 @@ static mm_status make_set(const char *group, const mm_mega_moe_expert_weights *s
 fail:
     free(scale_tmp);
     set->count = count;
-    free_set(set);
+    mm_moe_expert_set_free(set);
     return st;
 }
 
@@ -277,11 +278,11 @@ mm_status mm_moe_weights_create_with(const mm_mega_moe_buffer *buffer,
     w->hidden = buffer->sizing.hidden;
     w->inter = buffer->sizing.intermediate_hidden;
     w->local_experts = buffer->local_experts;
-    st = make_set("routed", routed, buffer->local_experts, buffer->local_experts, w->hidden, w->inter,
-                  fuse_activation, &w->routed, err);
+    st = mm_moe_expert_set_make("routed", routed, "E / R", buffer->local_experts, buffer->local_experts,
+                                w->hidden, w->inter, fuse_activation, &w->routed, err);
     if (st != MM_OK) goto fail;
-    st = make_set("shared", shared, 0, MM_MEGA_MOE_MAX_SHARED_EXPERTS, w->hidden, w->inter, fuse_activation,
-                  &w->shared, err);
+    st = mm_moe_expert_set_make("shared", shared, "", 0, MM_MEGA_MOE_MAX_SHARED_EXPERTS, w->hidden, w->inter,
+                                fuse_activation, &w->shared, err);
     if (st != MM_OK) goto fail;
     *out = w;
     return MM_OK;
@@ -292,7 +293,7 @@ fail:
 
 void mm_mega_moe_weights_free(mm_mega_moe_weights *w) {
     if (!w) return;
-    free_set(&w->routed);
-    free_set(&w->shared);
+    mm_moe_expert_set_free(&w->routed);
+    mm_moe_expert_set_free(&w->shared);
     free(w);
 }

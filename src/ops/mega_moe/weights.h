@@ -20,6 +20,16 @@ struct mm_mega_moe_weights {
     mm_moe_expert_set routed, shared;
 };
 
+/* Checks one group of experts (shapes against hidden / inter, dtypes, scales and bias by the scenario
+ * table, count within [count_lo, count_hi], named count_name in the message when both are equal) and
+ * packs it; fuse_activation as below. Also used by the local experts call (ops/experts/). On failure
+ * set is empty. */
+mm_status mm_moe_expert_set_make(const char *group, const mm_mega_moe_expert_weights *src,
+                                 const char *count_name, int64_t count_lo, int64_t count_hi, int64_t hidden,
+                                 int64_t inter, int fuse_activation, mm_moe_expert_set *set, mm_error *err);
+/* Frees the packed matrices of a set (any state mm_moe_expert_set_make left) and empties it. */
+void mm_moe_expert_set_free(mm_moe_expert_set *set);
+
 /* mm_mega_moe_weights_create with a choice: fuse_activation 1 (what the public function does) packs
  * gated GEMM1 weights gate/up interleaved so the activation runs in GEMM1's epilogue; 0 keeps the plain
  * layout and the separate activation pass (the unfused path, kept for gelu and as the tests' baseline). */

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# tests/cli/bench_experts.sh: `megamoe bench experts` runs at a small shape and prints one row per
+# format and token count whose last column says the local call's y has the same bits as MegaMoE's on
+# one rank (no timing is asserted); bad options exit 2 with one stderr line.
+# Usage: bash bench_experts.sh <path-to-megamoe> <source-dir>
+set -u
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+
+timeout 240 "$MEGAMOE" bench experts --hidden 128 --intermediate 64 --experts 8 --topk 2 --shared-experts 1 \
+    --tokens 1,20 --format a16w16,a8w8-int,a8w4-fp --iterations 2 >"$WORK/out" 2>"$WORK/err"
+status=$?
+if [ "$status" -eq 0 ]; then ok; else bad "bench experts exited $status: $(head -c 400 "$WORK/err")"; fi
+for label in A16W16 A8W8-INT A8W4-FP; do
+    for tokens in 1 20; do
+        if grep -qE "^$label +$tokens +[0-9.]+ .* yes$" "$WORK/out"; then ok; else
+            bad "no row with the same bits for $label at $tokens tokens: $(cat "$WORK/out")"
+        fi
+    done
+done
+timeout 60 "$MEGAMOE" bench experts --format nosuch >"$WORK/out" 2>"$WORK/err"
+status=$?
+if [ "$status" -eq 2 ] && [ "$(wc -l <"$WORK/err")" -eq 1 ] && grep -qF -- "--format" "$WORK/err"; then ok; else
+    bad "bad --format: exit $status, stderr $(cat "$WORK/err")"
+fi
+timeout 60 "$MEGAMOE" bench experts --tokens 0 >"$WORK/out" 2>"$WORK/err"
+if [ $? -eq 2 ] && grep -qF -- "--tokens" "$WORK/err"; then ok; else bad "--tokens 0 accepted: $(cat "$WORK/err")"; fi
+timeout 60 "$MEGAMOE" bench experts --help >"$WORK/out" 2>"$WORK/err"
+if [ $? -eq 0 ] && grep -qF -- "--intermediate" "$WORK/out"; then ok; else bad "--help"; fi
+
+cli_finish bench_experts
