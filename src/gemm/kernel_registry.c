@@ -213,3 +213,16 @@ const mm_gemm_kernel *mm_gemm_kernel_lookup_few_rows(mm_isa isa, mm_dtype a_dtyp
     }
     return NULL;
 }
+
+int mm_gemm_kernel_pair(int i, mm_dtype *a_dtype, mm_dtype *w_dtype) {
+    int n = 0;
+    for (size_t r = 0; r < N_REGISTRATIONS; r++) {
+        if (registrations[r].kernel.isa != MM_ISA_REF) continue;
+        if (n++ == i) {
+            *a_dtype = registrations[r].a_dtype;
+            *w_dtype = registrations[r].w_dtype;
+            return 1;
+        }
+    }
+    return 0;
+}
