@@ -4,7 +4,7 @@
  * (or the subnormal 2^(1 - bias) * m / 2^M) evaluated in double; every code must re-encode to itself
  * (NaN codes to the canonical NaN). Encoders are checked on a large random sample of F32 inputs against
  * an independent reference that enumerates the format's code table, finds the two neighbours of |x| and
- * picks the nearer one (ties: the even code), saturating or overflowing to Inf per spec/formats.md. */
+ * picks the nearer one (ties: the even code), saturating or overflowing to Inf per docs/numerics.md. */
 #include <math.h>
 #include <stdlib.h>
 

@@ -53,7 +53,7 @@ typedef struct registration {
 #define I4_SMALL_MAX_ROWS 10
 
 /* Every supported pair, reference first. The FP8 pairs cover the mixed E4M3/E5M2 cases that an
- * activation_out_dtype override produces (spec/mega_moe.md). */
+ * activation_out_dtype override produces (docs/mega_moe.md). */
 static const registration registrations[] = {
     {MM_DTYPE_BF16, MM_DTYPE_BF16, REF(mm_ukernel_bf16_bf16_ref, "bf16xbf16")},
     {MM_DTYPE_I8, MM_DTYPE_I8, REF(mm_ukernel_i8_i8_ref, "i8xi8")},

@@ -20,7 +20,7 @@
 static const char usage[] =
     "usage: megamoe case-gen mega-moe -o FILE [options]\n"
     "\n"
-    "Writes a mega_moe case (spec/mega_moe.md, docs/case_files.md): per rank x, topk_ids, topk_weights,\n"
+    "Writes a mega_moe case (docs/mega_moe.md, docs/case_files.md): per rank x, topk_ids, topk_weights,\n"
     "stacked expert weights of the scenario, optional shared experts and mask; attributes in the metadata.\n"
     "\n"
     "options:\n"

@@ -60,7 +60,7 @@ static inline int64_t dc_rank_local_experts(const dc_topology *t, int64_t o) {
     return t->new_of_old[o] < t->shared_ranks ? 1 : t->L;
 }
 
-/* Dynamic INT8 per token, mul-even (spec/formats.md: mm_int8_quantize_row_mul_even with
+/* Dynamic INT8 per token, mul-even (docs/numerics.md: mm_int8_quantize_row_mul_even with
  * MM_INT8_SCALE_INV_MUL, NaN/Inf rows included): m = 127 / amax, q = round_half_even(x * m) clamped to
  * [-127, 127], scale = 1 / m. The shared row kernel of ffn/rowops.h (its AVX-512 twin when the CPU has
  * it): Dispatch quantizes every copy of a token on its own. */
