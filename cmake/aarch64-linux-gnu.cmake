@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake/aarch64-linux-gnu.cmake: toolchain file for a cross build to 64-bit Arm Linux with Debian's
 # gcc-aarch64-linux-gnu (docs/building.md, 'Other CPUs'). The tests then run under qemu-user:
 #   cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DMEGAMOE_WITH_MPI=OFF

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_ffn_rowops.c: the row kernels of src/ffn/rowops.h keep the numerics: the AVX-512 table
  * gives the same bits as the portable one on random rows with NaN, infinities, rounding ties and every
  * tail length 0..80; the portable one matches hand-computed BF16 patterns; the INT8 row quantizers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_format_exhaustive.c: every code of every narrow format, and RNE against a reference.
  *
  * Decoders are checked code by code against the textbook formula sign * 2^(e - bias) * (1 + m / 2^M)

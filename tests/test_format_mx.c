@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_format_mx.c: MX block-32 quantization (docs/numerics.md "MX block-32 quantization").
  *
  * Pins the spec's worked example byte for byte, the special groups (all zero, BF16-subnormal only,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_gemm_mx_decode.c: the panel decoding of the MX kernels (prepare_panel), exhaustively over
  * every FP8/FP4 code and over scale bytes inside and outside the range where scaling is an exponent
  * addition (0, 1, 9, 10, 16, 17, 100, 127, 200, 239, 240, 246, 247, 252, 253, 254, 255), so both the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_gemm_small_rows.c: the few-rows MX kernels that the registry picks for decode-sized groups
  * (mx_small_avx512.c, 1..3 rows without AMX; mx_amx_avx512.c, 1..16 rows with AMX): which kernel is
  * chosen for which row count, and each kernel's results against the

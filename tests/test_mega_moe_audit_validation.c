@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_mega_moe_audit_validation.c: the rules of docs/mega_moe.md, Semantics, "Validation" that
  * test_mega_moe_validation.c does not reach (sizing, weights, outputs, optional inputs, attribute
  * ranges): each broken on one rank must give every rank the same status and a message naming the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_ref_a16w16.c: the whole reference in the A16W16 scenario with every activation, on a tiny
  * case whose every step except the activation is exact, so y is predicted bit for bit by a closed form
  * computed here (libm, double) with the contract's rounding points.

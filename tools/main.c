@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/main.c: entry point of the `megamoe` command; global options and dispatch to the sub-commands.
  *
  * Exit status: 0 success, 1 failure of the system or of megamoe, 2 bad usage or bad input file. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/case.h: running one operator call from a case file (docs/case_files.md, docs/case_files.md).
  *
  * A case file is a safetensors file whose metadata names the operator ("op") and its attributes and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/dispatch_combine.h: MoE Distribute Dispatch V3 and Combine + Add + RMSNorm V2 (the unfused pair).
  *
  * Dispatch sends each token to the ranks of its experts and hands the caller expert-major rows

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/formats.h: exact scalar conversions and block quantizers of docs/numerics.md.
  *
  * These are the rules every operator and every test trusts: F32 <-> BF16/F16/FP8/FP4/E8M0 with

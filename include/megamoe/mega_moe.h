@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/mega_moe.h: MegaMoE, the fused dispatch + expert FFN + combine collective (docs/mega_moe.md).
  *
  * Every rank of a communicator calls the operator together (SPMD) with its own tokens x, their top-k

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/re_routing.h: MoeReRouting, rearranging received tokens from rank-major to expert-major order.
  *
  * tokens (A, H) arrive grouped by source rank and, inside a rank, by expert; the output groups them by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* case/case_dispatch_v3.c: the moe_distribute_dispatch_v3 case adapter (collective).
  *
  * inputs per rank: x, expert_ids, scales, x_active_mask, elastic_info; attributes of

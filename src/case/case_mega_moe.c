@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* case/case_mega_moe.c: the mega_moe case adapter (collective: tensors rank<g>.<name>, metadata ranks).
  *
  * inputs per rank: x, scales, topk_ids, topk_weights, weight1, weight2, weight_scales1/2, bias1/2,

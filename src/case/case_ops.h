@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* case/case_ops.h: the table of operator adapters behind mm_case_run.
  *
  * An adapter declares the names it accepts (input tensors and attributes) so that the generic runner

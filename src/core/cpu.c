@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/cpu.c: cpuid + xgetbv feature detection, computed once per process with pthread_once; on other
  * CPUs than x86-64 the answer is the portable level (MM_X86_KERNELS). */
 #include "core/cpu.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/cpu.h: run-time detection of the CPU features the kernels may use (x86-64; other CPUs run the
  * portable code, see MM_X86_KERNELS).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ffn/activation.c: the activation table (see activation.h): names, parameter rules, gated or not,
  * GEMM2 K factor, scalar forms, and the run-time choice of the vector forms (activation_avx512.c). */
 #include "ffn/activation.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ffn/rowops.c: the portable row kernels (rowops.h), the run-time choice of their AVX-512 twins
  * (rowops_avx512.c), which give the same bits (each product and sum is one rounded F32 operation in the
  * same order, no fused multiply-add), and the dispatch rounding of an input row. */

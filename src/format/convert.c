@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* format/convert.c: exact scalar conversions between F32 and the element formats of docs/numerics.md.
  *
  * Every encoder works on the F32 bit pattern with integer arithmetic: the value is split into an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* format/format_table.h: the one table of number-format traits, indexed by mm_dtype.
  *
  * Every place that needs to know something about a format (size, packing, whether it is an MX element

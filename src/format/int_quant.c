@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* format/int_quant.c: INT8 per-token quantization (div-away, mul-even), INT4 packing and Ascend's UINT64
  * weight-scale form (docs/numerics.md "INT8 per-token quantization", "INT4, UINT64 scales, weight-scale
  * layout").

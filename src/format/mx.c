@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* format/mx.c: MX block-32 quantization and dequantization (docs/numerics.md "MX block-32 quantization").
  *
  * Per group of 32 BF16 values: the E8M0 scale is the floor rule b = max(e(amax) - emax, 0), and each

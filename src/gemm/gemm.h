@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/gemm.h: the grouped expert GEMM layer (private API used by the MoE operators).
  *
  * Two steps, in the BLIS manner:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernel_registry.c: the registration lists of each ISA and the per-pair selection table.
  *
  * The lists live here, in a baseline-ISA file, because a registration function compiled with AVX-512

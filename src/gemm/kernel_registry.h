@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernel_registry.h: which micro-kernel serves each (activation, weight) format pair.
  *
  * The portable reference set is registered first, for every pair the GEMM supports; the AVX-512 set

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ref/activation_ref.c: reference activations (swiglu, swiglustep, swigluoai, situglu, gelu).
  *
  * Formulas of docs/mega_moe.md, Semantics, "Activations", written as plainly as possible. Inputs are F32;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ref/activation_ref.h: the reference activation functions of MegaMoE (docs/mega_moe.md, Semantics,
  * "Activations").
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ref/mega_moe_ref.h: the float64 reference of MegaMoE, a global view of all ranks at once.
  *
  * This is what the fast operator and `megamoe run` are checked against. It takes every rank's inputs

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/cmake_package.sh: the two ways a CMake project takes megamoe (docs/building.md). A scratch
 # project builds examples/re_routing.c and runs it (1) against the package installed into a scratch
 # prefix, found with find_package(megamoe CONFIG), with megamoe::megamoe (shared) and

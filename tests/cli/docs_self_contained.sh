@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/docs_self_contained.sh: nothing in the repository points to files outside it: no reference to
 # the specification (spec/...) or the original documents (seeds/...) that megamoe was written from, which
 # a clone does not have (docs/ restates what users need), except the fuzzers' own tests/fuzz/seeds/.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/install_pkgconfig.sh: `cmake --install` into a scratch prefix, then the example programs
 # built the way docs/mega_moe.md tells users to (cc ... $(pkg-config --cflags --libs megamoe)) against the
 # installed shared library, and run. Also: the shared library exports only functions declared in the

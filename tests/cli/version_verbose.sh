@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/version_verbose.sh: `megamoe version --verbose` reports what this build and machine use: the
 # run-time ISA level and kernels follow MEGAMOE_ISA, the thread count follows MEGAMOE_NUM_THREADS, the MPI
 # line agrees with --features, and every GEMM pair the registry supports has a kernel of the chosen level.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/bench/bench_ffn.c: `megamoe bench ffn`: the expert FFN on the grouped GEMM layer, per format, row
  * count and ISA level, against baselines measured in the same run:
  *   (a) peak loops of the instructions the kernels are made of (vdpbf16ps, vpdpbusd, AMX tdpbf16ps /

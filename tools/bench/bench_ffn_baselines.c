@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/bench/bench_ffn_baselines.c: the baselines of `bench ffn`, measured in the same run as the FFN: peak
  * instruction rates (bench_ffn_peak_avx512.c, bench_ffn_amx_avx512.c) and streaming-read bandwidth,
  * each with 1..N threads started together (plain pthreads, not the library's pool: a baseline must not

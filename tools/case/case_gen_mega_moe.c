@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/case/case_gen_mega_moe.c: `megamoe case-gen mega-moe`: a random, seeded mega_moe case file.
  *
  * Every rank gets x (BF16, or pre-quantized MX bytes + scales), distinct top-k ids, gating weights,

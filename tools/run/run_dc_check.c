@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/run/run_dc_check.c: the float64 check of `megamoe run --op dispatch-combine`.
  *
  * For sampled tokens of one rank it recomputes, from the world's inputs alone (not from anything the

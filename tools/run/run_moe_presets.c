@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/run/run_moe_presets.c: the model presets and the scenario table of `megamoe run`.
  *
  * Presets copy the MoE layer shapes of public models. Token counts are scaled so that one iteration

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/version/cmd_version.c: `megamoe version [--features | --verbose]`: the version, and what this
  * build and this machine will use (docs/cli.md, 'version'), so that a report or a benchmark says which
  * kernels, ISA level and thread count produced it.

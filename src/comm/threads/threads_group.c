@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/threads/threads_group.c: life of a threads-backend group: the launcher that runs one thread per
  * rank, sub-groups made by split, and their collective destruction.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/dispatch_combine/dc_internal.h: what Dispatch V3 and Combine V2 share: the rank/expert topology
  * (shared-expert ranks, elastic renumbering, special experts), the checks both operators make, the
  * cross-rank call summary and the workspace with its symmetric buffers. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/validate.c: mm_mega_moe_plan: every rule of docs/mega_moe.md, Semantics, "Validation", checked
  * before any token moves, with the same verdict on every rank.
  *

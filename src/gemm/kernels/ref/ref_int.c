@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/ref/ref_int.c: portable INT8 x INT8 and INT8 x INT4 micro-kernels.
  *
  * Both reduce exactly in INT32 (K <= MM_GEMM_INT_MAX_K keeps every partial sum in range), then apply

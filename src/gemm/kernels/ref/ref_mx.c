@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/ref/ref_mx.c: portable MX micro-kernels (FP8 x FP8, FP8 x FP4, FP4 x FP4).
  *
  * Arithmetic (docs/reference.md step 2, "products of dequantized values, F32 accumulation"):
