@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Thin wrapper around CMake/CTest so the everyday commands are short.
 #   make            configure + build (build/, Release; the CLI lands at build/megamoe)
 #   make test       build, then run every test (unit, CLI, MPI through mpirun)

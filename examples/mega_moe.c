@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* examples/mega_moe.c: a complete program using MegaMoE through the public API.
  *
  * Two ranks run as threads of this process (mm_comm_run_threads). Each holds 2 of the 4 routed experts

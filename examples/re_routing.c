@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* examples/re_routing.c: a complete program using MoeReRouting through the public API.
  *
  * Two source ranks sent this rank tokens for its two local experts; the tokens arrived rank-major

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Fails when two or more files of one folder call each other in a circle.
 
 Reads the object files of the library build (CMake's megamoe_objects target), links each undefined

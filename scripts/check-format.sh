@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Fails (exit 1) listing every tracked C file that clang-format would change.
 set -euo pipefail
 cd "$(dirname "$0")/.."

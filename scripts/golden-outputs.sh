@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Bit-identity check for refactors: `make` a corpus of generated case files with one build, store the
 # outputs that build gives, then check that another build gives the same bytes for every case.
 #   scripts/golden-outputs.sh make  MEGAMOE DIR   write DIR/in/*.st (case-gen) and DIR/out/*.st (case)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs what megamoe needs to build and test on Debian 12, with apt-get, as root (libnuma-dev is
 # optional for the build: without it packed weights are not interleaved over NUMA nodes).
 # Skips apt entirely when everything is already present, so it is cheap to call before every build.

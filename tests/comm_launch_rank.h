@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/comm_launch_rank.h: the rank body the launcher tests run on every backend
  * (tests/test_comm_backends.c on threads, tests/mpi/test_comm_launch.c under mpirun): meet the others,
  * then ranks >= fail_from fail with their own status and message, so the caller can check that the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/comm_scenarios.h: the communicator test scenarios, shared by the threads test
  * (tests/test_comm_threads.c, 1..8 ranks as threads) and the MPI test (tests/mpi/test_comm_mpi.c,
  * 2..4 processes), so that both backends pass the very same suite.

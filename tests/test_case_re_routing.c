@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_case_re_routing.c: mm_case_run on moe_re_routing case files written with the writer API.
  *
  * Pins the spec's worked example (counts [[1,2],[3,1]]: gather [0,3,4,5,1,2,6], scatter

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_comm_backends.c: the table of communication backends (unique names, availability, the
  * one-line errors for an unknown or unavailable backend) and the backend-neutral launcher on threads:
  * every rank runs, and a failing rank's message reaches the caller as the outcome of the launch. */

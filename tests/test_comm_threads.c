@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_comm_threads.c: the communicator scenarios (comm_scenarios.h) on the threads backend with
  * 1, 2, 3, 4 and 8 ranks, plus what only the threads launcher has: per-rank error collection, argument
  * checks, the timeout setting, and the MPI backend's availability report. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_dispatch_combine.c: Dispatch V3 + Combine V2 on 1..8 ranks as threads: routed and
  * shared-expert ranks, several experts per rank, TP pairs, quant mode 2 with and without smoothing,
  * 1-D and 2-D masks, global_bs with uneven Bs, special experts (both const-alpha forms, F32 and BF16),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_dispatch_combine_elastic.c: the elastic scale-in proof on thread ranks.
  *
  * R ranks run one Dispatch + Combine together; then some ranks stop calling (they leave), the survivors

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_dispatch_combine_invalid.c: every kind of invalid input to Dispatch V3 and Combine V2 on
  * three thread ranks. One rank (or all, for rules about the whole call) gets a broken input; every rank
  * must return MM_ERR_INVALID_ARGUMENT with the same message naming the rule, nothing may be written

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_dispatch_combine_scenarios.h: Dispatch V3 + Combine V2 scenarios shared by the threads
  * tests (tests/test_dispatch_combine*.c) and the MPI tests (tests/mpi/test_dispatch_combine*.c).
  *

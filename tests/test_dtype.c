@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_dtype.c: dtype names, sizes and tensor byte counts (including packed 4-bit rows). */
 #include "megamoe/dtype.h"
 #include "testlib.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_ffn_activation_table.c: every row of the activation table (src/ffn/activation.h):
  *   - the row's kind is its index and its name round-trips through the public name functions;
  *   - the GEMM2 K factor follows from gated (gated: I, elementwise: 2I) and mm_ffn_act_k2 gives it;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_ffn_rowops.c: the row kernels of src/ffn/rowops.h keep the numerics: the AVX-512 table
  * gives the same bits as the portable one on random rows with NaN, infinities, rounding ties and every
  * tail length 0..80; the portable one matches hand-computed BF16 patterns; the INT8 row quantizers
@@ -67,7 +68,7 @@ static void test_rowops_avx512_same_bits(void) {
         printf("  rowops: no AVX-512 here, portable table only\n");
         return;
     }
-    const mm_rowops *p = mm_rowops_portable(), *v = &mm_rowops_avx512_table;
+    const mm_rowops *p = mm_rowops_portable(), *v = MM_X86_ONLY(&mm_rowops_avx512_table);
     CHECK(mm_rowops_get() == v);
     uint64_t st = 99;
     enum { N = 80 };
@@ -104,7 +105,7 @@ static void test_rowops_avx512_same_bits(void) {
  * exact ties (amax 127 so that t = x), rows with NaN / Inf / only zeros, tiny rows whose scale underflows,
  * every length 0..80. */
 static void test_int8_quantize_same_bits(void) {
-    const mm_rowops *tables[2] = {mm_rowops_portable(), &mm_rowops_avx512_table};
+    const mm_rowops *tables[2] = {mm_rowops_portable(), MM_X86_ONLY(&mm_rowops_avx512_table)};
     int n_tables = mm_cpu_isa() >= MM_ISA_AVX512 ? 2 : 1;
     uint64_t st = 7;
     enum { N = 80 };

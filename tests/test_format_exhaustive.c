@@ -1,10 +1,11 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_format_exhaustive.c: every code of every narrow format, and RNE against a reference.
  *
  * Decoders are checked code by code against the textbook formula sign * 2^(e - bias) * (1 + m / 2^M)
  * (or the subnormal 2^(1 - bias) * m / 2^M) evaluated in double; every code must re-encode to itself
  * (NaN codes to the canonical NaN). Encoders are checked on a large random sample of F32 inputs against
  * an independent reference that enumerates the format's code table, finds the two neighbours of |x| and
- * picks the nearer one (ties: the even code), saturating or overflowing to Inf per spec/formats.md. */
+ * picks the nearer one (ties: the even code), saturating or overflowing to Inf per docs/numerics.md. */
 #include <math.h>
 #include <stdlib.h>
 

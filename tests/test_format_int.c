@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_format_int.c: INT8 per-token quantization (div-away, mul-even, both scale forms), the
  * NaN/Inf row rule, INT4 packing, UINT64 scales, the MX weight-scale layout and the decode tables. */
 #include <math.h>

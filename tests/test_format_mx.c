@@ -1,4 +1,5 @@
-/* tests/test_format_mx.c: MX block-32 quantization (spec/formats.md "MX").
+/* SPDX-License-Identifier: Apache-2.0 */
+/* tests/test_format_mx.c: MX block-32 quantization (docs/numerics.md "MX block-32 quantization").
  *
  * Pins the spec's worked example byte for byte, the special groups (all zero, BF16-subnormal only,
  * NaN, Inf), the short last group, FP4 packing of an odd row, E5M2 and E2M1 variants, saturation of

@@ -1,5 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_format_scalar.c: hand-computed bit patterns for every scalar conversion rule of
- * spec/formats.md: RNE ties in both directions, saturation, subnormals (smallest, largest, rounding into
+ * docs/numerics.md: RNE ties in both directions, saturation, subnormals (smallest, largest, rounding into
  * the normal range), signed zero, NaN and Inf, for BF16, F16, FP8 E4M3FN/E5M2, FP4 E2M1/E1M2 and E8M0. */
 #include <math.h>
 

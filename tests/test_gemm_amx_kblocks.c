@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_gemm_amx_kblocks.c: the AMX kernels run over K blocks of their own kc (kernel.h; 2048 for
  * the kernels that read the packed panel directly, other sizes for those that decode it first), so their
  * accumulators cross block boundaries through `partial` only beyond that K. Checked here for every AMX

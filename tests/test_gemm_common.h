@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_gemm_common.h: random GEMM cases in API form and their independent expectations, shared
  * by the tests/test_gemm_*.c programs (header-only: the test glob compiles test_*.c files only).
  *

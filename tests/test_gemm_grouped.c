@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_gemm_grouped.c: mm_gemm_grouped over several experts: zero-row experts, a hot expert
  * larger than one M-block, results per group against the independent expectation, identical bits with
  * 1 and 2 threads, the epilogue hook (with and without an output matrix), and validation before any

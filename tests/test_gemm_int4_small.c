@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_gemm_int4_small.c: the few-rows INT8 x INT4 kernel (i4_small_avx512.c) that the registry
  * picks for groups of 1..10 rows (8-row tiles): which kernel is chosen for which row count, and its
  * results bit for bit against the exact expectation (int64 sum of the integer products, then the spec's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_gemm_kernels.c: every registered micro-kernel against the independent float64 / exact-INT
  * expectation of test_gemm_common.h, on edge shapes (rows 0..2*MR+1, K and N off the tile sizes, odd K,
  * K not a multiple of 32, K spanning several MM_GEMM_KC blocks, both weight layouts), run through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_gemm_pack.c: weight packing: the panel layout round-trips every element of both API
  * layouts, the precomputed column data (column sums, INT4 offsets, MX scales) has hand-computed values,
  * small GEMMs with hand-computed results, and the validation messages. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_gemm_small_rows.c: the few-rows MX kernels that the registry picks for decode-sized groups
  * (mx_small_avx512.c, 1..3 rows without AMX; mx_amx_avx512.c, 1..16 rows with AMX): which kernel is
  * chosen for which row count, and each kernel's results against the
@@ -24,8 +25,7 @@ static const mm_dtype pairs[][2] = {
 #define N_PAIRS ((int)(sizeof pairs / sizeof pairs[0]))
 
 static int small_available(void) {
-    __builtin_cpu_init();
-    return mm_cpu_isa() >= MM_ISA_AVX512 && __builtin_cpu_supports("avx512vbmi");
+    return mm_cpu_isa() >= MM_ISA_AVX512 && mm_cpu_has_avx512_vbmi();
 }
 
 /* Whether a dequantized weight of column j is beyond F32 (the reference's w' is then Inf). */
@@ -80,8 +80,7 @@ static void check_case(const char *what, const gemm_case *c, const mm_gemm_kerne
 }
 
 static void test_selection(void) {
-    __builtin_cpu_init();
-    int amx_few = mm_cpu_isa() >= MM_ISA_AMX && __builtin_cpu_supports("avx512vbmi");
+    int amx_few = mm_cpu_isa() >= MM_ISA_AMX && mm_cpu_has_avx512_vbmi();
     for (int p = 0; p < N_PAIRS; p++) {
         for (int64_t rows = 1; rows <= MM_GEMM_MX_FEW_AMX_MR + 2; rows++) {
             const mm_gemm_kernel *k = mm_gemm_kernel_select_rows(pairs[p][0], pairs[p][1], rows);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_json.c: the strict JSON parser (structure, escapes, UTF-8, numbers, every rejection,
  * depth limit) and the literal helpers the case runner uses for attribute values. */
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_mega_moe_a16w16.c: the A16W16 operator against the float64 reference on 1, 2, 3, 4 and 8
  * thread ranks: every activation, shared experts, topk_weights_type, combine modes, BS = 0 ranks, hot
  * and idle experts, masks, per-expert lists and transposed weights, buffer reuse, and determinism

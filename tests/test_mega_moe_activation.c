@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_mega_moe_activation.c: the operator's F32 activations against the float64 reference
  * (ref/activation_ref.h), on a grid of (gate, up) values covering the clamp edges, large magnitudes and
  * special values. Bound: 4 F32 ulps plus 2 ulps per unit of the exponential's argument t (the F32

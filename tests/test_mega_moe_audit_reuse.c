@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_mega_moe_audit_reuse.c: one buffer serves a sequence of calls and layers (the original's
  * symmetric buffer, created once): BS changing per call and per rank (0, 1, the maximum), different
  * scenarios, activations, shared experts and combine modes from call to call, each call against its

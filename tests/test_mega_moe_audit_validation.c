@@ -1,4 +1,5 @@
-/* tests/test_mega_moe_audit_validation.c: the rules of spec/mega_moe.md "Validation" that
+/* SPDX-License-Identifier: Apache-2.0 */
+/* tests/test_mega_moe_audit_validation.c: the rules of docs/mega_moe.md, Semantics, "Validation" that
  * test_mega_moe_validation.c does not reach (sizing, weights, outputs, optional inputs, attribute
  * ranges): each broken on one rank must give every rank the same status and a message naming the
  * parameter, its value and the rule, leave y and expert_token_nums untouched (fill pattern), and hang

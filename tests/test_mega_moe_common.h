@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_mega_moe_common.h: random MegaMoE cases, run through the operator on R thread ranks and
  * through the float64 reference (support/ref), and the comparison (header-only: the test glob compiles
  * test_*.c files only).

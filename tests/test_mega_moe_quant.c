@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_mega_moe_quant.c: the quantized scenarios against the float64 reference (A8W8-INT,
  * A8W4-INT with standard and other biases, A8W8-FP with E4M3 and E5M2, A8W4-FP, A4W4-FP, pre-quantized
  * x, activation_out_dtype, combine_quant_mode 3/4, shared experts of another dtype), on 1 to 8 thread

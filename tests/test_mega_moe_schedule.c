@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_mega_moe_schedule.c: the performance paths of MegaMoE keep the numerics.
  *
  *   (the row kernels and activations are tested in test_ffn_rowops.c and test_ffn_activation_table.c)

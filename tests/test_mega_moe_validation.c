@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_mega_moe_validation.c: every validation rule of the operator: the status and a message
  * naming the parameter on every rank, outputs untouched (still the fill pattern), no hang; plus the
  * plan step's report, three identical calls on one buffer, and determinism across pool thread counts

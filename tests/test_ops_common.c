@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_ops_common.c: the operator toolkit in src/ops/common/: the tensor checks' messages (each
  * wording, byte for byte), the verdict + equal-attributes exchange on the threads backend (a failing
  * rank, differing records in field-major and rank-major order, payloads, removed ranks), and the

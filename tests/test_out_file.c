@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_out_file.c: where an output file lands (io/out_file.c) in the cases users hit: a dangling
  * symbolic link (its target is created, the link stays), a link loop (an error, nothing replaced), a
  * target name as long as the file system allows (the temporary name must not push it over), a FIFO with

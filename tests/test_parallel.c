@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_parallel.c: the worker pool runs every task exactly once, under concurrent submitters,
  * nested calls and a thread count of 1, and reads its thread count from MEGAMOE_NUM_THREADS. */
 #include <pthread.h>

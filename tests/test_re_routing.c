@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_re_routing.c: MoeReRouting against the spec's worked example, the naive reference of
  * test_re_routing_case.h over random shapes, every token and scale format, INT32/INT64 counts, both index
  * and count types, long rows and empty cases. Validation rules are in test_re_routing_validation.c. */

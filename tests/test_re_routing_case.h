@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_re_routing_case.h: shared fixtures of the MoeReRouting tests: a call's tensors with owned
  * buffers (inputs random, outputs filled with a sentinel), and the naive reference built directly from
  * the spec's SrcOffset/DstOffset formulas, written apart from the library's block plan. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_re_routing_validation.c: every validation rule of MoeReRouting gives
  * MM_ERR_INVALID_ARGUMENT with a message naming the parameter and value, and leaves every output byte
  * as it was (outputs are filled with a sentinel before the call). */

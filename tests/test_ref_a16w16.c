@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_ref_a16w16.c: the whole reference in the A16W16 scenario with every activation, on a tiny
  * case whose every step except the activation is exact, so y is predicted bit for bit by a closed form
  * computed here (libm, double) with the contract's rounding points.
@@ -32,7 +33,8 @@ static double sig(double z) {
     return 1.0 / (1.0 + exp(-z));
 }
 
-/* The activation written independently from support/ref, straight from spec/mega_moe.md step 3. */
+/* The activation written independently from support/ref, straight from docs/mega_moe.md, Semantics,
+ * "Activations". */
 static double closed_form(mm_ref_act_kind kind, const float *p, int np, double g, double u) {
     double c = (np >= 1 && kind != MM_REF_ACT_SITUGLU) ? p[0] : 0.0;
     switch (kind) {

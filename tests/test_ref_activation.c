@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_ref_activation.c: the reference activations against closed forms written here in double,
  * hand-exact values (clamps, zeros), NaN propagation through clamps, and the activation_params rules. */
 #include <float.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_ref_combine.c: the combine step of the reference: topk_weights_type, combine_quant_mode
  * 3/4, combine_comm_mode 1 and 2, shared experts (also with their own quantization), inactive rows,
  * BS = 0 and expert_token_nums, all with hand-derived values.

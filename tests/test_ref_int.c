@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_ref_int.c: A8W8-INT and A8W4-INT through the whole reference, with integer accumulators
  * and scales derived by hand below.
  *

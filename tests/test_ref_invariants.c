@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_ref_invariants.c: properties of the reference on random data, for several scenarios.
  *   - Relabelling experts (moving expert e's weights to slot p(e), possibly on another rank, and mapping
  *     topk_ids through p) leaves every y bit unchanged and permutes expert_token_nums the same way.

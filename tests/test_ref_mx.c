@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_ref_mx.c: the MX scenarios (A8W8-FP E4M3 / E5M2, A8W4-FP, A4W4-FP) on a case where every
  * quantization is exact except one element that each dispatch format rounds the same way, and the
  * pre-quantized pass-through.

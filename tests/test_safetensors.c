@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_safetensors.c: writer -> reader round trips for every dtype (logical ones, 0-d and empty
  * tensors included), the exact bytes of a small file in the standard layout, the writer's argument
  * rules, and the atomicity of writes (a failed write leaves an existing file as it was). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_safetensors_reject.c: the reader's rejection rules, one hand-built file per rule (the
  * header is written as a string here, independently of the writer), truncation at every prefix of a
  * valid file, and random corruption under a fixed seed (which AddressSanitizer watches). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_tables.c: the invariants of the two fact tables every other part reads: the format table
  * (src/format/format_table.h, with the decode tables built from it) and the MegaMoE scenario table
  * (src/ops/mega_moe/scenario_table.h). Both are walked row by row, so a new format or scenario is

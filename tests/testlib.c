@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/testlib.c: failure reporting, the closing summary line and deterministic random data. */
 #include "testlib.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/testlib.h: the small assertion kit shared by every test program.
  *
  * A test program is a main() that calls check macros; each failed check prints file:line and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/main.c: entry point of the `megamoe` command; global options and dispatch to the sub-commands.
  *
  * Exit status: 0 success, 1 failure of the system or of megamoe, 2 bad usage or bad input file. */
@@ -30,20 +31,6 @@ static void print_usage(FILE *out) {
     for (size_t i = 0; i < mm_cli_command_count; i++)
         fprintf(out, "  %-10s %s\n", mm_cli_commands[i].name, mm_cli_commands[i].summary);
     fprintf(out, "\nExit status: 0 success, 1 failure, 2 bad usage or bad input.\n");
-}
-
-int mm_cli_version_main(int argc, char **argv) {
-    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        printf("usage: megamoe version [--features]\n\nPrints \"megamoe <version>\" (the library linked); "
-               "with --features also\nthe optional parts of this build, one per line (\"mpi backend: "
-               "yes|no\").\n");
-        return MM_CLI_EXIT_OK;
-    }
-    int features = argc == 2 && strcmp(argv[1], "--features") == 0;
-    if (argc > 1 && !features) return cli_usage_error("version", "unexpected argument '%s'", argv[1]);
-    printf("megamoe %s\n", mm_version());
-    if (features) printf("mpi backend: %s\n", mm_comm_mpi_available() ? "yes" : "no");
-    return MM_CLI_EXIT_OK;
 }
 
 int main(int argc, char **argv) {

@@ -1,4 +1,5 @@
-/* megamoe/case.h: running one operator call from a case file (spec/case_files.md, docs/case_files.md).
+/* SPDX-License-Identifier: Apache-2.0 */
+/* megamoe/case.h: running one operator call from a case file (docs/case_files.md, docs/case_files.md).
  *
  * A case file is a safetensors file whose metadata names the operator ("op") and its attributes and
  * whose tensors are the inputs of every rank. Running it writes every rank's outputs to one file. */

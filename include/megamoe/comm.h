@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/comm.h: the communicator every megamoe operator runs on.
  *
  * A communicator is a group of ranks that call the same collectives in the same order (SPMD). A rank

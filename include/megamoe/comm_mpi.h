@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/comm_mpi.h: wrap an MPI communicator the caller owns (needs mpi.h; the threads backend in
  * megamoe/comm.h does not).
  *

@@ -1,9 +1,10 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/dispatch_combine.h: MoE Distribute Dispatch V3 and Combine + Add + RMSNorm V2 (the unfused pair).
  *
  * Dispatch sends each token to the ranks of its experts and hands the caller expert-major rows
  * (expand_x) to run any FFN on; Combine sends the expert outputs back, takes their weighted sum, adds the
  * special experts, the shared-expert rows, shared_expert_x and the residual, and applies RMSNorm. The
- * semantics are those of spec/dispatch_combine.md; docs/dispatch_combine.md records the decisions.
+ * semantics are those of docs/dispatch_combine.md; docs/dispatch_combine.md records the decisions.
  *
  * Both are collective over one communicator of ep_world_size x max(tp_world_size, 1) ranks, where the
  * rank of (ep_rank_id, tp_rank_id) is ep_rank_id x max(tp_world_size, 1) + tp_rank_id. Every rank of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/dtype.h: element types and the plain tensor descriptor used by every operator.
  *
  * A tensor is dense, row-major and contiguous. Its shape counts logical elements; 4-bit types are

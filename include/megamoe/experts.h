@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/experts.h: the local experts call, the MoE layer of one process without communication:
  * x (T, H), top-k ids and weights -> y (T, H), with all experts or a subset of them in this process
  * (vLLM's CPU fused_experts, llama.cpp's mul_mat_id). Not collective; no communicator.

@@ -1,4 +1,5 @@
-/* megamoe/formats.h: exact scalar conversions and block quantizers of spec/formats.md.
+/* SPDX-License-Identifier: Apache-2.0 */
+/* megamoe/formats.h: exact scalar conversions and block quantizers of docs/numerics.md.
  *
  * These are the rules every operator and every test trusts: F32 <-> BF16/F16/FP8/FP4/E8M0 with
  * round-to-nearest-even and the saturation rules of the spec, MX block-32 quantization with the
@@ -17,7 +18,7 @@
 extern "C" {
 #endif
 
-/* ---- scalar element conversions (exact; RNE; saturation/NaN rules of spec/formats.md) ----
+/* ---- scalar element conversions (exact; RNE; saturation/NaN rules of docs/numerics.md) ----
  * Encoders round to nearest, ties to even, by integer bit manipulation (independent of the FPU mode).
  * FP8/FP4: finite values beyond the largest finite magnitude saturate to it with their sign (so E4M3's
  * 464, halfway between 448 and the non-existent 480, gives 448). NaN -> 0x7F / 0xFF (FP8), +0 (FP4).
@@ -40,7 +41,7 @@ float mm_e8m0_to_f32(uint8_t bits); /* 2^(b-127); 0xFF gives NaN. b = 0 gives 2^
 float mm_dtype_to_f32(mm_dtype dtype, uint32_t bits);
 uint32_t mm_dtype_from_f32(mm_dtype dtype, float value);
 
-/* ---- MX block-32 quantization (spec/formats.md "MX") ----
+/* ---- MX block-32 quantization (docs/numerics.md "MX block-32 quantization") ----
  * Quantizes one row of n BF16 values into `elem` (FP8 E4M3FN, FP8 E5M2 or FP4 E2M1). q receives
  * mm_dtype_row_bytes(elem, n) bytes (4-bit values packed, low nibble first); scales receives
  * ceil(n/32) E8M0 bytes. The last group may be shorter than 32. */
@@ -58,7 +59,7 @@ mm_status mm_mx_dequantize_row(const uint8_t *q, const uint8_t *scales, int64_t 
  * max(e - emax, 0). Returns 0xFF for an elem that is not an MX element type. */
 uint8_t mm_mx_scale_byte(float amax, mm_dtype elem);
 
-/* ---- INT8 per-token quantization (spec/formats.md "INT8 per-token") ----
+/* ---- INT8 per-token quantization (docs/numerics.md "INT8 per-token quantization") ----
  * A row containing NaN or +-Inf gets *scale = NaN and q = 0 everywhere (the poison propagates through
  * dequantization; q stays defined). q is always in [-127, 127].
  * div-away: s = amax / 127, q = round_half_away(x / s). mul-even: m = 127 / amax, q = round_half_even(x * m).

@@ -1,4 +1,5 @@
-/* megamoe/mega_moe.h: MegaMoE, the fused dispatch + expert FFN + combine collective (spec/mega_moe.md).
+/* SPDX-License-Identifier: Apache-2.0 */
+/* megamoe/mega_moe.h: MegaMoE, the fused dispatch + expert FFN + combine collective (docs/mega_moe.md).
  *
  * Every rank of a communicator calls the operator together (SPMD) with its own tokens x, their top-k
  * expert ids and gating weights; every rank holds E / R routed experts and 0..4 shared experts. One call
@@ -29,7 +30,7 @@
  * of one process share the process-wide worker pool (MEGAMOE_NUM_THREADS). Results do not depend on the
  * number of pool threads, nor on the communicator backend (threads or MPI): same inputs, same bits.
  *
- * Numerics: exactly the data flow and rounding points of spec/mega_moe.md; accumulation is F32 (exact
+ * Numerics: exactly the data flow and rounding points of docs/reference.md; accumulation is F32 (exact
  * INT32 for the INT scenarios). See docs/mega_moe.md for the per-scenario rules and measured errors. */
 #ifndef MEGAMOE_MEGA_MOE_H
 #define MEGAMOE_MEGA_MOE_H

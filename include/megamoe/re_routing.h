@@ -1,8 +1,9 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/re_routing.h: MoeReRouting, rearranging received tokens from rank-major to expert-major order.
  *
  * tokens (A, H) arrive grouped by source rank and, inside a rank, by expert; the output groups them by
  * expert and, inside an expert, by source rank, keeping the order inside each (rank, expert) block.
- * See seeds/moe_re_routing.en.md and docs/operators.md. Not collective: one call, one process. */
+ * See docs/operators.md, "MoeReRouting" and docs/operators.md. Not collective: one call, one process. */
 #ifndef MEGAMOE_RE_ROUTING_H
 #define MEGAMOE_RE_ROUTING_H
 

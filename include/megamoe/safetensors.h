@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/safetensors.h: reading and writing safetensors files, the container of case files.
  *
  * The reader trusts nothing: it checks the header length (at most 100 MiB and inside the file), the JSON

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/status.h: status codes and the error record every public function fills on failure.
  *
  * Every public function returns an mm_status. Functions that can fail take a trailing `mm_error *err`

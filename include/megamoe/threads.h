@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/threads.h: the process-wide worker pool every compute call runs on: how many threads, on which
  * CPUs, and where packed weights live on a NUMA machine.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/version.h: library version, for programs that link megamoe and for case-file metadata. */
 #ifndef MEGAMOE_VERSION_H
 #define MEGAMOE_VERSION_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/world.h: a persistent world of R ranks running as threads of this process, created once and
  * used for many calls from the caller's own control flow (an inference engine's serving loop).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* case/case_combine_v2.c: the moe_distribute_combine_add_rms_norm_v2 case adapter (collective).
  *
  * inputs per rank: expand_x, expert_ids, assist_info_for_combine, ep_send_counts, tp_send_counts,

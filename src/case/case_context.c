@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* case/case_context.c: inputs, attributes and outputs of an operator adapter, with named errors. */
 #include "case/case_context.h"
 

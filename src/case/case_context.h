@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* case/case_context.h: what an operator adapter sees of a case: its inputs, attributes and outputs.
  *
  * The context owns every buffer an adapter takes from it (input tensors, scratch, outputs), so an

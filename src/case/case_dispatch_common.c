@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* case/case_dispatch_common.c: attributes and the collective runner of the Dispatch V3 / Combine V2
  * case adapters.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* case/case_dispatch_common.h: what the moe_distribute_dispatch_v3 and
  * moe_distribute_combine_add_rms_norm_v2 case adapters share: their attributes, the survivors of an
  * elastic case (ranks without tensors), and running the ranks on either backend, with the outputs of

@@ -1,7 +1,8 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* case/case_dispatch_v3.c: the moe_distribute_dispatch_v3 case adapter (collective).
  *
  * inputs per rank: x, expert_ids, scales, x_active_mask, elastic_info; attributes of
- * spec/dispatch_combine.md (moe_expert_num required; ep_world_size defaults to ranks / max(tp, 1)).
+ * docs/dispatch_combine.md (moe_expert_num required; ep_world_size defaults to ranks / max(tp, 1)).
  * outputs per rank: expand_x, dynamic_scales (quant_mode 2 only), assist_info_for_combine (exactly the
  * rows that arrived), expert_token_nums, ep_recv_counts, tp_recv_counts (tp_world_size > 0 only).
  * A rank removed by elastic scale-in has no tensors and no outputs. */

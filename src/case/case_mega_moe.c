@@ -1,8 +1,9 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* case/case_mega_moe.c: the mega_moe case adapter (collective: tensors rank<g>.<name>, metadata ranks).
  *
  * inputs per rank: x, scales, topk_ids, topk_weights, weight1, weight2, weight_scales1/2, bias1/2,
  * shared_weight1/2, shared_weight_scales1/2, shared_bias1/2, x_active_mask (stacked weights, E_l or S
- * first); attributes by their snake_case names (spec/mega_moe.md); outputs rank<g>.y and
+ * first); attributes by their snake_case names (docs/mega_moe.md); outputs rank<g>.y and
  * rank<g>.expert_token_nums. H comes from x, I from weight1, K from topk_ids.
  *
  * Threads backend: every rank's tensors are read first (the context is not thread-safe), then the

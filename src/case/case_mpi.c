@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* case/case_mpi.c: mm_case_run with one rank per process of a launched backend (MPI_COMM_WORLD), started
  * by mm_comm_launch, which initializes and finalizes MPI when the caller has not and agrees on the outcome.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* case/case_ops.c: the rows of the operator-adapter table. */
 #include "case/case_ops.h"
 

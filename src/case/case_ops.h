@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* case/case_ops.h: the table of operator adapters behind mm_case_run.
  *
  * An adapter declares the names it accepts (input tensors and attributes) so that the generic runner
@@ -31,7 +32,7 @@ const mm_case_op *mm_case_find_op(const char *name);
 /* "a, b, c": the ops this build runs, for messages. */
 void mm_case_list_ops(char *buf, size_t cap);
 
-/* 1 when name is an operator of the case-file contract (spec/case_files.md) whether or not this build
+/* 1 when name is an operator of the case-file contract (docs/case_files.md) whether or not this build
  * has its adapter yet. */
 int mm_case_is_contract_op(const char *name);
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* case/case_re_routing.c: the moe_re_routing case adapter (not collective: plain tensor names).
  *
  * inputs: tokens (A, H), expert_token_num_per_rank (N, E), per_token_scales (optional);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* case/case_run.c: mm_case_run: open a case file, check it against its operator, run, write outputs.
  *
  * The checks here are the ones shared by every operator and need no tensor data, so a broken file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* case/case_runner.h: the steps of mm_case_run, shared by the in-process runner (case_run.c) and the
  * MPI runner (case_mpi.c). */
 #ifndef MEGAMOE_CASE_RUNNER_H

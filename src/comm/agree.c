@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/agree.c: make one rank's error the result of the collective on every rank.
  *
  * Algorithm: allgather of a fixed-size record (status + message) from every alive rank; each rank then

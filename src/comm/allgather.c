@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/allgather.c: allgather as an alltoallv in which every rank sends the same block to everyone.
  *
  * Cost: that of the backend's alltoallv with `bytes` per peer: on threads, one publish round plus one

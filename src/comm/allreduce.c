@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/allreduce.c: small allreduce (at most MM_COMM_ALLREDUCE_MAX values) by allgather, then a local
  * reduction in ascending rank order.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/backend.h: the table of communication backends (backends.c) and what one row provides.
  *
  * A backend is a folder src/comm/<name>/ that moves bytes (its mm_comm_vtable) plus one provider, a row

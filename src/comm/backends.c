@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/backends.c: the table of communication backends and the backend-neutral launcher.
  *
  * Callers name a backend ("threads", "mpi") instead of calling its constructor, so the CLI, the case

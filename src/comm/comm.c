@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/comm.c: the public communicator API: identity, timeouts, elastic survivors, barrier and
  * alltoallv. It checks arguments, refuses to work on a communicator poisoned by a timeout, poisons it
  * when a backend wait times out, and hands the work to the backend's vtable. */

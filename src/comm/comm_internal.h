@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/comm_internal.h: what the generic communicator layer and its backends share.
  *
  * The public functions (comm.c, symm.c, and one file per generic collective) check arguments, refuse

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/mpi_absent.c: the MPI backend's row of the backend table and its public entry points in a build
  * without MPI (src/comm/mpi/ is compiled only when Open MPI is found; this file only when it is not).
  * The row stays in the table, marked unavailable, so asking for MPI says what is missing. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/split.c: sub-communicators (EP x TP pairs, domains of consecutive ranks, the ranks of a node).
  *
  * Algorithm: allgather of (color, key, argument check) from every alive rank, so that one rank's bad

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/symm.c: the public symmetric-buffer API: collective allocation, put, signal and the waits.
  *
  * Arguments are checked here (peer alive, offset + bytes within the buffer) so that the backends only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/wait.c: the one waiting policy of every backend (spin, then yield, then sleep: on the rank's
  * doorbell when the backend has one, else in growing steps), the doorbell itself, and the message that
  * names the ranks a timed-out wait was missing. */

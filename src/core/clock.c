@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/clock.c: the monotonic clock (see clock.h). */
 #include "core/clock.h"
 

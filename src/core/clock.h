@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/clock.h: the one monotonic clock of the library (waiting deadlines in comm/, stage timings of
  * the MegaMoE operator). */
 #ifndef MEGAMOE_CORE_CLOCK_H

@@ -1,13 +1,17 @@
-/* core/cpu.c: cpuid + xgetbv feature detection, computed once per process with pthread_once. */
+/* SPDX-License-Identifier: Apache-2.0 */
+/* core/cpu.c: cpuid + xgetbv feature detection, computed once per process with pthread_once; on other
+ * CPUs than x86-64 the answer is the portable level (MM_X86_KERNELS). */
 #include "core/cpu.h"
 
-#include <cpuid.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if MM_X86_KERNELS
+#include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#endif
 
 /* What the CPU and OS support (independent of MEGAMOE_ISA); only the ISA level derived from it is
  * exported. */
@@ -36,12 +40,6 @@ static mm_isa detected_isa;
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA  18
 
-static uint64_t read_xcr0(void) {
-    uint32_t lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    return ((uint64_t)hi << 32) | lo;
-}
-
 static int supports(mm_isa isa) {
     const mm_cpu_features *f = &detected;
     int avx512 = f->os_saves_zmm && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq &&
@@ -55,10 +53,16 @@ static int supports(mm_isa isa) {
     return 0;
 }
 
-static void detect(void) {
+#if MM_X86_KERNELS
+static uint64_t read_xcr0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+/* The CPU's features into `detected` (left all zero when cpuid has no leaf 1). */
+static void detect_x86(void) {
     unsigned int eax, ebx, ecx, edx;
-    memset(&detected, 0, sizeof detected);
-    detected_isa = MM_ISA_REF;
     if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return;
     int osxsave = (ecx >> 27) & 1;
     uint64_t xcr0 = osxsave ? read_xcr0() : 0;
@@ -76,6 +80,14 @@ static void detect(void) {
     }
     if (detected.amx_tile && (xcr0 & XCR0_AMX_STATE) == XCR0_AMX_STATE)
         detected.os_allows_amx = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+}
+#endif
+
+static void detect(void) {
+    memset(&detected, 0, sizeof detected);
+#if MM_X86_KERNELS
+    detect_x86();
+#endif
     detected_isa = MM_ISA_REF;
     for (int isa = MM_ISA_REF + 1; isa < MM_ISA_COUNT && supports((mm_isa)isa); isa++)
         detected_isa = (mm_isa)isa;
@@ -93,6 +105,15 @@ mm_isa mm_cpu_isa(void) {
 int mm_cpu_supports(mm_isa isa) {
     pthread_once(&detect_once, detect);
     return supports(isa);
+}
+
+int mm_cpu_has_avx512_vbmi(void) {
+#if MM_X86_KERNELS
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vbmi");
+#else
+    return 0;
+#endif
 }
 
 const char *mm_isa_name(mm_isa isa) {

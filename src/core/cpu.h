@@ -1,4 +1,6 @@
-/* core/cpu.h: run-time detection of the CPU features the kernels may use.
+/* SPDX-License-Identifier: Apache-2.0 */
+/* core/cpu.h: run-time detection of the CPU features the kernels may use (x86-64; other CPUs run the
+ * portable code, see MM_X86_KERNELS).
  *
  * AVX-512 code may only run after these checks: the CPU must report the instructions (cpuid) AND the
  * operating system must save the zmm/opmask state on context switches (xgetbv), otherwise the first
@@ -12,6 +14,20 @@
 #ifndef MEGAMOE_CORE_CPU_H
 #define MEGAMOE_CORE_CPU_H
 
+/* MM_X86_KERNELS: 1 where the AVX-512/AMX files (*_avx512.c) are part of the build, which CMakeLists.txt
+ * does on x86-64 only; 0 on other CPUs (aarch64, ...), where only the portable code exists and
+ * mm_cpu_isa() is always MM_ISA_REF. Code that names a function of those files does so through
+ * MM_X86_ONLY (NULL elsewhere, for tables of function pointers) or inside #if MM_X86_KERNELS. */
+#include <stddef.h>
+
+#if defined(__x86_64__)
+#define MM_X86_KERNELS 1
+#define MM_X86_ONLY(f) (f)
+#else
+#define MM_X86_KERNELS 0
+#define MM_X86_ONLY(f) NULL
+#endif
+
 /* Instruction-set levels the kernel registry knows, from most portable up. */
 typedef enum mm_isa {
     MM_ISA_REF = 0,    /* portable C */
@@ -24,6 +40,9 @@ typedef enum mm_isa {
 mm_isa mm_cpu_isa(void);
 /* Whether the hardware and OS support an ISA level (ignores MEGAMOE_ISA). */
 int mm_cpu_supports(mm_isa isa);
+/* Whether the CPU has AVX512_VBMI (vpermb, vpermt2b), which some MX kernels need beyond their ISA level;
+ * 0 off x86-64. Ignores MEGAMOE_ISA. */
+int mm_cpu_has_avx512_vbmi(void);
 /* Lower-case name of an ISA level ("ref", "avx512", "amx"). */
 const char *mm_isa_name(mm_isa isa);
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/error.c: status names and message formatting for mm_error. */
 #include "core/error.h"
 

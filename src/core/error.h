@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/error.h: private helpers to fill an mm_error with a formatted message.
  *
  * Usage, in the style of one exit path per function:

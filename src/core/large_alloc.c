@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/large_alloc.c: 2 MiB-aligned allocations advised as huge pages (large_alloc.h). */
 #define _DEFAULT_SOURCE /* madvise, posix_memalign */
 #include "core/large_alloc.h"

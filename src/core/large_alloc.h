@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/large_alloc.h: allocation of large, long-lived, streamed buffers (packed expert weights).
  *
  * Buffers of 2 MiB or more are aligned to 2 MiB and advised as transparent huge pages (Linux

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/parallel.c: the process-wide worker pool behind mm_parallel_for.
  *
  * Design (see parallel.h): workers are created lazily and live until the process exits. Every

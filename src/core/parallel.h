@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/parallel.h: the process-wide worker pool and its parallel-for.
  *
  * One pool per process, created on first use, whose workers stay alive across calls (waking a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/thread_scratch.c: the per-thread scratch buffer (thread_scratch.h).
  *
  * The pointer lives in a _Thread_local slot (read without a call on the hot path); a pthread key whose

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/thread_scratch.h: one growable scratch buffer per thread, for kernels whose working set is too
  * large for the stack of an arbitrary caller's thread (e.g. a decoded weight block of 128 KiB).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/version.c: the version string compiled into the library. */
 #include "megamoe/version.h"
 

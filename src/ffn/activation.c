@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ffn/activation.c: the activation table (see activation.h): names, parameter rules, gated or not,
  * GEMM2 K factor, scalar forms, and the run-time choice of the vector forms (activation_avx512.c). */
 #include "ffn/activation.h"
@@ -106,11 +107,12 @@ static mm_status gelu_params(const float *p, int n, mm_ffn_act *act, mm_error *e
 
 /* In enum order (mm_mega_moe_activation). */
 static const mm_ffn_act_info table[] = {
-    {MM_MEGA_MOE_SWIGLU, "swiglu", 1, 1, 1, 1, "[] or [clamp]", clamp_params, swiglu, mm_ffn_swiglu_avx512},
+    {MM_MEGA_MOE_SWIGLU, "swiglu", 1, 1, 1, 1, "[] or [clamp]", clamp_params, swiglu,
+     MM_X86_ONLY(mm_ffn_swiglu_avx512)},
     {MM_MEGA_MOE_SWIGLUSTEP, "swiglustep", 1, 1, 1, 1, "[] or [clamp]", clamp_params, swiglustep,
-     mm_ffn_swiglustep_avx512},
+     MM_X86_ONLY(mm_ffn_swiglustep_avx512)},
     {MM_MEGA_MOE_SWIGLUOAI, "swigluoai", 1, 1, 3, 3, "[] or [clamp, alpha, beta]", oai_params, swigluoai,
-     mm_ffn_swigluoai_avx512},
+     MM_X86_ONLY(mm_ffn_swigluoai_avx512)},
     {MM_MEGA_MOE_SITUGLU, "situglu", 1, 1, 1, 2, "[], [beta] or [beta, linear_beta]", situglu_params, situglu,
      NULL},
     {MM_MEGA_MOE_GELU, "gelu", 0, 2, 1, 1, "[] or the placeholder [FLT_MAX]", gelu_params, gelu, NULL},

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ffn/activation.h: the activation table of the expert FFN, the one place that knows an activation.
  *
  * Each row of the table (activation.c) gives the activation's name, its parameter rules (how many

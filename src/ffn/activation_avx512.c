@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ffn/activation_avx512.c: the AVX-512 forms of the activation table's rows (activation.c), each
  * repeating its scalar form operation for operation (same F32 roundings in the same order, no fused
  * multiply-add), so that both give the same bits; situglu (tanhf) and gelu have no vector form. */

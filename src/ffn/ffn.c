@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ffn/ffn.c: the expert FFN (ffn.h) on a batch of row groups (spec steps 2-6): one grouped GEMM1 over
  * every group, the activation (BF16 rounding of H for A16W16, activation, optional gating weight,
  * GEMM2-input rounding or quantization), one grouped GEMM2 whose epilogue writes BF16 rows.

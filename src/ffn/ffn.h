@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ffn/ffn.h: the expert FFN (spec steps 2-6) as one library module: rows of several experts through
  * one grouped GEMM1, the activation (activation.h; optional BF16 rounding of GEMM1's output, optional
  * per-row gating weight, the GEMM2-input rounding or quantization with the row kernels of rowops.h),

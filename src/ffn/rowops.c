@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ffn/rowops.c: the portable row kernels (rowops.h), the run-time choice of their AVX-512 twins
  * (rowops_avx512.c), which give the same bits (each product and sum is one rounded F32 operation in the
  * same order, no fused multiply-add), and the dispatch rounding of an input row. */
@@ -43,7 +44,11 @@ const mm_rowops *mm_rowops_portable(void) {
 
 const mm_rowops *mm_rowops_get(void) {
     /* mm_cpu_isa computes its answer once per process and is thread-safe. */
+#if MM_X86_KERNELS
     return mm_cpu_isa() >= MM_ISA_AVX512 ? &mm_rowops_avx512_table : &portable;
+#else
+    return &portable;
+#endif
 }
 
 void mm_ffn_quantize_input(mm_dtype dtype, const uint16_t *x, int64_t hidden, uint8_t *data, uint8_t *mx,

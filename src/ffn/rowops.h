@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ffn/rowops.h: the row kernels of the hot paths (BF16 widening and rounding, the combine sums, the
  * INT8 per-token quantizers of the dispatches and of the GEMM2 input), each with an AVX-512 twin
  * (rowops_avx512.c) chosen at run time through core/cpu.h (MEGAMOE_ISA=ref forces the portable

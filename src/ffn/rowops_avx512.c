@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ffn/rowops_avx512.c: AVX-512 twins of the row kernels of rowops.c, bit-identical to them.
  * BF16 -> F32 is a shift; F32 -> BF16 is the RNE add-and-shift, and a vector holding a NaN is handed
  * to the scalar conversion (which keeps the library's NaN payload rule). Tails use masked loads. */

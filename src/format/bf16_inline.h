@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* format/bf16_inline.h: BF16 <-> F32 as inline functions for the operators' per-element loops, where
  * the out-of-line mm_bf16_to_f32 / mm_f32_to_bf16 (megamoe/formats.h) would cost a call per element.
  * The rule is the library's, bit for bit: F32 -> BF16 rounds to nearest even and quiets a NaN by

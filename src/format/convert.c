@@ -1,4 +1,5 @@
-/* format/convert.c: exact scalar conversions between F32 and the element formats of spec/formats.md.
+/* SPDX-License-Identifier: Apache-2.0 */
+/* format/convert.c: exact scalar conversions between F32 and the element formats of docs/numerics.md.
  *
  * Every encoder works on the F32 bit pattern with integer arithmetic: the value is split into an
  * integer significand and a power of two, the dropped low bits decide round-to-nearest-even, and the

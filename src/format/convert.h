@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* format/convert.h: private entry points of the exact scalar conversions (format/convert.c).
  *
  * The public scalar functions live in megamoe/formats.h; this header adds what the rest of the library

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* format/decode_tables.c: the decode tables of format/decode_tables.h, filled from the format table's
  * exact scalar decoders (one set of decoders, so a table is never a second source of values). */
 #include "format/decode_tables.h"

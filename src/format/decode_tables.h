@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* format/decode_tables.h: F32 (and BF16) lookup tables for decoding narrow weight/activation codes fast.
  *
  * A GEMM over FP4/FP8/INT4 weights decodes each code once per use; a 16- or 256-entry table turns that

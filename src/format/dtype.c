@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* format/dtype.c: the public dtype and tensor-descriptor helpers, all derived from the format table. */
 #include <string.h>
 

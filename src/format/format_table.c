@@ -1,6 +1,7 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* format/format_table.c: the rows of the format-traits table (see format_table.h).
  * The to_f32/from_f32 entries are the exact scalar conversions of format/convert.c: a decoder wherever
- * the decode is exact in F32, an encoder only where spec/formats.md defines the element rounding
+ * the decode is exact in F32, an encoder only where docs/numerics.md defines the element rounding
  * (integers are quantized per row, never element by element; E1M2 and E8M0 are never produced here). */
 #include "format/format_table.h"
 

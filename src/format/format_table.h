@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* format/format_table.h: the one table of number-format traits, indexed by mm_dtype.
  *
  * Every place that needs to know something about a format (size, packing, whether it is an MX element
@@ -14,7 +15,7 @@
 
 #include "megamoe/dtype.h"
 
-/* Elements sharing one E8M0 scale in an MX row (spec/formats.md). */
+/* Elements sharing one E8M0 scale in an MX row (docs/numerics.md). */
 #define MM_MX_BLOCK 32
 
 /* Element decode/encode through F32. `bits` holds the element's code in its low bits (a 4-bit element
@@ -32,10 +33,11 @@ typedef struct mm_format_traits {
     mm_dtype scale_dtype; /* the scale a quantized row of this format carries: E8M0 per MX block, F32
                              per row for the integer quantization (INT8, INT4), INVALID when none */
     int decode_entries;   /* codes a decode table covers (format/decode_tables.h): 16 or 256, 0 = none */
-    int mx_emax;          /* emax of an MX element (spec/formats.md step 2; E1M2 too), -1 = none */
-    int mx_min_exp;       /* MX elements: exponent of half the smallest subnormal (anything below: 0) */
-    mm_to_f32_fn to_f32;  /* exact decode */
-    mm_from_f32_fn from_f32; /* RNE with the saturation rule of spec/formats.md */
+    int mx_emax; /* emax of an MX element (docs/numerics.md, "MX block-32 quantization"; E1M2 too), -1 = none
+                  */
+    int mx_min_exp;          /* MX elements: exponent of half the smallest subnormal (anything below: 0) */
+    mm_to_f32_fn to_f32;     /* exact decode */
+    mm_from_f32_fn from_f32; /* RNE with the saturation rule of docs/numerics.md */
 } mm_format_traits;
 
 /* Row for dtype, or NULL when dtype is out of range or MM_DTYPE_INVALID. */

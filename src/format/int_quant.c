@@ -1,5 +1,7 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* format/int_quant.c: INT8 per-token quantization (div-away, mul-even), INT4 packing and Ascend's UINT64
- * weight-scale form (spec/formats.md "INT8 per-token", "INT8 / INT4 weights").
+ * weight-scale form (docs/numerics.md "INT8 per-token quantization", "INT4, UINT64 scales, weight-scale
+ * layout").
  *
  * The rounding of x / s and x * m to integers is done on the F32 result with exact integer arithmetic
  * (truncate, then compare the exact fractional part with 0.5), so it does not depend on the FPU rounding

@@ -1,4 +1,5 @@
-/* format/mx.c: MX block-32 quantization and dequantization (spec/formats.md "MX").
+/* SPDX-License-Identifier: Apache-2.0 */
+/* format/mx.c: MX block-32 quantization and dequantization (docs/numerics.md "MX block-32 quantization").
  *
  * Per group of 32 BF16 values: the E8M0 scale is the floor rule b = max(e(amax) - emax, 0), and each
  * element is convert(v * 2^(127 - b)). The scaling is done inside the encoder by exponent arithmetic

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* format/mx_code_table.c: builds the MX element code tables once per process (see mx_code_table.h). */
 #include "format/mx_code_table.h"
 

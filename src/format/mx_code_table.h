@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* format/mx_code_table.h: table-driven element encoding for MX quantization (the hot path).
  *
  * Inside a finite MX group every element is a BF16 value v and the code of v * 2^(127 - b) depends only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/gemm.h: the grouped expert GEMM layer (private API used by the MoE operators).
  *
  * Two steps, in the BLIS manner:
@@ -6,7 +7,7 @@
  *      (column sums, F32 scales, INT4 offsets).
  *   2. mm_gemm_grouped: C_g = dequant(A_g) . dequant(W_g) for every group g (one expert's rows), split
  *      into (group, N-block, M-block) tasks on the process-wide pool.
- * The arithmetic per format pair is that of spec/mega_moe.md (see docs/gemm.md): INT8 x INT8 and
+ * The arithmetic per format pair is that of docs/mega_moe.md (see docs/gemm.md): INT8 x INT8 and
  * INT8 x INT4 accumulate exactly in INT32 and scale afterwards; BF16 and MX accumulate F32 products of
  * dequantized values. Every output element is reduced over the whole K by one kernel call, in a fixed
  * order, so results do not depend on the thread count.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/grouped.c: mm_gemm_grouped, the framework loops around the micro-kernels.
  *
  * Work is cut into tasks of (group, N-block of one panel, M-block of up to M_BLOCK_TILES kernel tiles)

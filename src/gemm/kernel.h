@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernel.h: the one micro-kernel signature and the kernel descriptor.
  *
  * A micro-kernel computes one register tile: up to MR rows of activations times one packed panel of

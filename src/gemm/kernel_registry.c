@@ -1,7 +1,9 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernel_registry.c: the registration lists of each ISA and the per-pair selection table.
  *
  * The lists live here, in a baseline-ISA file, because a registration function compiled with AVX-512
- * flags could itself contain AVX-512 instructions and fault on older CPUs. */
+ * flags could itself contain AVX-512 instructions and fault on older CPUs. Off x86-64 those kernels are
+ * not built (MM_X86_ONLY: NULL) and never chosen, since the CPU supports no level above MM_ISA_REF. */
 #include "gemm/kernel_registry.h"
 
 #include <pthread.h>
@@ -20,26 +22,29 @@ typedef struct registration {
 #define REF(fn, label)                                                                                       \
     { label "_ref_4x32", MM_ISA_REF, MM_GEMM_REF_MR, fn, NULL, NULL, 0, 0 }
 #define AVX512(fn, label)                                                                                    \
-    { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, fn, NULL, NULL, 0, 0 }
+    { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, MM_X86_ONLY(fn), NULL, NULL, 0, 0 }
 /* INT on vpdpbusd: the whole K (up to MM_GEMM_AVX512_INT_KC) per call. */
 #define AVX512_INT(fn, label)                                                                                \
-    { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, fn, NULL, NULL, 0, MM_GEMM_AVX512_INT_KC }
+    {                                                                                                        \
+        label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, MM_X86_ONLY(fn), NULL, NULL, 0,              \
+            MM_GEMM_AVX512_INT_KC                                                                            \
+    }
 /* MX on BF16 dot products: rows decoded once per call, panels once per K block. */
 #define AVX512_MX(prepare_panel, label)                                                                      \
     {                                                                                                        \
-        label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, mm_ukernel_mx_avx512,                        \
-            mm_gemm_mx_row_to_bf16, prepare_panel, 0, 0                                                      \
+        label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, MM_X86_ONLY(mm_ukernel_mx_avx512),           \
+            mm_gemm_mx_row_to_bf16, MM_X86_ONLY(prepare_panel), 0, 0                                         \
     }
 
 /* AMX tiles pay off from a few rows on (INT8 from fewer than BF16, since the AMX kernels take long K
  * blocks, grouped.c; the min_rows of the registrations below are the measured crossovers: docs/gemm.md,
  * 'AMX row thresholds'); fewer rows stream weights faster through the AVX-512 kernels. */
 #define AMX(fn, label, min_rows)                                                                             \
-    { label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, fn, NULL, NULL, min_rows, MM_GEMM_AMX_KC }
+    { label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(fn), NULL, NULL, min_rows, MM_GEMM_AMX_KC }
 #define AMX_MX(prepare_panel, label)                                                                         \
     {                                                                                                        \
-        label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, mm_ukernel_mx_amx, mm_gemm_mx_row_to_bf16_amx,       \
-            prepare_panel, 0, MM_GEMM_AMX_KC                                                                 \
+        label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(mm_ukernel_mx_amx),                      \
+            MM_X86_ONLY(mm_gemm_mx_row_to_bf16_amx), MM_X86_ONLY(prepare_panel), 0, MM_GEMM_AMX_KC           \
     }
 
 /* INT8 x INT4 few-rows kernel (below): the raw panel straight into vpdpbusd (i4_small_avx512.c), 8-row
@@ -49,7 +54,7 @@ typedef struct registration {
 #define I4_SMALL_MAX_ROWS 10
 
 /* Every supported pair, reference first. The FP8 pairs cover the mixed E4M3/E5M2 cases that an
- * activation_out_dtype override produces (spec/mega_moe.md). */
+ * activation_out_dtype override produces (docs/mega_moe.md). */
 static const registration registrations[] = {
     {MM_DTYPE_BF16, MM_DTYPE_BF16, REF(mm_ukernel_bf16_bf16_ref, "bf16xbf16")},
     {MM_DTYPE_I8, MM_DTYPE_I8, REF(mm_ukernel_i8_i8_ref, "i8xi8")},
@@ -74,12 +79,12 @@ static const registration registrations[] = {
     {MM_DTYPE_BF16, MM_DTYPE_BF16, AMX(mm_ukernel_bf16_bf16_amx, "bf16xbf16", 4)},
     {MM_DTYPE_I8,
      MM_DTYPE_I8,
-     {"i8xi8_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, mm_ukernel_i8_i8_amx, NULL, NULL, 3,
+     {"i8xi8_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(mm_ukernel_i8_i8_amx), NULL, NULL, 3,
       MM_GEMM_AMX_INT_KC}},
     {MM_DTYPE_I8,
      MM_DTYPE_INT4,
-     {"i8xi4_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, mm_ukernel_i8_i4_amx, NULL, mm_prepare_panel_i4_amx,
-      I4_SMALL_MAX_ROWS + 1, MM_GEMM_AMX_INT_KC}},
+     {"i8xi4_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(mm_ukernel_i8_i4_amx), NULL,
+      MM_X86_ONLY(mm_prepare_panel_i4_amx), I4_SMALL_MAX_ROWS + 1, MM_GEMM_AMX_INT_KC}},
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, AMX_MX(mm_prepare_panel_fp8_amx, "e4m3xe4m3")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, AMX_MX(mm_prepare_panel_fp8_amx, "e5m2xe5m2")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, AMX_MX(mm_prepare_panel_fp8_amx, "e5m2xe4m3")},
@@ -103,16 +108,16 @@ typedef struct few_rows_registration {
 
 #define AVX512_MX_SMALL(label)                                                                               \
     {                                                                                                        \
-        label "_avx512_small_4x32", MM_ISA_AVX512, MM_GEMM_MX_SMALL_MR, mm_ukernel_mx_small_avx512,          \
-            mm_gemm_mx_row_to_bf16, NULL, 0, 0                                                               \
+        label "_avx512_small_4x32", MM_ISA_AVX512, MM_GEMM_MX_SMALL_MR,                                      \
+            MM_X86_ONLY(mm_ukernel_mx_small_avx512), mm_gemm_mx_row_to_bf16, NULL, 0, 0                      \
     }
 /* MX on AMX with few rows: K blocks decoded straight into the B tiles (mx_amx_avx512.c), one tile of up
  * to 16 rows per panel; the prepared-block kernel above takes the larger groups. */
 #define MX_FEW_AMX_MAX_ROWS MM_GEMM_MX_FEW_AMX_MR
 #define AMX_MX_FEW(label)                                                                                    \
     {                                                                                                        \
-        label "_amx_few_16x32", MM_ISA_AMX, MM_GEMM_MX_FEW_AMX_MR, mm_ukernel_mx_few_amx,                    \
-            mm_gemm_mx_row_to_bf16_amx, NULL, 0, MM_GEMM_MX_FEW_AMX_KC                                       \
+        label "_amx_few_16x32", MM_ISA_AMX, MM_GEMM_MX_FEW_AMX_MR, MM_X86_ONLY(mm_ukernel_mx_few_amx),       \
+            MM_X86_ONLY(mm_gemm_mx_row_to_bf16_amx), NULL, 0, MM_GEMM_MX_FEW_AMX_KC                          \
     }
 static const few_rows_registration few_rows_registrations[] = {
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, 3, AVX512_MX_SMALL("e4m3xe4m3"), 1},
@@ -132,8 +137,8 @@ static const few_rows_registration few_rows_registrations[] = {
     {MM_DTYPE_I8,
      MM_DTYPE_INT4,
      I4_SMALL_MAX_ROWS,
-     {"i8xi4_avx512_small_8x32", MM_ISA_AVX512, MM_GEMM_I4_SMALL_MR, mm_ukernel_i8_i4_small_avx512, NULL,
-      NULL, 0, MM_GEMM_AVX512_INT_KC},
+     {"i8xi4_avx512_small_8x32", MM_ISA_AVX512, MM_GEMM_I4_SMALL_MR,
+      MM_X86_ONLY(mm_ukernel_i8_i4_small_avx512), NULL, NULL, 0, MM_GEMM_AVX512_INT_KC},
      0},
 };
 #define N_FEW_ROWS (sizeof few_rows_registrations / sizeof few_rows_registrations[0])
@@ -145,11 +150,6 @@ static const few_rows_registration *few_by_isa[MM_ISA_COUNT][MM_DTYPE_COUNT][MM_
 
 /* The AMX MX kernels' decoders (mx_decode_avx512.h) use vpermb / vpermt2b: AVX512_VBMI, which every
  * AMX CPU so far has, but the ISA level does not imply it; without it MX stays on AVX-512. */
-static int cpu_has_vbmi(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512vbmi");
-}
-
 static int registration_usable(const registration *r, mm_isa allowed, int vbmi) {
     if (r->kernel.isa > allowed) return 0;
     return vbmi || !(r->kernel.isa == MM_ISA_AMX && mm_format_is_mx(r->w_dtype));
@@ -157,7 +157,7 @@ static int registration_usable(const registration *r, mm_isa allowed, int vbmi) 
 
 static void build_table(void) {
     mm_isa allowed = mm_cpu_isa();
-    int vbmi = cpu_has_vbmi();
+    int vbmi = mm_cpu_has_avx512_vbmi();
     for (size_t i = 0; i < N_REGISTRATIONS; i++) {
         const registration *r = &registrations[i];
         if (registration_usable(r, allowed, vbmi)) by_isa[r->kernel.isa][r->a_dtype][r->w_dtype] = &r->kernel;
@@ -195,7 +195,7 @@ const mm_gemm_kernel *mm_gemm_kernel_lookup(mm_isa isa, mm_dtype a_dtype, mm_dty
     for (size_t i = 0; i < N_REGISTRATIONS; i++) {
         const registration *r = &registrations[i];
         if (r->kernel.isa == isa && r->a_dtype == a_dtype && r->w_dtype == w_dtype)
-            return registration_usable(r, isa, cpu_has_vbmi()) ? &r->kernel : NULL;
+            return registration_usable(r, isa, mm_cpu_has_avx512_vbmi()) ? &r->kernel : NULL;
     }
     return NULL;
 }
@@ -203,8 +203,7 @@ const mm_gemm_kernel *mm_gemm_kernel_lookup(mm_isa isa, mm_dtype a_dtype, mm_dty
 const mm_gemm_kernel *mm_gemm_kernel_lookup_few_rows(mm_isa isa, mm_dtype a_dtype, mm_dtype w_dtype,
                                                      int *max_rows) {
     if (!dtype_in_range(a_dtype) || !dtype_in_range(w_dtype) || !mm_cpu_supports(isa)) return NULL;
-    __builtin_cpu_init();
-    int vbmi = __builtin_cpu_supports("avx512vbmi");
+    int vbmi = mm_cpu_has_avx512_vbmi();
     for (size_t i = 0; i < N_FEW_ROWS; i++) {
         const few_rows_registration *r = &few_rows_registrations[i];
         if (r->kernel.isa == isa && r->a_dtype == a_dtype && r->w_dtype == w_dtype &&
@@ -214,4 +213,17 @@ const mm_gemm_kernel *mm_gemm_kernel_lookup_few_rows(mm_isa isa, mm_dtype a_dtyp
         }
     }
     return NULL;
+}
+
+int mm_gemm_kernel_pair(int i, mm_dtype *a_dtype, mm_dtype *w_dtype) {
+    int n = 0;
+    for (size_t r = 0; r < N_REGISTRATIONS; r++) {
+        if (registrations[r].kernel.isa != MM_ISA_REF) continue;
+        if (n++ == i) {
+            *a_dtype = registrations[r].a_dtype;
+            *w_dtype = registrations[r].w_dtype;
+            return 1;
+        }
+    }
+    return 0;
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernel_registry.h: which micro-kernel serves each (activation, weight) format pair.
  *
  * The portable reference set is registered first, for every pair the GEMM supports; the AVX-512 set
@@ -26,6 +27,9 @@ const mm_gemm_kernel *mm_gemm_kernel_lookup(mm_isa isa, mm_dtype a_dtype, mm_dty
 /* The few-rows kernel of exactly that ISA for the pair (the one select_rows prefers for small groups,
  * e.g. the MX kernels of mx_small_avx512.c and mx_amx_avx512.c), or NULL if there is none or the hardware
  * lacks what it needs; *max_rows (if not NULL) gets the largest group it is chosen for. */
+/* The i-th (activation, weight) pair the GEMM supports (every pair has a portable kernel), for reports
+ * such as `megamoe version --verbose`; 0 when i is past the last pair. */
+int mm_gemm_kernel_pair(int i, mm_dtype *a_dtype, mm_dtype *w_dtype);
 const mm_gemm_kernel *mm_gemm_kernel_lookup_few_rows(mm_isa isa, mm_dtype a_dtype, mm_dtype w_dtype,
                                                      int *max_rows);
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/pack.c: mm_gemm_pack_weights, from the API form of one expert's weights to the panel layout of
  * gemm/packed.h, plus everything that depends on the weights only (F32 scales, column sums, offsets). */
 #include <stdlib.h>

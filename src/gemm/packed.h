@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/packed.h: the packed weight layout shared by pack.c and every micro-kernel.
  *
  * Weights are cut into panels of MM_GEMM_NR output columns (the last panel zero-padded). Inside a panel

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/prepare_rows.c: activation preparation shared by kernels that compute MX formats as BF16.
  *
  * An MX element times its E8M0 scale, q * 2^(s-127), has at most 4 significant bits (E4M3; E5M2 has

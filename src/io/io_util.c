@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* io/io_util.c: quoting of untrusted text for messages, errno text, UTF-8 checks, a byte buffer. */
 #include "io/io_util.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* io/io_util.h: small helpers shared by the JSON parser and the safetensors reader/writer.
  *
  * They exist so that every error message quotes untrusted text the same safe way (bounded length,

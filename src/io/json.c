@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* io/json.c: the strict JSON parser (see json.h). Recursive descent with an explicit depth limit;
  * every node, string and child list lives in one arena owned by the document, so a failure part-way
  * through frees everything with one call. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* io/json.h: a strict JSON parser (RFC 8259) for safetensors headers and case-file attribute values.
  *
  * Strict because the input is untrusted: no comments, no trailing commas, no leading zeros, no NaN,

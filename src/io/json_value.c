@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* io/json_value.c: reading values out of a parsed JSON document, and the literal helpers the case
  * runner uses to parse attribute strings from case-file metadata (see json.h). */
 #include <stdio.h>

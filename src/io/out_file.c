@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* io/out_file.c: where an output file lands, and how it gets there without ever leaving half a file.
  *
  * A regular target is replaced atomically: the contents go to an unnamed file (O_TMPFILE) in the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* io/out_file.h: writing an output file atomically, following symbolic links, through special files.
  *
  * Every output megamoe writes (case outputs, safetensors files) goes through mm_out_file_write, so the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* io/st_header.c: validation of a safetensors header against its data region.
  *
  * Every rule of docs/case_files.md "What the reader enforces" is checked here, in this order:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* io/st_internal.h: the reader's state, shared by the header validation (st_header.c) and the file
  * access code (st_reader.c). */
 #ifndef MEGAMOE_IO_ST_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* io/st_reader.c: opening safetensors files (from disk or memory), lookups, and lazy tensor reads.
  *
  * Only the 8-byte length and the header are read at open; tensor data is read on demand with pread,

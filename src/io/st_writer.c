@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* io/st_writer.c: writing safetensors files in the standard layout, atomically.
  *
  * Layout: metadata first (keys sorted), then the tensors in insertion order with their data laid out

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/re_routing.c: MoeReRouting, moving (rank, expert) blocks of tokens from rank-major to expert-major
  * order, with their scales, and writing the index and per-expert token counts.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/re_routing_check.c: every validation rule of MoeReRouting, applied before anything is written.
  *
  * The rules are listed in docs/operators.md ("MoeReRouting"). Each failure names the tensor or attribute,

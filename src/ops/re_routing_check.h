@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/re_routing_check.h: private interface between MoeReRouting's validation and its copy.
  *
  * Validation yields an mm_rr_geometry; the copy (re_routing.c) uses only that record and the

@@ -1,7 +1,8 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ref/activation_ref.c: reference activations (swiglu, swiglustep, swigluoai, situglu, gelu).
  *
- * Formulas of spec/mega_moe.md step 3, written as plainly as possible. Inputs are F32; everything is
- * evaluated in double and rounded once to F32 at the end. Clamps use explicit comparisons (not
+ * Formulas of docs/mega_moe.md, Semantics, "Activations", written as plainly as possible. Inputs are F32;
+ * everything is evaluated in double and rounded once to F32 at the end. Clamps use explicit comparisons (not
  * fmin/fmax) so that a NaN input stays NaN instead of being replaced by the clamp value. */
 #include "ref/activation_ref.h"
 

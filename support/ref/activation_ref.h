@@ -1,4 +1,6 @@
-/* ref/activation_ref.h: the reference activation functions of MegaMoE (spec/mega_moe.md, step 3).
+/* SPDX-License-Identifier: Apache-2.0 */
+/* ref/activation_ref.h: the reference activation functions of MegaMoE (docs/mega_moe.md, Semantics,
+ * "Activations").
  *
  * Kept apart from the rest of the reference so that a fast path can be compared function by function.
  * Every function takes F32 inputs, evaluates the formula in double and rounds the result once to F32:

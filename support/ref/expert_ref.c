@@ -1,5 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ref/expert_ref.c: scenario table, dispatch-side quantization and the per-row expert FFN of the
- * reference (spec/mega_moe.md steps 1-6). Plain loops over float64; every conversion goes through
+ * reference (docs/reference.md steps 1-6). Plain loops over float64; every conversion goes through
  * include/megamoe/formats.h so that the reference and the fast path share one set of format rules. */
 #include "ref/expert_ref.h"
 

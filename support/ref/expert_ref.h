@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ref/expert_ref.h: one expert of the reference, on one row at a time (steps 1-6 of the data flow).
  *
  * An expert's weights are decoded once into float64 matrices (output-channel major, so each output is

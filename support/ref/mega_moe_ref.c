@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ref/mega_moe_ref.c: the global-view MegaMoE reference: dispatch, every expert, shared experts and the
  * combine orders of modes 0/1/2 (contract in ref/mega_moe_ref.h, rationale in docs/reference.md).
  *

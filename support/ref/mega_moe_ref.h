@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ref/mega_moe_ref.h: the float64 reference of MegaMoE, a global view of all ranks at once.
  *
  * This is what the fast operator and `megamoe run` are checked against. It takes every rank's inputs
@@ -5,7 +6,7 @@
  * It depends on no operator API: the structs below are its own, and callers convert into them (BF16
  * topk_weights to F32, UINT64 weight scales to F32, per-expert weight lists to stacked buffers).
  *
- * The contract (spec/mega_moe.md "Data flow and rounding points", made exact; docs/reference.md):
+ * The contract (docs/mega_moe.md "Semantics", made exact in docs/reference.md):
  *  1. Dispatch, once per active home row: A16W16 keeps x as BF16; INT scenarios quantize the F32 value
  *     of the BF16 row with mm_int8_quantize_row_div_away; MX scenarios quantize the BF16 row with
  *     mm_mx_quantize_row_bf16 in the dispatch dtype (or take the pre-quantized bytes + scales as given).
@@ -121,7 +122,8 @@ typedef enum mm_ref_scenario {
 } mm_ref_scenario;
 
 const char *mm_ref_scenario_name(mm_ref_scenario scenario);
-/* Scenario table of spec/mega_moe.md; MM_REF_SCENARIO_INVALID for a pair that does not match. */
+/* Scenario table of docs/mega_moe.md ("Semantics"); MM_REF_SCENARIO_INVALID for a pair that does not match.
+ */
 mm_ref_scenario mm_ref_scenario_of(mm_dtype weight_dtype, mm_dtype input_dtype);
 
 /* Runs the reference for all R ranks: inputs[R], outputs[R]. Validates first (the message names the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ref/mega_moe_ref_check.c: validation for the reference. It checks what the reference's math and its
  * memory accesses rely on (shapes, pointers, id ranges, the scenario table, mode/topology pairs), so a
  * wrong test setup fails with a message instead of reading out of bounds. The operator's full

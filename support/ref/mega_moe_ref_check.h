@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ref/mega_moe_ref_check.h: input checks of the reference (what its math and memory safety need). */
 #ifndef MEGAMOE_REF_MEGA_MOE_REF_CHECK_H
 #define MEGAMOE_REF_MEGA_MOE_REF_CHECK_H

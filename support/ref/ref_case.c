@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ref/ref_case.c: buffer ownership and layout-aware setters for reference calls (see ref_case.h). */
 #include "ref/ref_case.h"
 

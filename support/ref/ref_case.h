@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ref/ref_case.h: owned, zero-filled buffers for a whole reference call (all ranks), plus element
  * setters that hide weight layout (transpose flags) and 4-bit packing.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/backend_launch.sh: `--backend NAME` is looked up in the table of backends: an unknown name
 # is one line naming it and the available ones (exit 2) on every command; the MPI backend asked for more
 # than one rank in a process not started by an MPI launcher is an error saying how to start it (it used

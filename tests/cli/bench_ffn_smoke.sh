@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/bench_ffn_smoke.sh: `megamoe bench ffn --quick` runs and prints its tables (no timing is
 # asserted: speed is the benchmark's business, not a test's); bad options exit 2 with one stderr line.
 # Usage: bash bench_ffn_smoke.sh <path-to-megamoe> <source-dir>

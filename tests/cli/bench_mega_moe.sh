@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/bench_mega_moe.sh: `megamoe bench mega-moe` runs and prints a well-formed row (the layer and its
 # expert compute alone are positive times, the ratio and shares are their quotients, the row counts match
 # the routing: tokens x ranks x top-k), --help lists the options, bad options exit 2 with one line.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/case_broken.sh: broken case files (built byte by byte in Python, standard library only) make
 # `megamoe case` exit with status 2, print exactly one line on stderr naming the tensor or attribute,
 # create no output file, and leave an existing output file byte-identical.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/case_mega_moe.sh: `megamoe case` on mega_moe cases made by `case-gen mega-moe`: every scenario
 # and the main options run (exit 0) on the threads backend; in an MPI build, mpirun gives the same bytes;
 # a case breaking a rule exits 2 with one line naming it and writes no output; y of A16W16 cases equals

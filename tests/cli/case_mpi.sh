@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/case_mpi.sh: `megamoe case --backend mpi`. In an MPI build, the file written under mpirun
 # (2 and 3 processes) and by a singleton process is byte-identical to the threads backend's, and a broken
 # case exits 2 without output; in a build without MPI the backend fails with status 1 and says so.

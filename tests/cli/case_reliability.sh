@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/case_reliability.sh: case files that used to crash, give wrong results with exit 0, or run
 # far longer / larger than their size warrants (the reliability audit); each section pins one fix.
 # Usage: bash case_reliability.sh <path-to-megamoe> <source-dir>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/case_round_trip.sh: `megamoe case-gen` -> `megamoe case` -> an independent check in Python
 # (standard library only) that parses both safetensors files itself (lib/safetensors_io.py) and
 # rebuilds the re-routing from the spec's definitions (SrcOffset/DstOffset). Also: case-gen is

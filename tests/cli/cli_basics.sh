@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/cli_basics.sh: --help, version and the exit status of bad usage of the megamoe CLI.
 # Usage: bash cli_basics.sh <path-to-megamoe> <source-dir>
 set -u

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/cli_vocabulary.sh: one option vocabulary across commands (docs/cli.md "Option vocabulary"):
 #   1. every old spelling (of an option, a scenario, an operator or a benchmark) is rejected with exit 2
 #      and one line naming its replacement, in every command that used to take it;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/dispatch_combine_case.sh: the Dispatch V3 / Combine V2 case files end to end, checked by an
 # independent Python reader (standard library only):
 #   1. case-gen dispatch-v3 -> case: every output row is the x row its (source, token, k) names, routed

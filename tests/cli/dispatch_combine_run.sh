@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/dispatch_combine_run.sh: `megamoe run --op dispatch-combine` and `megamoe bench dispatch-combine`
 # as a user runs them: --help states the defaults, small runs on every feature (TP, quant mode 2, shared
 # ranks, special experts, masks, elastic removal) succeed with the same-bits and finite checks passing,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/fault_mpi.sh: fault injection under mpirun. One of 3 MPI processes of `megamoe case` and of
 # `megamoe run` is stopped (SIGSTOP) or killed (SIGKILL) mid-call; the others must return a named error
 # within the timeout (3 s) and every process must exit (no wait in an agreement or in MPI_Finalize), each

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/file_cycles.sh: no two files of one operator folder (src/ops/*) or of src/ffn call each
 # other in a circle (scripts/check-file-cycles.py on the library's object files), so that each folder
 # keeps an order in which its ideas can be read, tested and replaced one at a time; a future circle

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/library_self_contained.sh: libmegamoe links alone. Every mm_ symbol an object of
 # libmegamoe.a references is defined in libmegamoe.a itself, the shared library needs no mm_ symbol from
 # elsewhere, and nothing of the support library (support/: the float64 reference and the bench-only

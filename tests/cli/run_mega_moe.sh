@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/run_mega_moe.sh: `megamoe run` (the MegaMoE layer) on shrunken shapes: every scenario exits 0
 # with a table row whose sample check is within the scenario tolerance, the presets' activations and
 # shared experts run, --trace writes valid JSON with one track per rank and the stage slices inside the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/run_mpi.sh: `megamoe run --backend mpi` under mpirun (2 and 3 processes, one rank each):
 # every scenario's row is within tolerance and the trace has one track per process. A build without MPI
 # fails with status 1 and says so.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/symbol_prefix.sh: every external symbol the static library defines starts with mm_, so that
 # linking libmegamoe.a into a program cannot collide with the program's own names (the shared library's
 # exports are checked against the public headers in install_pkgconfig.sh; the static archive exposes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_case.c: libFuzzer target for the case runner (mm_case_run, megamoe/case.h), threads backend.
  *
  * The input is the bytes of a case file, for any operator (the seed corpora are generated per operator

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_safetensors.c: libFuzzer target for the safetensors reader (megamoe/safetensors.h).
  *
  * The input is the bytes of a file. It is opened from memory and from a file path (the two paths must

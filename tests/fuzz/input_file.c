@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* input_file.c: the fuzz input as a file path (see input_file.h). */
 #include "input_file.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* input_file.h: the harnesses' shared helper: the fuzz input as a file path (an unnamed memfd reached
  * through /proc/self/fd), for the entry points that take a path (mm_st_open, mm_case_run). A memfd
  * keeps the per-input cost at a pwrite and leaves no files behind when the fuzzer is killed. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* replay_main.c: the main() that turns a fuzz harness into an ordinary test. It feeds every file of the
  * folders given on the command line (seed inputs and regressions/<target>/, the inputs that once crashed
  * the target) to LLVMFuzzerTestOneInput, so each `make test` checks them with the normal compiler and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs every libFuzzer target for a bounded time: builds build-fuzz/ (clang, MEGAMOE_FUZZ=ON), generates
 # seed corpora with the CLI (`megamoe case-gen OP`, small sizes; nothing large is committed), then runs
 #   fuzz_safetensors  on the crafted seeds + the generated case files (they are safetensors files)

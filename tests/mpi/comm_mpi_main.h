@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/mpi/comm_mpi_main.h: the body of the MPI communicator tests: every scenario of
  * comm_scenarios.h on a fresh communicator over MPI_COMM_WORLD (one rank per process, run by CTest
  * under mpirun with 2, 3 and 4 processes). Each process checks its own results; mpirun fails when any

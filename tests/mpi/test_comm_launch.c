@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/mpi/test_comm_launch.c: the backend-neutral launcher on the MPI backend (run by CTest under
  * mpirun with 2, 3 and 4 processes): this process is one rank of MPI_COMM_WORLD, the rank count must
  * match the world, and every process returns the lowest failing rank's status and message. MPI is

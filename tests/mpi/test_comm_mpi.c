@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/mpi/test_comm_mpi.c: the communicator scenarios on the MPI backend, with symmetric buffers in
  * shared-memory windows (all processes on this machine). */
 #include "comm_mpi_main.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/mpi/test_dispatch_combine.c: Dispatch V3 + Combine V2 with one rank per MPI process (run by
  * CTest with 2, 3 and 4 processes): the scenarios of test_dispatch_combine_scenarios.h (routed and
  * shared-expert ranks, several experts per rank, quant mode 2, masks, special experts, TP pairs,

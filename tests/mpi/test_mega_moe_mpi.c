@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/mpi/test_mega_moe_mpi.c: MegaMoE with one rank per MPI process (2, 3 and 4 processes): every
  * scenario with shared experts, masks, an idle rank and the combine modes, against the float64
  * reference and bit for bit against the threads backend run in the same process; a validation

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/bench/bench.h: the benchmarks of `megamoe bench`. An operator's benchmark is the bench entry of
  * its row in the operator table (common/operators.c); a part's is a row of the table in bench_main.c.
  * Either way one file tools/bench/bench_<name>.c defines its main (declared here); argv[0] is the

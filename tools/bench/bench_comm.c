@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/bench/bench_comm.c: `megamoe bench comm`: alltoallv latency and bandwidth of the communicator.
  *
  * Sizes: 8 bytes per peer (latency), then rows of 7168 BF16 values (the hidden size of the large MoE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/bench/bench_dispatch_combine.c: `megamoe bench dispatch-combine`: Dispatch V3 and Combine V2 latency
  * at decode sizes (1..32 tokens per rank, H 7168, K 8) and bandwidth at prefill sizes, next to an
  * alltoallv of the same bytes measured in the same run:

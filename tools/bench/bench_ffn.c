@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/bench/bench_ffn.c: `megamoe bench ffn`: the expert FFN on the grouped GEMM layer, per format, row
  * count and ISA level, against baselines measured in the same run:
  *   (a) peak loops of the instructions the kernels are made of (vdpbf16ps, vpdpbusd, AMX tdpbf16ps /
@@ -132,11 +133,11 @@ static void measure_baselines(const ffn_config *cfg, int quick, baselines *b) {
         double *out;
         mm_isa isa;
     } peaks[] = {
-        {"vdpbf16ps (bf16)", bench_ffn_peak_vdpbf16ps, b->dot_bf16, MM_ISA_AVX512},
-        {"vpdpbusd (int8)", bench_ffn_peak_vpdpbusd, b->dot_i8, MM_ISA_AVX512},
-        {"vfmadd231ps (f32)", bench_ffn_peak_fma_f32, b->fma, MM_ISA_AVX512},
-        {"AMX tdpbf16ps", bench_ffn_peak_tdpbf16ps, b->amx_bf16, MM_ISA_AMX},
-        {"AMX tdpbusd", bench_ffn_peak_tdpbusd, b->amx_i8, MM_ISA_AMX},
+        {"vdpbf16ps (bf16)", MM_X86_ONLY(bench_ffn_peak_vdpbf16ps), b->dot_bf16, MM_ISA_AVX512},
+        {"vpdpbusd (int8)", MM_X86_ONLY(bench_ffn_peak_vpdpbusd), b->dot_i8, MM_ISA_AVX512},
+        {"vfmadd231ps (f32)", MM_X86_ONLY(bench_ffn_peak_fma_f32), b->fma, MM_ISA_AVX512},
+        {"AMX tdpbf16ps", MM_X86_ONLY(bench_ffn_peak_tdpbf16ps), b->amx_bf16, MM_ISA_AMX},
+        {"AMX tdpbusd", MM_X86_ONLY(bench_ffn_peak_tdpbusd), b->amx_i8, MM_ISA_AMX},
     };
     for (size_t i = 0; i < sizeof peaks / sizeof peaks[0]; i++) {
         if (!mm_cpu_supports(peaks[i].isa)) {

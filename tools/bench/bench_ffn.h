@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/bench/bench_ffn.h: the pieces of `megamoe bench ffn` that live in their own files: the peak loops
  * (AVX-512 and AMX instructions, compiled with those flags and called only after run-time detection),
  * the streaming-read loop, and the optional oneDNN baseline. */

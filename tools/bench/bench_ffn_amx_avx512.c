@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/bench/bench_ffn_amx_avx512.c: the AMX peak loops of `bench ffn` (tdpbf16ps, tdpbusd), compiled with
  * the AVX-512 flags plus a target pragma for the tile instructions; called only after
  * mm_cpu_supports(MM_ISA_AMX), which also obtained Linux's tile permission for the process.

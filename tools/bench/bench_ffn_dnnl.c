@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/bench/bench_ffn_dnnl.c: the oneDNN baseline of `bench ffn`: the FFN's two per-expert GEMMs as oneDNN
  * matmuls with weights reordered once into the layout the primitive prefers (format_tag_any), BF16 x BF16
  * -> F32 and u8 x s8 -> s32, on oneDNN's OpenMP threads. Built only when CMake found oneDNN (Debian's

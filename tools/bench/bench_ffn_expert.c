@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/bench/bench_ffn_expert.c: the expert FFN that `megamoe bench ffn` times: the library's FFN module
  * (src/ffn/ffn.h, as MegaMoE runs it) on one expert: GEMM1 (rows x H . H x 2I, gate/up interleaved so
  * each tile holds both halves and SwiGLU runs in its epilogue), the quantization of the activation to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/bench/bench_ffn_peak_avx512.c: the AVX-512 peak loops and the streaming-read loop of `bench ffn`
  * (compiled with AVX-512 flags; called only after mm_cpu_supports(MM_ISA_AVX512)).
  *

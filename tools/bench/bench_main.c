@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/bench/bench_main.c: `megamoe bench [NAME]`: the benchmark table and the baselines they share. */
 #include <pthread.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/bench/bench_mega_moe.c: `megamoe bench mega-moe`: the whole MegaMoE layer (mm_mega_moe_run) against
  * its expert compute alone, per model shape and phase, measured in the same run.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/bench/bench_re_routing.c: `megamoe bench re-routing`: mm_re_routing against memcpy of the same bytes.
  *
  * Re-routing is a permuted copy, so memcpy is its speed limit: the benchmark reports how close it

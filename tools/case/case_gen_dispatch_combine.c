@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/case/case_gen_dispatch_combine.c: `megamoe case-gen dispatch-v3` and `megamoe case-gen combine-v2`.
  *
  * dispatch_v3 writes every surviving rank's Dispatch inputs. combine_v2 builds the same world, runs

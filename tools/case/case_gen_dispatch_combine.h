@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/case/case_gen_dispatch_combine.h: the dispatch-v3 and combine-v2 generators of `megamoe case-gen`
  * (case_gen_dispatch_combine.c). */
 #ifndef MEGAMOE_TOOLS_CASE_GEN_DISPATCH_COMBINE_H

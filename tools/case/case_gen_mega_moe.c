@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/case/case_gen_mega_moe.c: `megamoe case-gen mega-moe`: a random, seeded mega_moe case file.
  *
  * Every rank gets x (BF16, or pre-quantized MX bytes + scales), distinct top-k ids, gating weights,
@@ -20,7 +21,7 @@
 static const char usage[] =
     "usage: megamoe case-gen mega-moe -o FILE [options]\n"
     "\n"
-    "Writes a mega_moe case (spec/mega_moe.md, docs/case_files.md): per rank x, topk_ids, topk_weights,\n"
+    "Writes a mega_moe case (docs/mega_moe.md, docs/case_files.md): per rank x, topk_ids, topk_weights,\n"
     "stacked expert weights of the scenario, optional shared experts and mask; attributes in the metadata.\n"
     "\n"
     "options:\n"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/case/case_gen_re_routing.c: `megamoe case-gen re-routing`: a seeded moe_re_routing case file. */
 #include <getopt.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/case/case_gen_re_routing.h: the re-routing generator of `megamoe case-gen` (case_gen_re_routing.c).
  */
 #ifndef MEGAMOE_TOOLS_CASE_GEN_RE_ROUTING_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/case/cmd_case.c: `megamoe case IN -o OUT`: run one operator call from a case file (docs/cli.md). */
 #include <getopt.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/case/cmd_case_gen.c: `megamoe case-gen OP -o FILE`: write a random, seeded case file for an operator.
  *
  * Users make starting points for their own cases with it, and the CLI tests make their inputs with it.

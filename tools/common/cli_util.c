@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/common/cli_util.c: one-line diagnostics, exit statuses and strict option-value parsing. */
 #include "common/cli_util.h"
 

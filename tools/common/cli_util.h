@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/common/cli_util.h: what every sub-command shares: exit statuses, one-line diagnostics, option values.
  *
  * Diagnostics go to stderr as exactly one line "megamoe: <command>: <message>" so that scripts (and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/common/commands.h: the table of `megamoe` sub-commands.
  *
  * Adding a command is one row here plus one file defining its main function. Each main receives its

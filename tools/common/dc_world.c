@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/common/dc_world.c: building the seeded Dispatch V3 / Combine V2 world of dc_world.h. Survivors of an
  * elastic world keep their order (new rank = position among survivors), so the survivors among the
  * shared-expert ranks stay the first ranks, and each rank keeps its local experts. */

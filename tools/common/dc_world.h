@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/common/dc_world.h: a seeded Dispatch V3 / Combine V2 world (every rank's inputs) shared by
  * `megamoe case-gen dispatch-v3 / combine-v2`, `megamoe run --op dispatch-combine` and
  * `megamoe bench dispatch-combine`, with the command-line options that shape it. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/common/demo_data.c: seeded synthetic inputs for the re-routing demo, benchmark and case generator. */
 #include "common/demo_data.h"
 

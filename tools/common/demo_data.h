@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/common/demo_data.h: the synthetic re-routing workload shared by `run`, `bench re-routing` and
  * `case-gen`.
  *

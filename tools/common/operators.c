@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/common/operators.c: the rows of the operator table (operators.h). */
 #include "common/operators.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/common/operators.h: the operators of the CLI, one row each, shared by `case-gen`, `run` and
  * `bench` (and listed by their help texts from here).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/common/renamed.c: the table of old spellings (renamed.h) and the check every command runs. */
 #include "common/renamed.h"
 

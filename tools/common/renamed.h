@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/common/renamed.h: the spellings the CLI no longer accepts, each with the one that replaced it.
  *
  * docs/cli.md "Option vocabulary" gives the rule the new spellings follow. An old spelling is rejected

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/common/timing.c: monotonic clock and median/min/max of repeated timings. */
 #include "common/timing.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/common/timing.h: wall-clock timing for the benchmarks and the demo (monotonic clock, seconds). */
 #ifndef MEGAMOE_TOOLS_TIMING_H
 #define MEGAMOE_TOOLS_TIMING_H

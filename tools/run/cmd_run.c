@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/run/cmd_run.c: `megamoe run`, the main job: picks the operator (--op) and hands over to its main.
  *
  * The operators are the rows of the operator table (common/operators.h) with a run entry; the first,

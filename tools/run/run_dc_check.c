@@ -1,12 +1,13 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/run/run_dc_check.c: the float64 check of `megamoe run --op dispatch-combine`.
  *
  * For sampled tokens of one rank it recomputes, from the world's inputs alone (not from anything the
  * operators produced), what Dispatch -> expert FFN -> Combine + Add + RMSNorm must give: the expert
  * FFNs in float64 on the same seeded BF16 weights (run_dc_ffn.c's seeding), the weighted sum with the
  * zero / copy / const experts, the shared experts and shared_expert_x, the residual, rstd and y
- * (spec/dispatch_combine.md, steps 2-6). The INT8 dispatch (quant mode 2, optionally smoothed) is
- * replayed with the spec's F32 steps, since it defines the rows the FFN sees. Inactive tokens must come
- * back as zeros. TP and elastic scale-in are not covered here (the operator tests pin them). */
+ * (docs/dispatch_combine.md, "Semantics and decisions"). The INT8 dispatch (quant mode 2, optionally
+ * smoothed) is replayed with the spec's F32 steps, since it defines the rows the FFN sees. Inactive tokens
+ * must come back as zeros. TP and elastic scale-in are not covered here (the operator tests pin them). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/run/run_dc_check.h: the float64 check of `megamoe run --op dispatch-combine` (run_dc_check.c). */
 #ifndef MEGAMOE_TOOLS_RUN_DC_CHECK_H
 #define MEGAMOE_TOOLS_RUN_DC_CHECK_H

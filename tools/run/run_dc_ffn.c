@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/run/run_dc_ffn.c: the expert FFN that `megamoe run --op dispatch-combine` and `megamoe bench
  * dispatch-combine` run on Dispatch's rows: a BF16 SwiGLU expert per local expert through the library's
  * FFN module (src/ffn/ffn.h, private: this file, bench_ffn_expert.c and run_moe_check.c are the CLI

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/run/run_dc_ffn.h: a BF16 SwiGLU expert FFN on Dispatch V3's rows through the grouped GEMM layer
  * (run_dc_ffn.c), for `megamoe run --op dispatch-combine` and `megamoe bench dispatch-combine`. */
 #ifndef MEGAMOE_TOOLS_RUN_DC_FFN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/run/run_dispatch_combine.c: `megamoe run --op dispatch-combine`: Dispatch V3, a real expert FFN
  * (BF16 SwiGLU through the grouped GEMM layer, run_dc_ffn.c) on the received rows, then Combine + Add +
  * RMSNorm V2, on R ranks as threads, with per-stage timings (median over iterations of the slowest

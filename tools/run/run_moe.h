@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/run/run_moe.h: `megamoe run` for MegaMoE: presets, scenarios, synthetic data, the per-rank job,
  * the reference check and the trace, shared by the run_moe_*.c files.
  *

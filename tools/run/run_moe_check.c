@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/run/run_moe_check.c: checks the sampled tokens of `megamoe run` against the float64 reference.
  *
  * The reference (support/ref/mega_moe_ref.h, private: this is the one CLI file that includes src/) works on

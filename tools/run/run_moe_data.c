@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/run/run_moe_data.c: seeded synthetic weights, tokens and routing for `megamoe run`.
  *
  * Every expert's BF16 master weights come from its own random stream (seed, expert id, matrix), so a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/run/run_moe_main.c: `megamoe run` (--op mega-moe, the default): options and the threads driver
  * (the driver for launched backends such as MPI is run_moe_mpi.c, the table run_moe_report.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/run/run_moe_mpi.c: `megamoe run --backend NAME` for a backend with one rank per process (mpi, under
  * mpirun), started by mm_comm_launch. Every process builds only its own experts and tokens; rank 0
  * gathers the timings and the samples over the communicator, checks and prints. A backend this build

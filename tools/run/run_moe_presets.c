@@ -1,7 +1,8 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/run/run_moe_presets.c: the model presets and the scenario table of `megamoe run`.
  *
  * Presets copy the MoE layer shapes of public models. Token counts are scaled so that one iteration
- * runs in well under a second on the 2-core machine (spec/machine.md); DeepSeek-V3's 256 experts are
+ * runs in well under a second on the 2-core CI machine (docs/testing.md); DeepSeek-V3's 256 experts are
  * scaled to 32 loaded experts because 256 x 88 MB of BF16 weights do not fit (docs/mega_moe.md). */
 #include <string.h>
 

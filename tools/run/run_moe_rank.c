@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/run/run_moe_rank.c: the work of one rank in `megamoe run`: build its experts and tokens, create
  * the buffer and packed weights, one warm-up call, the timed calls, and keep the sample to check.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/run/run_moe_report.c: what `megamoe run` prints: the banner, one table row per scenario (stage
  * times from mm_mega_moe_last_stats, throughput, the reference check, the difference from A16W16),
  * and the notes under the table. Runs on the process that holds every rank's results (the main

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/run/run_moe_trace.c: the Chrome / Perfetto JSON trace of `megamoe run --trace FILE`.
  *
  * One track (thread) per rank, one slice per timed call ("mega_moe <scenario>") and inside it one slice

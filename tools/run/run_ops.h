@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/run/run_ops.h: the operators `megamoe run --op NAME` can run, one main function each.
  *
  * Each main receives argv with argv[0] = "run" and the --op option removed, parses its own options and

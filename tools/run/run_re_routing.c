@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/run/run_re_routing.c: `megamoe run --op re-routing`, the MoeReRouting demo.
  *
  * A realistic received-token block rearranged into expert order, checked, and timed against memcpy of

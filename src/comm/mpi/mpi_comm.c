@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/mpi/mpi_comm.c: life of an MPI-backend communicator: wrapping the caller's MPI_Comm, sub-groups,
  * the node map, destruction.
  *

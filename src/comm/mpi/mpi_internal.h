@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/mpi/mpi_internal.h: state of the MPI backend (one rank per MPI process).
  *
  * megamoe works on its own duplicate of the caller's MPI_Comm, with MPI_ERRORS_RETURN so that no MPI

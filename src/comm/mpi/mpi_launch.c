@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/mpi/mpi_launch.c: the MPI backend's row of the backend table: this process is one rank of
  * MPI_COMM_WORLD.
  *

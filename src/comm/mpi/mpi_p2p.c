@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/mpi/mpi_p2p.c: barrier and alltoallv of the MPI backend, by point-to-point messages.
  *
  * Algorithm: every rank posts one receive from and one send to each alive peer (a zero-byte message

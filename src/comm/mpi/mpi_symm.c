@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/mpi/mpi_symm.c: symmetric buffers of the MPI backend, as MPI-3 RMA windows.
  *
  * Each rank's part is its data followed by one 64-byte signal line per sender. Two layouts:

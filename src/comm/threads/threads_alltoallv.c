@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/threads/threads_alltoallv.c: alltoallv of the threads backend: small blocks pushed through
  * mailboxes, large blocks pulled from the sender's buffer.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/threads/threads_barrier.c: barrier of the threads backend.
  *
  * Algorithm: each rank stores its new epoch into its own flag (release), then waits until the flag of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/threads/threads_group.c: life of a threads-backend group: its allocation (for a world,
  * threads_world.c, or a sub-group made by split) and the collective destruction of sub-groups.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/threads/threads_internal.h: shared state of the threads backend (ranks are threads of one
  * process, so every rank can read and write every other rank's memory directly).
  *

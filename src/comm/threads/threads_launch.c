@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/threads/threads_launch.c: the threads backend's row of the backend table: every rank is a
  * thread of this process, so the world is exactly the ranks asked for, all of them here. */
 #include "comm/backend.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/threads/threads_symm.c: symmetric buffers of the threads backend.
  *
  * The first alive rank allocates every rank's part (data, then one 64-byte signal line per sender, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/kernels.h: declarations of every micro-kernel, so that the registry (compiled for the
  * baseline ISA) can take their addresses without including any ISA-specific code. */
 #ifndef MEGAMOE_GEMM_KERNELS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/common/exchange.c: one allgather carries every rank's verdict and attribute record (see
  * exchange.h). It replaces mm_comm_agree followed by further collectives: on rank-threads sharing few
  * cores each collective can wait a time slice for a peer, so one is cheaper than three. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/common/exchange.h: the one collective an operator call starts with: every rank's verdict and a
  * record of the attributes that must be equal on every rank, in one allgather.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/common/symm_area.c: the growing symmetric area of MegaMoE and Dispatch/Combine (see
  * symm_area.h). */
 #include "ops/common/symm_area.h"

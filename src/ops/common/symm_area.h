@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/common/symm_area.h: a symmetric area (mm_symm) that an operator keeps across calls and grows
  * when a call needs more, with the epoch of its signal counters.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/common/tensor_check.c: the tensor-descriptor checks of every operator (see tensor_check.h). */
 #include "ops/common/tensor_check.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/common/tensor_check.h: the tensor-descriptor checks every operator makes (presence, dtype,
  * dimensions, extents, byte size, data), in one place with their messages.
  *

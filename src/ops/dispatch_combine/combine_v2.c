@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/dispatch_combine/combine_v2.c: MoE Distribute Combine + Add + RMSNorm V2.
  *
  * One data phase on the combine symmetric buffer. Each token's home rank owns slots (token, k) for its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/dispatch_combine/dc_check.c: the validation rules Dispatch V3 and Combine V2 share (attributes,
  * elastic_info, expert ids, masks) and the cross-rank check that every rank called with the same
  * attributes. Messages name the parameter, its value and the rule. */

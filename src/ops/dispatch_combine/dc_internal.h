@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/dispatch_combine/dc_internal.h: what Dispatch V3 and Combine V2 share: the rank/expert topology
  * (shared-expert ranks, elastic renumbering, special experts), the checks both operators make, the
  * cross-rank call summary and the workspace with its symmetric buffers. */
@@ -60,7 +61,7 @@ static inline int64_t dc_rank_local_experts(const dc_topology *t, int64_t o) {
     return t->new_of_old[o] < t->shared_ranks ? 1 : t->L;
 }
 
-/* Dynamic INT8 per token, mul-even (spec/formats.md: mm_int8_quantize_row_mul_even with
+/* Dynamic INT8 per token, mul-even (docs/numerics.md: mm_int8_quantize_row_mul_even with
  * MM_INT8_SCALE_INV_MUL, NaN/Inf rows included): m = 127 / amax, q = round_half_even(x * m) clamped to
  * [-127, 127], scale = 1 / m. The shared row kernel of ffn/rowops.h (its AVX-512 twin when the CPU has
  * it): Dispatch quantizes every copy of a token on its own. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/dispatch_combine/dc_workspace.c: the per-rank workspace of Dispatch V3 / Combine V2.
  *
  * Each operator owns one symmetric area (ops/common/symm_area.h), reused across calls and grown

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/dispatch_combine/dispatch_v3.c: MoE Distribute Dispatch V3.
  *
  * One data phase on the dispatch symmetric buffer. The buffer of every rank has one region per source

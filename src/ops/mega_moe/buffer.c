@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/buffer.c: the lifetime of a MegaMoE buffer: sizing checks, the symmetric areas, the
  * private workspace (grown on demand, kept across calls) and validation's record area. */
 #include <inttypes.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/buffer.h: the MegaMoE buffer (buffer.c): its symmetric areas, the private workspace and
  * the record area of validation, kept across calls.
  *

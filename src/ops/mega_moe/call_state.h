@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/call_state.h: what one mm_mega_moe_run call on one rank carries across its phases
  * (run.c sets it up; dispatch.c, experts.c, shared.c, combine_send.c and combine.c read and fill it). */
 #ifndef MEGAMOE_OPS_MEGA_MOE_CALL_STATE_H

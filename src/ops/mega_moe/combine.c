@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/combine.c: the receiving half of combine on one rank: the relay reduction of combine
  * mode 2, the combine signal and wait, and the home rank's final sums into y. The sums follow the
  * reference's order exactly (ref/mega_moe_ref.h step 8); the row loops are the rowops of ffn/rowops.h

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/combine.h: combine, both halves: sending the routed experts' rows home as their batch
  * finishes (combine_send.c), and at home the relay reduction, the signal and the final sums
  * (combine.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/combine_send.c: the sending half of combine: the rows of each finished batch of routed
  * experts go towards their home right away, while later experts are still waiting or computing.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/dispatch.c: the dispatch phase of mm_mega_moe_run: each active row is quantized once
  * into a local slot (data | MX scales | header), then copied into its K destination slots, straight into
  * the peers' recv areas when they are load/store reachable (else by mm_symm_put). The destination of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/dispatch.h: the dispatch phase of a call (dispatch.c). */
 #ifndef MEGAMOE_OPS_MEGA_MOE_DISPATCH_H
 #define MEGAMOE_OPS_MEGA_MOE_DISPATCH_H

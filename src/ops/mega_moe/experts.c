@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/experts.c: the routed experts scheduler of one call on this rank: which expert batches
  * run when, as their rows arrive.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/experts.h: the routed experts scheduler of a call (experts.c). */
 #ifndef MEGAMOE_OPS_MEGA_MOE_EXPERTS_H
 #define MEGAMOE_OPS_MEGA_MOE_EXPERTS_H

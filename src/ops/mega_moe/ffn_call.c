@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/ffn_call.c: MegaMoE's use of the expert FFN module (ffn/ffn.h): the job of a group of
  * experts from its scenario path, the compute gate around it (gate.c), and the timing callback that
  * records the FFN's stages into the buffer's stats (the module itself knows no buffer). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/ffn_call.h: MegaMoE's use of the expert FFN module (ffn/ffn.h), in ffn_call.c. */
 #ifndef MEGAMOE_OPS_MEGA_MOE_FFN_CALL_H
 #define MEGAMOE_OPS_MEGA_MOE_FFN_CALL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/gate.c: the compute gate of ranks running as threads of one process.
  *
  * Every rank hands its GEMM work to the one process-wide pool, whose caller thread plus workers

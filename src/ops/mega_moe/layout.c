@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/layout.c: the workspace layout of one call (layout.h): one 64-byte aligned array after
  * the other, sized by the sizing, the weights and the plan (rows received, active rows). */
 #include "ops/mega_moe/layout.h"

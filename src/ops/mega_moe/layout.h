@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/layout.h: where everything of one call lives in the buffer's workspace (layout.c),
  * computed from the sizing, the weights and the plan alone, so that validation (the workspace's size
  * in rows, the plan's workspace bytes) and the call (the offsets) agree by construction. */

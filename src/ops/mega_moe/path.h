@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/path.h: the scenario path of a group of experts: how it computes (scenario.c builds it
  * from the weight and input dtypes by the scenario table). */
 #ifndef MEGAMOE_OPS_MEGA_MOE_PATH_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/plan.h: the plan of one call: everything validation (validate.c) decides before any
  * token moves, identical on every rank, and what the call's phases read from it. */
 #ifndef MEGAMOE_OPS_MEGA_MOE_PLAN_H

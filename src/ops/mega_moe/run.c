@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/run.c: mm_mega_moe_run on one rank: the call. It validates (validate.c), lays out the
  * workspace (layout.c), sets up the call state (call_state.h) and drives the phases, which call nothing
  * back in here:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/scenario.c: the scenario path of a weight group: which row of the scenario table
  * (scenario_table.c) its weight and dispatch dtypes select, and the GEMM2 input dtype that follows. The
  * activations are the table of ffn/activation.h. */

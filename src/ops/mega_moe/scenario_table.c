@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/scenario_table.c: the rows of the MegaMoE scenario table (see scenario_table.h).
  *
  * Tolerances: the test metric is one step of the coarsest format on the path (tolerance.h explains

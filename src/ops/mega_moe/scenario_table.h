@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/scenario_table.h: the MegaMoE precision scenarios, one row each (docs/mega_moe.md).
  *
  * A scenario pairs a weight dtype with the dispatch dtype it accepts and fixes what follows from that

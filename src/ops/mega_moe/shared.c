@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/shared.c: the shared experts of a call: one FFN job over every shared expert on the
  * call's active rows, read from the dispatch's local stage (or the shared experts' own quantization of x
  * when its dtype differs), through the compute gate. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/shared.h: the shared experts of a call (shared.c). */
 #ifndef MEGAMOE_OPS_MEGA_MOE_SHARED_H
 #define MEGAMOE_OPS_MEGA_MOE_SHARED_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/stats.c: the timing of a buffer's last run: the phases record their stages as they
  * end, and mm_mega_moe_last_stats hands the record out. */
 #include "ops/mega_moe/stats.h"

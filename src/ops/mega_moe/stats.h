@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/stats.h: the timing of the last run of a buffer (stats.c). */
 #ifndef MEGAMOE_OPS_MEGA_MOE_STATS_H
 #define MEGAMOE_OPS_MEGA_MOE_STATS_H

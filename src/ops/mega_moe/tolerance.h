@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/tolerance.h: how far the operator's y may be from the float64 reference, per scenario.
  *
  * The operator follows the reference's rounding points exactly; only the F32 summation order of the

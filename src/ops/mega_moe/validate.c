@@ -1,4 +1,5 @@
-/* ops/mega_moe/validate.c: mm_mega_moe_plan: every rule of spec/mega_moe.md "Validation", checked
+/* SPDX-License-Identifier: Apache-2.0 */
+/* ops/mega_moe/validate.c: mm_mega_moe_plan: every rule of docs/mega_moe.md, Semantics, "Validation", checked
  * before any token moves, with the same verdict on every rank.
  *
  * Three steps: (1) local checks of this rank's attributes, weights, inputs and outputs, including the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/weights.c: mm_mega_moe_weights_create: checks one rank's expert weights against the
  * buffer's sizing and packs every expert's two matrices once for the grouped GEMM.
  *

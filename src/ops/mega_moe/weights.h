@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/weights.h: the packed expert weights of MegaMoE (weights.c packs them). */
 #ifndef MEGAMOE_OPS_MEGA_MOE_WEIGHTS_H
 #define MEGAMOE_OPS_MEGA_MOE_WEIGHTS_H

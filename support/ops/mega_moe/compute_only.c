@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/compute_only.c: this rank's expert FFN alone, on rows placed in memory beforehand, with
  * no communication: the baseline `megamoe bench mega-moe` compares the whole layer with ("expert compute
  * alone"). It runs exactly the FFN batches of a call (the same packed weights, kernels, fused

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/compute_only.h: this rank's expert FFN alone, on rows placed beforehand: the baseline of
  * `megamoe bench mega-moe`.
  *

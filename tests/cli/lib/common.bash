@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/lib/common.bash: what every CLI test script shares, sourced right after `set -u`.
 # (Not named *.sh: every tests/cli/*.sh is registered as a CTest test, and this file is not one.)
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tests/cli/lib/mega_moe_case.py: independent checks of `megamoe case` on mega_moe files (standard
 library only), used by tests/cli/case_mega_moe.sh.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tests/cli/lib/safetensors_io.py: the CLI tests' own reader and writer of safetensors files (standard
 library only), shared by the Python checks of case_round_trip.sh, dispatch_combine_case.sh and
 mega_moe_case.py. It is written from the format description, not from megamoe's C reader, so the checks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/amx/amx_tiles.h: the AMX tile configuration shared by the AMX micro-kernels (included
  * only by *_avx512.c files, which enable the AMX instructions with a target pragma).
  *

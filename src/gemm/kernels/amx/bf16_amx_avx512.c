@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/amx/bf16_amx_avx512.c: BF16 x BF16 and MX micro-kernels on AMX tiles (tdpbf16ps),
  * 32 x 32 tile: up to 16 rows one A tile times two B tiles, 17..32 rows 2 x 2 tiles (all eight).
  *

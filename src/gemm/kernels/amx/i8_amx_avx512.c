@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/amx/i8_amx_avx512.c: INT8 x INT8 and INT8 x INT4 micro-kernels on AMX tiles (tdpbssd),
  * 32 x 32 tile (MM_GEMM_AMX_MR): up to 16 rows one A tile times two B tiles, 17..32 rows 2 x 2 tiles.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/amx/mx_amx_avx512.c: the MX weight decoding of the AMX kernels (FP8 x FP8, FP8 x FP4,
  * FP4 x FP4) and the few-rows MX AMX kernel, which decodes each K block of 32 straight from the packed
  * panel into the two AMX B tiles it then multiplies.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/amx/mx_decode_avx512.h: the fast MX weight decoder of the AMX MX kernels: a K block of
  * 32 (one E8M0 scale per column) of FP8 or FP4 codes to BF16 with the scale folded in, in the BF16 pair
  * layout of gemm/packed.h (per K pair 128 bytes: columns 0..15, then 16..31), which is the AMX B layout.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/avx512/bf16_avx512.c: BF16 x BF16 micro-kernel, 8 x 32 tile, vdpbf16ps
  * (the tile itself is in bf16_tile_avx512.h).
  *

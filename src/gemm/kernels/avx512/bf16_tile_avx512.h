@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/avx512/bf16_tile_avx512.h: the 8 x 32 vdpbf16ps register tile shared by the BF16 and
  * MX kernels (included only by *_avx512.c files, which are compiled with AVX-512 flags).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/avx512/i4_avx512.c: INT8 x INT4 micro-kernel, 8 x 32 tile, nibbles decoded in registers
  * feeding vpdpbusd.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/avx512/i4_small_avx512.c: the few-rows INT8 x INT4 kernel (1..8 rows x 32 columns), for
  * decode-sized groups, whose speed should be that of streaming the packed INT4 weights once.
  *

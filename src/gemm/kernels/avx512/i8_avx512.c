@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/avx512/i8_avx512.c: INT8 x INT8 micro-kernel, 8 x 32 tile, vpdpbusd.
  *
  * vpdpbusd multiplies unsigned by signed bytes. The activations are signed, so each broadcast quad is

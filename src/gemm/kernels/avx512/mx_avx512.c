@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/avx512/mx_avx512.c: MX micro-kernels (FP8 x FP8, FP8 x FP4, FP4 x FP4) on vdpbf16ps.
  *
  * Every MX value times its E8M0 scale has at most 4 significant bits, so it is exact in BF16 (barring

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/avx512/mx_small_avx512.c: the few-rows MX kernel (FP8 or FP4 weights, 1..4 rows), for
  * decode-sized groups, whose speed is that of streaming the packed weights once.
  *

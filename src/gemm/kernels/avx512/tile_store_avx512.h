@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/avx512/tile_store_avx512.h: how every 32-column AVX-512/AMX tile leaves its registers
  * (included only by *_avx512.c files, which are compiled with AVX-512 flags).
  *

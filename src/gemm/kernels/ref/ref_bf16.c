@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/ref/ref_bf16.c: portable BF16 x BF16 micro-kernel, the reference for the AVX-512 one.
  *
  * Arithmetic: c = sum over k = 0..K-1, in k order, of f32(a[k]) * f32(w[k]) with one F32 accumulator per

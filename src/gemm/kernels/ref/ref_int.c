@@ -1,7 +1,8 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/ref/ref_int.c: portable INT8 x INT8 and INT8 x INT4 micro-kernels.
  *
  * Both reduce exactly in INT32 (K <= MM_GEMM_INT_MAX_K keeps every partial sum in range), then apply
- * the scalars of spec/mega_moe.md step 2 in F32, left to right:
+ * the scalars of docs/reference.md step 2 in F32, left to right:
  *   INT8 x INT8: c = ((float)acc * s_W[n]) * s_X[row]
  *   INT8 x INT4: c = ((float)acc * s_W[n] + offset[n]) * s_X[row], offset = bias - 8 * s_W * colsum
  * Every INT kernel of any ISA must give these bits exactly. */

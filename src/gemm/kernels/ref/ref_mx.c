@@ -1,6 +1,7 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/ref/ref_mx.c: portable MX micro-kernels (FP8 x FP8, FP8 x FP4, FP4 x FP4).
  *
- * Arithmetic (spec/mega_moe.md step 2, "products of dequantized values, F32 accumulation"):
+ * Arithmetic (docs/reference.md step 2, "products of dequantized values, F32 accumulation"):
  *   a' = lut_a[q_a] * 2^(sa - 127), w' = lut_w[q_w] * 2^(sw - 127)    (both exact in F32)
  *   c  = sum over k in k order of a' * w'                               (one F32 rounding per product
  *                                                                        and per addition)
