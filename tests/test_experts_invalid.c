@@ -173,6 +173,9 @@ static void check_run(void) {
     a.ids.data = bad64;
     a.ids.dtype = MM_DTYPE_I64;
     expect_run(&a, "topk_ids[3][0] = 1099511627776 is outside [0, 4)");
+    args_make(&a, NULL, NULL);
+    a.ids.shape[1] = (int64_t)1 << 29; /* 5 x 2^29 choices: beyond 32-bit row numbers (no data read) */
+    expect_run(&a, "topk_ids holds T x K = 5 x 536870912 choices, above 2147483647");
     /* attributes */
     args_make(&a, NULL, NULL);
     a.attrs.combine_comm_mode = 1;

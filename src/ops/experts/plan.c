@@ -49,6 +49,12 @@ static mm_status check_tensors(const mm_experts *ex, const mm_experts_inputs *in
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "topk_ids must be 2-D (T, K) with K >= 1, has %d dims%s",
                        ids->ndim, ids->ndim == 2 ? " and K < 1" : "");
     int64_t T = x->shape[0], K = ids->shape[1];
+    if (K > INT32_MAX / (T > 0 ? T : 1))
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "topk_ids holds T x K = %" PRId64 " x %" PRId64
+                       " choices, above %d (one call's routed rows "
+                       "are numbered in 32 bits)",
+                       T, K, INT32_MAX);
     st = mm_op_check_shaped(x, "x", DT(MM_DTYPE_BF16) | DT(MM_DTYPE_F16) | DT(MM_DTYPE_F32), 2, T, ex->H,
                             "(T, H) BF16, F16 or F32", err);
     if (st != MM_OK) return st;
