@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* examples/engine_loop.c: an inference engine's decode loop driving MegaMoE on a persistent world.
  *
  * The engine's own thread does everything: it creates a world of RANKS rank threads once

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # ISA coverage summary for CI: which kernel paths the test suite exercised on this machine, and the
 # list of what it could not run (the "SKIP:" lines tests print through mm_test_skip, tests/testlib.h).
 #

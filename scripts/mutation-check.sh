@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Mutation check: does the test suite catch the small bugs a user would hit? Applies each mutation of
 # the list below (one small source edit, a known kind of bug) to a scratch copy of the tracked sources,
 # rebuilds there (its own build directory, Release), runs the MegaMoE end-to-end tests (on this CPU's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_cpu_budget.c: the CPU budget (core/cpu_budget.h) on fake /proc and /sys trees: cgroup v2
  * cpu.max and v1 cfs quota, "max" and -1, nested cgroups (the tightest ancestor wins), a container whose
  * own cgroup is mounted as the root, malformed files, controllers that are not cpu; and the affinity

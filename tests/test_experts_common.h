@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_experts_common.h: the local experts call (megamoe/experts.h) on the random MegaMoE cases
  * of test_mega_moe_common.h: a handle from rank 0's weights (all experts, or a subset through an
  * expert map), a call on rank 0's inputs (header-only: the test glob compiles test_*.c files only). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_experts_invalid.c: every rule of mm_experts_create and mm_experts_run is enforced with a
  * message naming the parameter and value, and a rejected call writes nothing to y; T = 0 is a valid
  * call that writes nothing. */

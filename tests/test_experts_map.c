@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_experts_map.c: the local experts call's own features, each against an independent
  * expectation:
  *   - an expert map holding a subset: y equals a call with every expert local whose other ids are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_experts_megamoe.c: the local experts call gives y with the same bits as mm_mega_moe_run on
  * a one-rank threads world with the same weights and attributes: every scenario of the scenario table
  * (A16W16, A8W8-INT, A8W4-INT, A8W8-FP E4M3 and E5M2, A8W4-FP, A4W4-FP) x every activation, plain and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_mega_moe_combine_order.c: MegaMoE's combine pinned by hand-built calls whose terms cancel.
  *
  * docs/mega_moe.md: combine mode 0 starts from +0 in F32, adds w_k * O_k for k = 0..K-1 in k order, then

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_model_config.c: mm_model_open on hand-written config.json files: each family's keys, the
  * transformers defaults taken when a key is absent (norm_topk_prob false, decoder_sparse_step 1,
  * mlp_only_layers empty), which layers are sparse, and the messages naming a broken key or index. */

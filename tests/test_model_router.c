@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_model_router.c: the public routers (megamoe/model.h) against hand-computed values: exact
  * BF16 dot products for the logits, softmax probabilities, top-k order with ties to the lower index,
  * the renormalized and plain rules, a row of huge logits, and the argument errors. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_ref_format.c: the reference's independent format code (support/ref/format_ref.c) agrees
  * with the library's (src/format) bit for bit, exhaustively where the domain is small: every BF16 code
  * and every F32 high half with the low halves that decide rounding (0, 1, half-1, half, half+1, all

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_st_writer_stream.c: large outputs are streamed to the file, not copied first.
  *
  * Peak memory is read from the kernel (VmHWM in /proc/self/status, reset through /proc/self/clear_refs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_threads.c: the public thread control (megamoe/threads.h): the checked setter and its
  * messages, the default count (MEGAMOE_NUM_THREADS, the affinity mask, narrowed as taskset does), pinning
  * read back from every worker's affinity mask (round-robin over the mask, new workers pinned too,

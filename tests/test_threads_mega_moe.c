@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_threads_mega_moe.c: a MegaMoE call gives the same bits on 1, 2 and 3 pool threads, pinned
  * or not (megamoe/threads.h: results never depend on the thread count or the placement), for every
  * scenario of the table on 2 thread ranks with shared experts; the 1-thread result is also within the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_threads_pin_env.c: MEGAMOE_PIN=1 pins the workers at the pool's first use (its own
  * process: the pool reads the environment once), and MEGAMOE_NUM_THREADS sets the count; every worker's
  * affinity, read back, is the one CPU of the mask it takes round-robin. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_world.c: the persistent world of thread ranks (megamoe/world.h): many calls on one world
  * with their results checked, the same rank threads every call, the communicator scenarios on a world,
  * caller-threads mode driven by the test's own pthreads, the result rules (per-rank errors, agreed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_world_mega_moe.c: MegaMoE driven from one host thread on a persistent world
  * (mm_mega_moe_world_*): y and expert_token_nums bit-identical to mm_mega_moe_run under
  * mm_comm_run_threads for the same inputs, over several calls alternating two layers on buffers and

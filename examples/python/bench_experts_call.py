@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Per-call cost of the local experts call from Python at decode (1 token), BF16 weights, to compare with
 the same call timed in C (docs/python.md "Per-call overhead"): the full megamoe.Experts call (numpy and
 torch inputs), and the extension call alone with prepared arguments.

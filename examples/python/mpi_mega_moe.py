@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """MegaMoE with one rank per MPI process, from Python over an mpi4py communicator.
 
 Each process holds E / R experts and its own tokens; one collective call sends every token to its

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A torch MoE module whose experts run in megamoe: a drop-in for a Hugging Face-style sparse MoE block
 (Qwen3-MoE / Mixtral: a router `gate`, experts with gate_proj / up_proj / down_proj, softmax, top-k,
 optional renormalisation). The router stays in torch; the experts' FFN and the weighted sum run in one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/model.h: the MoE layer of a Hugging Face checkpoint run by MegaMoE (docs/models.md).
  *
  * Families (the checkpoint's config.json "model_type"), BF16 weights only:

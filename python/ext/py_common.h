@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* python/ext/py_common.h: what the files of the CPython extension `megamoe._megamoe` share: the
  * exceptions (one per mm_status), the tensor arguments (a buffer + a megamoe dtype name + a logical
  * shape, checked against each other so a wrong dtype, shape or layout is an exception, never a crash),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* python/ext/py_experts.c: the local experts call (megamoe/experts.h) as megamoe._megamoe.Experts.
  *
  *   Experts(config, routed, shared=None)   packs the weights once (config: num_experts, hidden,

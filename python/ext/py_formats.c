@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* python/ext/py_formats.c: the exact number-format functions of megamoe/formats.h over whole arrays:
  * MX block-32 quantize / dequantize, INT8 per-token quantization, INT4 packing, and element conversions
  * F32 <-> BF16 / F16 / FP8 / FP4 / E8M0. Rows are the last dimension; the Python layer allocates the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* python/ext/py_mega_moe.c: MegaMoE with one rank per process over an MPI communicator the caller owns
  * (mpi4py: the address of its MPI_Comm handle, MPI._addressof(comm), goes to mm_comm_from_mpi_ptr), and
  * the packed-weights object that this and the world binding share.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* python/ext/py_module.c: the module `megamoe._megamoe`: its initialisation and the exceptions.
  *
  * Every mm_status other than MM_OK has its own exception class, all subclasses of megamoe.Error (and of

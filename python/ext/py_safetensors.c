@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* python/ext/py_safetensors.c: safetensors files (megamoe/safetensors.h) and case files (megamoe/case.h).
  *
  * st_read returns every tensor (or the named ones) as (name, dtype_name, logical_shape, bytearray) plus

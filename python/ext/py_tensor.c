@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* python/ext/py_tensor.c: tensor arguments, MegaMoE attributes and expert-weight groups from Python
  * objects.
  *

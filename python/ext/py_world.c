@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* python/ext/py_world.c: a persistent world of rank threads (megamoe/world.h) driving MegaMoE from the
  * calling thread, every rank's tensors given as lists.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """megamoe: Mixture-of-Experts operators on CPUs, from Python (docs/python.md).
 
 A CPython extension (megamoe._megamoe) over the public C API of libmegamoe, and this thin layer:

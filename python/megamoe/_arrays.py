@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Arrays in and out of the C extension: numpy arrays and torch CPU tensors, zero copy.
 
 Every tensor goes to C as (buffer, dtype_name, logical_shape). BF16 travels as its bit pattern in a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The engine calls: the local experts call (Experts), MegaMoE on a persistent world of rank threads
 (World) and MegaMoE with one rank per MPI process over an mpi4py communicator (MegaMoE).
 

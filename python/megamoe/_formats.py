@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The exact number formats of megamoe (include/megamoe/formats.h, docs/numerics.md) on whole arrays.
 
 Rows are the last dimension. BF16 and F16 codes are numpy uint16 arrays (F16 may also be given as

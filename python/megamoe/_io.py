@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Safetensors and case files (include/megamoe/safetensors.h, case.h) as dicts of numpy arrays.
 
 The reader checks every rule of docs/case_files.md (a malformed file raises InvalidFileError naming

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/world_internal.h: what the library's own drivers of a world (megamoe/world.h) use beyond the
  * public calls: the choice of how the ranks' results become the caller's one result.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/cpu_budget.c: the affinity mask and the cgroup CPU quota (cpu_budget.h). */
 #include "core/cpu_budget.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/cpu_budget.h: how many CPUs this process may keep busy: the CPUs of its affinity mask (taskset,
  * numactl, a container's cpuset), further bounded by its cgroup CPU quota (cgroup v2 cpu.max, v1
  * cpu.cfs_quota_us / cpu.cfs_period_us), rounded up, at least 1. The worker pool's default thread count,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/numa.c: interleaving of large buffers over the NUMA nodes of the process's CPUs (numa.h). */
 #include "core/numa.h"
 

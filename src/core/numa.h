@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/numa.h: where packed weights live on a NUMA machine.
  *
  * With libnuma in the build (MEGAMOE_HAVE_NUMA) and the process's CPUs spanning more than one node, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/threads.c: the public thread control of include/megamoe/threads.h, over the pool
  * (core/parallel.h), the CPU budget (core/cpu_budget.h) and NUMA placement (core/numa.h). */
 #include "megamoe/threads.h"

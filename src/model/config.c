@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* model/config.c: opening a Hugging Face checkpoint folder: config.json's keys per family, the tensor
  * index of a sharded checkpoint, and which layers are sparse (the rule of the transformers decoder
  * layers; docs/models.md). No tensor data is read here. */

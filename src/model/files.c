@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* model/files.c: one rank's view of a checkpoint's tensors: find the shard that holds a tensor (the
  * index, or the single model.safetensors), open it once (the safetensors reader validates its header)
  * and memory-map it, so only the pages of the tensors a rank asks for are ever read. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* model/layer.c: one MoE layer of a checkpoint on a communicator: load (router, this rank's experts, the
  * gated shared expert) into MegaMoE, and the forward call (router, MegaMoE, shared-expert gate).
  *

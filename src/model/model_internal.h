@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* model/model_internal.h: what the checkpoint files share: the opened model (config + tensor index)
  * and one rank's memory-mapped view of the shard files it needs. Private to src/model/. */
 #ifndef MEGAMOE_MODEL_INTERNAL_H

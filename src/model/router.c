@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* model/router.c: the routers of the Hugging Face MoE families (megamoe/model.h): gate logits from BF16
  * x and gate weights in F32, and softmax -> top-k (-> renormalization) with ties to the lower index.
  * Plain loops in a fixed order on purpose: the result must not depend on threads or ranks (routing

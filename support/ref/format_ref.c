@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ref/format_ref.c: the reference's independent format rules (ref/format_ref.h). Written from
  * docs/numerics.md without looking at src/format's technique: values by formula, rounding by searching
  * the neighbouring codes and comparing exact double distances, never by bit tricks on the F32 pattern. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ref/format_ref.h: the reference's own element formats and quantization rules, written independently
  * of src/format from the rules of docs/numerics.md, so that a bug in the library's format code (which
  * the fast path uses) shows up end to end instead of being shared by the reference.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/bench_experts.sh: `megamoe bench experts` runs at a small shape and prints one row per
 # format and token count whose last column says the local call's y has the same bits as MegaMoE's on
 # one rank (no timing is asserted); bad options exit 2 with one stderr line.

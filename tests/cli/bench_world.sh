@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/bench_world.sh: `megamoe bench world` on tiny settings runs at 1 and 2 ranks, prints a row
 # per rank count with the world's y identical to the launcher's (no timing is asserted: speed is the
 # benchmark's business), and bad options exit 2 with one stderr line.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/model_layer.sh: `megamoe layer` on tiny Hugging Face checkpoints of each family written by
 # tests/python/hf_tiny.py (real names, dtypes, config keys; mixtral sharded over 2 files with an index):
 # routing identical to and y within 1/64 x max|y| of the float64 reference of tests/python/hf_moe_reference.py

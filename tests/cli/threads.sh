@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/cli/threads.sh: the worker pool on the command line (docs/threads.md): the header line names the
 # thread count and why (`taskset -c 0` gives 1 thread, --threads and MEGAMOE_NUM_THREADS win and are
 # named, MEGAMOE_PIN=1 shows), --threads is checked, and the results do not depend on it (same bits

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures of the Python tests (the independent format rules live in format_reference.py)."""
 import numpy as np
 import pytest

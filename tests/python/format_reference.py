@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Independent numpy implementations of the documented format rules (docs/numerics.md), written from
 the rules and never calling megamoe."""
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tests/python/hf_moe_reference.py: an independent float64 reference of the Hugging Face MoE blocks, and
 the check of `megamoe layer`'s output against it (numpy only).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tests/python/hf_tiny.py: tiny Hugging Face MoE checkpoints for tests, without network (numpy only).
 
 The folders look like the published ones: config.json with the family's keys, tensors with the real

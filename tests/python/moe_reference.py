@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An independent MoE block in the style of Hugging Face's Qwen3-MoE / Mixtral sparse block (router,
 softmax, top-k, renormalisation, per-expert gate/up/down projections, SiLU gating, index_add of the
 weighted expert outputs), in torch float64 when torch is present, else numpy float64. It never calls

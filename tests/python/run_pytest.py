@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Runs pytest on a folder of tests/python with the build tree's package importable (CTest calls this).
 
 usage: run_pytest.py BUILD_PYTHON_DIR TEST_DIR [pytest args...]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The engine calls from Python: the local experts call and MegaMoE on a world of rank threads, in every
 weight format against the independent Hugging Face-style block (moe_reference.py), torch tensors in and
 out, the expert map, threads sharing one Experts (the GIL is released), and bad inputs raising."""

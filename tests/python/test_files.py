@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Safetensors and case files: round trips, a file written by hand (independent writer) read back, and
 malformed input raising InvalidFileError / IoError with the library's message."""
 import json

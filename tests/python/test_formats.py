@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The exact number-format functions against independent numpy implementations of docs/numerics.md."""
 import numpy as np
 import pytest

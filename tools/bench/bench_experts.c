@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/bench/bench_experts.c: `megamoe bench experts`: the local experts call (mm_experts_run, one
  * process, no communication) against MegaMoE on a one-rank threads world (mm_mega_moe_run) on the same
  * weights, tokens and routing, per format and token count.

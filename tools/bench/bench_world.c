@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/bench/bench_world.c: `megamoe bench world`: what it costs per call to drive R thread ranks from
  * one host thread, a persistent world (megamoe/world.h) against today's per-call launcher
  * (mm_comm_run_threads), at decode.

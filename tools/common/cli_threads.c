@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/common/cli_threads.c: --threads and the thread line of the headers (cli_threads.h). The line
  * reports the CPU budget's parts (core/cpu_budget.h, internal API for tools) so that a run in a
  * container or under taskset shows why it got the threads it got. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/common/cli_threads.h: the worker pool on the command line: `--threads N` (the same option in
  * every command that computes) and the header line saying how many threads run and why. */
 #ifndef MEGAMOE_TOOLS_CLI_THREADS_H

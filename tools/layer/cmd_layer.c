@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tools/layer/cmd_layer.c: `megamoe layer --model DIR --layer N IN -o OUT`: the MoE layer of a Hugging Face
  * checkpoint on x from a file (docs/models.md). Every process reads x; rank r takes the r-th block of
  * ceil(T / R) tokens; the outputs are gathered to rank 0, which writes OUT. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm/threads/threads_world.c: a persistent world of R ranks as threads of this process
  * (megamoe/world.h), and mm_comm_run_threads, which is one run on a world made for it.
  *

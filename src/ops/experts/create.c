@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/experts/create.c: mm_experts_create / free / bytes: checks the configuration and the expert map,
  * packs the local experts' weights exactly as MegaMoE packs a rank's (ops/mega_moe/weights.c, the same
  * checks and layouts), and keeps one working memory for the calls (reused, so the hot path does not

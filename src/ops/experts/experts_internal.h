@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/experts/experts_internal.h: the local experts call's handle and the plan of one call, shared by
  * create.c (the handle), plan.c (validation and routing) and run.c (the compute). */
 #ifndef MEGAMOE_OPS_EXPERTS_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/experts/plan.c: validation of one local experts call: the attributes by MegaMoE's own rules
  * (ops/mega_moe/call_attrs.c) plus "no communication", the tensors, and the counting pass over the
  * top-k ids (each id in [0, E), or negative and skipped when asked; ids of inactive rows unchecked, as

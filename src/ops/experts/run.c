@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/experts/run.c: mm_experts_run: MegaMoE's data flow on one process without its communication.
  *
  *   1. Each active token's row is rounded to BF16 when x is F16 / F32, then quantized once to the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/call_attrs.c: the attribute rules of a call that hold without communication: the
  * dispatch and shared-expert quantization, combine quantization, topk_weights_type, the activation and
  * its parameters, activation_out_dtype, the scenario paths of the routed and shared weights, GEMM2's K

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/combine_sum.c: the sum of one token's expert rows and shared-expert rows, rounded once
  * to BF16 (combine_sum.h). The row loops are the rowops of ffn/rowops.h (AVX-512 when allowed, the same
  * bits either way); MX rows are dequantized exactly, then each weighted term is one rounded F32

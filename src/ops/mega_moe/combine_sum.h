@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/combine_sum.h: the home side's sum of one token (combine_sum.c), in the reference's
  * order (ref/mega_moe_ref.h step 8): MegaMoE's combine (mode 0) and the local experts call
  * (ops/experts/) both use it, so they give the same bits. */

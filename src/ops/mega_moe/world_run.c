@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops/mega_moe/world_run.c: MegaMoE driven from one host thread on a persistent world (megamoe/world.h):
  * each call hands the per-rank work to the world's parked rank threads, so an engine's serving loop
  * makes one call per layer instead of running its own SPMD threads.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The MPI tests (run under mpirun, one pytest per process) share the helpers of tests/python."""
 import os
 import sys

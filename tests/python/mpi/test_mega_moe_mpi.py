@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """MegaMoE with one rank per MPI process over an mpi4py communicator: every process builds the same
 global experts and tokens from one seed, holds E / R of the experts and its own tokens, and compares
 its y with the independent Hugging Face-style block on its tokens, in every weight format. Errors are
