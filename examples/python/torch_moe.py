@@ -7,6 +7,7 @@ megamoe.Experts call on BF16 activations (or INT8 weights with --int8).
 Run from the build tree:  PYTHONPATH=build/python python3 examples/python/torch_moe.py [--int8]
 It builds a small HF-style block with random weights, wraps it, and compares the two outputs."""
 import argparse
+import os
 
 import numpy as np
 import torch
@@ -88,20 +89,38 @@ class MegaMoEBlock(nn.Module):
         return y.to(hidden_states.dtype).view(shape), router_logits
 
 
+def time_ms(fn, calls):
+    """Median wall time of one call in ms over `calls` calls (after one warm-up call)."""
+    import time
+    fn()
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return sorted(times)[len(times) // 2]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--int8", action="store_true", help="INT8 weights and activations (A8W8-INT)")
     parser.add_argument("--tokens", type=int, default=16)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--intermediate", type=int, default=128)
+    parser.add_argument("--experts", type=int, default=8)
+    parser.add_argument("--topk", type=int, default=2)
+    parser.add_argument("--time", type=int, default=0, metavar="CALLS",
+                        help="also time both blocks (median of CALLS calls; torch runs its block in BF16)")
     args = parser.parse_args()
     torch.manual_seed(0)
-    hidden, inter, experts, top_k = 256, 128, 8, 2
+    hidden, inter, experts, top_k = args.hidden, args.intermediate, args.experts, args.topk
     block = HFSparseMoeBlock(hidden, inter, experts, top_k)
     with torch.no_grad():
         for e in block.experts:  # bf16-exact weights, so the torch reference sees megamoe's weights
             for lin in (e.gate_proj, e.up_proj, e.down_proj):
                 lin.weight.copy_(lin.weight.to(torch.bfloat16).float())
         moe = MegaMoEBlock(block, int8=args.int8)
-        x = torch.randn(2, args.tokens // 2, hidden).to(torch.bfloat16).float()
+        x = torch.randn(2, max(args.tokens // 2, 1), hidden).to(torch.bfloat16).float()
         ref, logits_ref = block(x)
         got, logits = moe(x)
     err = ((got - ref).abs().max() / ref.abs().max()).item()
@@ -109,6 +128,17 @@ def main():
           f"max |y - y_torch| / max |y_torch| = {err:.5f}")
     assert torch.equal(logits, logits_ref)
     assert err < (1 / 32 if args.int8 else 1 / 64), "outside the scenario tolerance (docs/mega_moe.md)"
+    if args.time:
+        # megamoe's pool uses every CPU of the affinity mask; give torch the same (its default may be fewer)
+        torch.set_num_threads(len(os.sched_getaffinity(0)))
+        with torch.no_grad():
+            bf16_block = block.to(torch.bfloat16)
+            xb = x.to(torch.bfloat16)
+            t_torch = time_ms(lambda: bf16_block(xb), args.time)
+            t_moe = time_ms(lambda: moe(xb), args.time)
+        print(f"time per call, {x.shape[0] * x.shape[1]} tokens, H {hidden} I {inter} E {experts} top-{top_k}, "
+              f"{torch.get_num_threads()} torch threads: torch BF16 block {t_torch:.3f} ms, "
+              f"megamoe block {t_moe:.3f} ms ({t_torch / t_moe:.2f}x)")
 
 
 if __name__ == "__main__":
