@@ -49,14 +49,27 @@ fault() {
     echo "$name: exit $rc after $((SECONDS - start)) s"
 }
 
-# 8192 tokens: about 4 s unperturbed, so the signal at 1.5 s lands inside the call on any load; 250 run
-# calls: about 7 s, so the signal at 2 s lands inside the timed calls. The portable kernels
-# (MEGAMOE_ISA=ref) are ~10x slower at the case and ~50x at the run: sizes shrink to keep the same
-# timing (1024 tokens: ~6 s; 8 calls: ~11 s), and survivors still spend most of the 20 s waiting.
-case_tokens=8192 run_calls=250
-if [ "${MEGAMOE_ISA:-}" = ref ]; then case_tokens=1024 run_calls=8; fi
-expect 0 "case-gen mega-moe" case-gen mega-moe -o "$WORK/m3.st" --ranks 3 --tokens "$case_tokens" --hidden 1024 \
-    --intermediate 1024 --experts 6
+# The case must last a few seconds unperturbed, so that the signal at 1.5 s lands inside the call, but
+# not much longer: survivors compute their own share before they wait for the stopped rank, and all of
+# it must end within 20 s. The build's speed varies ~10x (AVX-512: 8192 tokens in ~4 s; the portable
+# kernels (MEGAMOE_ISA=ref) or a sanitizer build: 30-50 s), so the size is calibrated: an unperturbed
+# 1024-token case is timed (MPI start-up included) and scaled to about 8 s of it (768 to 8192 tokens).
+# The run: 250 calls take ~7 s on AVX-512 and the portable kernels are ~50x slower there, so 8 calls.
+case_gen() {
+    expect 0 "case-gen mega-moe $1" case-gen mega-moe -o "$WORK/m3.st" --ranks 3 --tokens "$1" --hidden 1024 \
+        --intermediate 1024 --experts 6
+}
+case_gen 1024
+t0=$(date +%s%N)
+mpirun -n 3 "$MEGAMOE" case "$WORK/m3.st" -o "$WORK/m3_cal.st" --backend mpi >/dev/null 2>&1
+ms=$((($(date +%s%N) - t0) / 1000000))
+case_tokens=$((1024 * 8000 / (ms > 100 ? ms : 100)))
+[ "$case_tokens" -lt 768 ] && case_tokens=768
+[ "$case_tokens" -gt 8192 ] && case_tokens=8192
+echo "fault_mpi: 1024 tokens took $ms ms unperturbed; the fault case has $case_tokens tokens"
+case_gen "$case_tokens"
+run_calls=250
+if [ "${MEGAMOE_ISA:-}" = ref ]; then run_calls=8; fi
 for sig in STOP KILL; do
     # STOP: the survivors time out naming the stopped rank. KILL: megamoe names the missing rank when
     # its peers notice first; mpirun may end the job first, then it names the killed process.
