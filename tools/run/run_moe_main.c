@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/cli_progress.h"
 #include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "run/run_moe.h"
@@ -73,6 +74,7 @@ static void print_usage(void) {
            "      --no-check         skip the reference check\n"
            "      --json             JSON Lines on stdout: a header object, then one object per scenario\n"
            "                         (schema: docs/cli.md)\n"
+           "      --quiet            no progress line on a terminal (there is none when stderr is not one)\n"
            "  -h, --help             show this help\n\n");
     cli_run_print_ops(stdout);
 }
@@ -100,7 +102,8 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
         OPT_RANKS_PER_SERVER,
         OPT_TOPK_WEIGHTS_TYPE,
         OPT_THREADS,
-        OPT_JSON
+        OPT_JSON,
+        OPT_QUIET
     };
     static const struct option long_options[] = {
         {"preset", required_argument, NULL, OPT_PRESET},
@@ -123,6 +126,7 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
         {"topk-weights-type", required_argument, NULL, OPT_TOPK_WEIGHTS_TYPE},
         {"threads", required_argument, NULL, OPT_THREADS},
         {"json", no_argument, NULL, OPT_JSON},
+        {"quiet", no_argument, NULL, OPT_QUIET},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof *o);
@@ -218,6 +222,7 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
             if (cli_parse_threads(cmd, optarg) != 0) return -1;
             break;
         case OPT_JSON: o->cfg.json = 1; break;
+        case OPT_QUIET: cli_progress_quiet(); break;
         case 'h': print_usage(); return 1;
         default: cli_option_error(cmd, opt, argv); return -1;
         }
@@ -341,7 +346,10 @@ static int run_threads(run_moe_options *o) {
             break;
         }
         scenario_job job = {cfg, list[i], res};
+        cli_progress_begin("%s: generating and packing weights, %lld timed call%s", list[i]->spec_name,
+                           (long long)cfg->iterations, cli_plural_s(cfg->iterations));
         mm_status st = mm_comm_run_threads((int)cfg->ranks, rank_main, &job, NULL, NULL, &err);
+        cli_progress_end();
         int this_rc = MM_CLI_EXIT_OK;
         if (st != MM_OK) {
             const char *message = err.message; /* an agreed operator error already names its rank */

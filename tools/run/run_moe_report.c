@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/cli_json.h"
+#include "common/cli_progress.h"
 #include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "megamoe/formats.h"
@@ -141,7 +142,10 @@ int run_moe_report_scenario(const run_moe_config *cfg, const run_moe_scenario *s
     if (checked) {
         mm_error err;
         mm_error_clear(&err);
-        if (run_moe_check(cfg, sc, res, &errors, &err) != MM_OK) {
+        cli_progress_begin("%s: checking against the float64 reference", sc->spec_name);
+        mm_status st = run_moe_check(cfg, sc, res, &errors, &err);
+        cli_progress_end();
+        if (st != MM_OK) {
             cli_error(cmd, "%s: reference check failed: %s", sc->spec_name, err.message);
             return cli_exit_status(err.status);
         }
