@@ -66,6 +66,10 @@ if python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$WORK/trace.json"
 # The table is unchanged without --json.
 expect 0 "run without --json" -- run "${SMALL[@]}" --no-check --scenario a8w8-int
 stdout_has "worker pool:"
+# the banner names the GEMM kernels the registry chooses for the scenario's formats (the names depend on
+# the CPU's ISA level)
+stdout_has "gemm kernels of a8w8-int: GEMM1 int8 x int8 "
+stdout_has "; GEMM2 int8 x int8 "
 if ! grep -q '^{' "$WORK/out"; then ok; else bad "JSON without --json"; fi
 
 cli_finish json_output

@@ -21,7 +21,9 @@ static struct {
     pthread_cond_t wake;
 } progress = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
-void cli_progress_quiet(void) { progress.quiet = 1; }
+void cli_progress_quiet(void) {
+    progress.quiet = 1;
+}
 
 static void draw(void) {
     fprintf(stderr, "\r%s %.1f s ", progress.label, cli_now_seconds() - progress.begin);

@@ -210,7 +210,9 @@ typedef struct run_moe_report {
 } run_moe_report;
 
 /* The banner (--json: the header object) and the table header (nothing with --json). */
-void run_moe_print_banner(const run_moe_config *cfg, const char *backend);
+/* The text banner also names the GEMM kernels the registry chooses for each of the count scenarios. */
+void run_moe_print_banner(const run_moe_config *cfg, const char *backend, const run_moe_scenario *const *list,
+                          size_t count);
 void run_moe_print_header(const run_moe_config *cfg);
 /* The line of a scenario that failed to run (--json: a row object with "error"). */
 void run_moe_print_not_run(const run_moe_config *cfg, const char *scenario, const char *message);

@@ -333,7 +333,7 @@ static int run_threads(run_moe_options *o) {
         cli_error(cmd, "cannot write the trace '%s'", cfg->trace_path);
         return MM_CLI_EXIT_FAILURE;
     }
-    run_moe_print_banner(cfg, "threads");
+    run_moe_print_banner(cfg, "threads", list, count);
     run_moe_print_header(cfg);
     int rc = MM_CLI_EXIT_OK;
     for (size_t i = 0; i < count; i++) {

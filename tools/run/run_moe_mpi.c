@@ -104,7 +104,7 @@ static mm_status run_process(mm_comm *comm, void *arg, mm_error *err) {
     }
     if ((st = share_rc(comm, &rc, err)) != MM_OK || rc != MM_CLI_EXIT_OK) goto done;
     if (me == 0) {
-        run_moe_print_banner(cfg, mm_comm_backend_name(comm));
+        run_moe_print_banner(cfg, mm_comm_backend_name(comm), list, count);
         run_moe_print_header(cfg);
     }
     run_moe_report report;
