@@ -70,6 +70,7 @@ typedef struct run_moe_config {
     int combine_comm_mode;       /* 0, 1, 2 */
     int64_t rank_num_per_server; /* domain size for combine_comm_mode 2 (0: flat) */
     int topk_weights_type;       /* 0: weights at combine, 1: after the activation */
+    int json;                    /* --json: JSON Lines on stdout instead of the banner, table and notes */
 } run_moe_config;
 
 /* ---- synthetic data (run_moe_data.c) ---------------------------------------------------------- */
@@ -208,13 +209,18 @@ typedef struct run_moe_report {
     int64_t a16w16_values;
 } run_moe_report;
 
-void run_moe_print_banner(const run_moe_config *cfg, const char *backend);
-void run_moe_print_header(void);
+/* The banner (--json: the header object) and the table header (nothing with --json). */
+/* The text banner also names the GEMM kernels the registry chooses for each of the count scenarios. */
+void run_moe_print_banner(const run_moe_config *cfg, const char *backend, const run_moe_scenario *const *list,
+                          size_t count);
+void run_moe_print_header(const run_moe_config *cfg);
+/* The line of a scenario that failed to run (--json: a row object with "error"). */
+void run_moe_print_not_run(const run_moe_config *cfg, const char *scenario, const char *message);
 /* Checks the scenario's samples, prints its row, adds its note and its trace slices; returns the exit
  * status (1 when a checked output is outside the tolerance). */
 int run_moe_report_scenario(const run_moe_config *cfg, const run_moe_scenario *sc, run_moe_rank_result *res,
                             run_moe_trace *trace, run_moe_report *report, size_t index);
-/* Prints the notes of the count scenarios. */
-void run_moe_print_notes(char notes[][160], size_t count);
+/* Prints the notes of the count scenarios (nothing with --json: they are in the rows). */
+void run_moe_print_notes(const run_moe_config *cfg, char notes[][160], size_t count);
 
 #endif

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/cli_progress.h"
 #include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "run/run_moe.h"
@@ -71,6 +72,9 @@ static void print_usage(void) {
            "                         0 (default) top-k weights applied at combine, 1 after the activation\n"
            "      --check-tokens N   tokens per rank checked against the reference (default: preset's)\n"
            "      --no-check         skip the reference check\n"
+           "      --json             JSON Lines on stdout: a header object, then one object per scenario\n"
+           "                         (schema: docs/cli.md)\n"
+           "      --quiet            no progress line on a terminal (there is none when stderr is not one)\n"
            "  -h, --help             show this help\n\n");
     cli_run_print_ops(stdout);
 }
@@ -97,7 +101,9 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
         OPT_COMBINE_COMM,
         OPT_RANKS_PER_SERVER,
         OPT_TOPK_WEIGHTS_TYPE,
-        OPT_THREADS
+        OPT_THREADS,
+        OPT_JSON,
+        OPT_QUIET
     };
     static const struct option long_options[] = {
         {"preset", required_argument, NULL, OPT_PRESET},
@@ -119,6 +125,8 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
         {"rank-num-per-server", required_argument, NULL, OPT_RANKS_PER_SERVER},
         {"topk-weights-type", required_argument, NULL, OPT_TOPK_WEIGHTS_TYPE},
         {"threads", required_argument, NULL, OPT_THREADS},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"quiet", no_argument, NULL, OPT_QUIET},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof *o);
@@ -213,6 +221,8 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
         case OPT_THREADS:
             if (cli_parse_threads(cmd, optarg) != 0) return -1;
             break;
+        case OPT_JSON: o->cfg.json = 1; break;
+        case OPT_QUIET: cli_progress_quiet(); break;
         case 'h': print_usage(); return 1;
         default: cli_option_error(cmd, opt, argv); return -1;
         }
@@ -323,8 +333,8 @@ static int run_threads(run_moe_options *o) {
         cli_error(cmd, "cannot write the trace '%s'", cfg->trace_path);
         return MM_CLI_EXIT_FAILURE;
     }
-    run_moe_print_banner(cfg, "threads");
-    run_moe_print_header();
+    run_moe_print_banner(cfg, "threads", list, count);
+    run_moe_print_header(cfg);
     int rc = MM_CLI_EXIT_OK;
     for (size_t i = 0; i < count; i++) {
         mm_error err;
@@ -336,12 +346,14 @@ static int run_threads(run_moe_options *o) {
             break;
         }
         scenario_job job = {cfg, list[i], res};
+        cli_progress_begin("%s: generating and packing weights, %lld timed call%s", list[i]->spec_name,
+                           (long long)cfg->iterations, cli_plural_s(cfg->iterations));
         mm_status st = mm_comm_run_threads((int)cfg->ranks, rank_main, &job, NULL, NULL, &err);
+        cli_progress_end();
         int this_rc = MM_CLI_EXIT_OK;
         if (st != MM_OK) {
             const char *message = err.message; /* an agreed operator error already names its rank */
-            printf("%-15s not run: %s\n", list[i]->spec_name, message);
-            fflush(stdout);
+            run_moe_print_not_run(cfg, list[i]->spec_name, message);
             cli_error(cmd, "%s: %s", list[i]->spec_name, message);
             this_rc = cli_exit_status(st);
         } else {
@@ -350,13 +362,13 @@ static int run_threads(run_moe_options *o) {
         if (rc == MM_CLI_EXIT_OK) rc = this_rc;
         run_moe_results_free(res, cfg->ranks);
     }
-    run_moe_print_notes(report.notes, count);
+    run_moe_print_notes(cfg, report.notes, count);
     free(report.a16w16_y);
     if (cfg->trace_path) {
         if (run_moe_trace_close(&trace) != 0) {
             cli_error(cmd, "error writing the trace '%s'", cfg->trace_path);
             if (rc == MM_CLI_EXIT_OK) rc = MM_CLI_EXIT_FAILURE;
-        } else {
+        } else if (!cfg->json) {
             printf("\ntrace: %s (one track per rank; open in ui.perfetto.dev)\n", cfg->trace_path);
         }
     }

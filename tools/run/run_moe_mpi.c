@@ -104,8 +104,8 @@ static mm_status run_process(mm_comm *comm, void *arg, mm_error *err) {
     }
     if ((st = share_rc(comm, &rc, err)) != MM_OK || rc != MM_CLI_EXIT_OK) goto done;
     if (me == 0) {
-        run_moe_print_banner(cfg, mm_comm_backend_name(comm));
-        run_moe_print_header();
+        run_moe_print_banner(cfg, mm_comm_backend_name(comm), list, count);
+        run_moe_print_header(cfg);
     }
     run_moe_report report;
     memset(&report, 0, sizeof report);
@@ -128,8 +128,7 @@ static mm_status run_process(mm_comm *comm, void *arg, mm_error *err) {
         int this_rc = MM_CLI_EXIT_OK;
         if (sst != MM_OK) {
             if (me == 0) {
-                printf("%-15s not run: %s\n", list[i]->spec_name, err->message);
-                fflush(stdout);
+                run_moe_print_not_run(cfg, list[i]->spec_name, err->message);
                 cli_error(cmd, "%s: %s", list[i]->spec_name, err->message);
                 run->reported = 1;
             }
@@ -144,14 +143,14 @@ static mm_status run_process(mm_comm *comm, void *arg, mm_error *err) {
         run_moe_results_free(res, me == 0 ? n : 1);
         if (st != MM_OK) break;
     }
-    if (me == 0) run_moe_print_notes(report.notes, count);
+    if (me == 0) run_moe_print_notes(cfg, report.notes, count);
     free(report.a16w16_y);
 done:
     if (tracing) {
         if (run_moe_trace_close(&trace) != 0) {
             cli_error(cmd, "error writing the trace '%s'", cfg->trace_path);
             if (rc == MM_CLI_EXIT_OK) rc = MM_CLI_EXIT_FAILURE;
-        } else {
+        } else if (!cfg->json) {
             printf("\ntrace: %s (one track per rank; open in ui.perfetto.dev)\n", cfg->trace_path);
         }
     }

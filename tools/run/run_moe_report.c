@@ -8,8 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli_json.h"
+#include "common/cli_progress.h"
 #include "common/cli_threads.h"
 #include "common/cli_util.h"
+#include "gemm/kernel_registry.h"
 #include "megamoe/formats.h"
 #include "run/run_moe.h"
 #include "common/timing.h"
@@ -21,14 +24,41 @@ static double median_of(double *v, int64_t n) {
 }
 
 /* Prints the table header (once). */
-void run_moe_print_header(void) {
+void run_moe_print_header(const run_moe_config *cfg) {
+    if (cfg->json) return;
     printf("%-15s %7s %9s %9s %9s %9s %9s %9s %10s %9s %8s %9s %7s %7s %9s\n", "scenario", "tokens",
            "dispatch", "gemm1", "activ.", "gemm2", "shared", "combine", "total ms", "tokens/s", "GFLOP/s",
            "maxerr/rms", "<=1ulp", "in tol", "vs a16w16");
 }
 
+/* The row of one scenario as a JSON object: the table's columns, and the note's times. */
+static void print_json_row(const run_moe_scenario *sc, int64_t tokens, const double *stage_ms, double wall,
+                           double flops, const run_moe_errors *errors, double vs_a16w16,
+                           const double setup_check[3]) {
+    static const char *const stage_keys[MM_MEGA_MOE_STAGE_COUNT] = {
+        [MM_MEGA_MOE_STAGE_DISPATCH] = "dispatch_ms",     [MM_MEGA_MOE_STAGE_GEMM1] = "gemm1_ms",
+        [MM_MEGA_MOE_STAGE_ACTIVATION] = "activation_ms", [MM_MEGA_MOE_STAGE_GEMM2] = "gemm2_ms",
+        [MM_MEGA_MOE_STAGE_SHARED] = "shared_ms",         [MM_MEGA_MOE_STAGE_COMBINE] = "combine_ms"};
+    cli_json j = cli_json_begin(stdout, "row");
+    cli_json_str(&j, "scenario", sc->spec_name);
+    cli_json_int(&j, "tokens", tokens);
+    for (int s = 0; s < MM_MEGA_MOE_STAGE_COUNT; s++)
+        if (stage_keys[s]) cli_json_num(&j, stage_keys[s], stage_ms[s]);
+    cli_json_num(&j, "total_ms", wall * 1e3);
+    cli_json_num(&j, "tokens_per_s", (double)tokens / wall);
+    cli_json_num(&j, "gflop_per_s", flops / wall * 1e-9);
+    cli_json_num(&j, "maxerr_over_rms", errors ? errors->max_abs_over_rms : NAN);
+    cli_json_num(&j, "within_ulp_pct", errors ? errors->within_ulp * 100.0 : NAN);
+    cli_json_num(&j, "in_tolerance_pct", errors ? errors->within_tolerance * 100.0 : NAN);
+    cli_json_num(&j, "vs_a16w16", vs_a16w16 >= 0.0 ? vs_a16w16 : NAN);
+    cli_json_num(&j, "setup_s", setup_check[0]);
+    cli_json_num(&j, "generate_s", setup_check[1]);
+    cli_json_num(&j, "check_s", setup_check[2]);
+    cli_json_end(&j);
+}
+
 static void print_row(const run_moe_config *cfg, const run_moe_scenario *sc, const run_moe_rank_result *res,
-                      const run_moe_errors *errors, double vs_a16w16) {
+                      const run_moe_errors *errors, double vs_a16w16, const double setup_check[3]) {
     int64_t R = cfg->ranks, N = cfg->iterations;
     double stage_ms[MM_MEGA_MOE_STAGE_COUNT], samples[1000], walls[1000];
     for (int s = 0; s < MM_MEGA_MOE_STAGE_COUNT; s++) {
@@ -52,6 +82,10 @@ static void print_row(const run_moe_config *cfg, const run_moe_scenario *sc, con
     /* two FLOPs per multiply-add: GEMM1 (H x 2I) and GEMM2 (I x H) for every routed and shared row */
     double flops = 2.0 * (double)tokens * (double)(cfg->topk + cfg->shared_experts) *
                    (double)(cfg->hidden * 2 * cfg->inter + cfg->inter * cfg->hidden);
+    if (cfg->json) {
+        print_json_row(sc, tokens, stage_ms, wall, flops, errors, vs_a16w16, setup_check);
+        return;
+    }
     printf("%-15s %7lld %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.2f %9.0f %8.1f", sc->spec_name,
            (long long)tokens, stage_ms[MM_MEGA_MOE_STAGE_DISPATCH], stage_ms[MM_MEGA_MOE_STAGE_GEMM1],
            stage_ms[MM_MEGA_MOE_STAGE_ACTIVATION], stage_ms[MM_MEGA_MOE_STAGE_GEMM2],
@@ -109,19 +143,23 @@ int run_moe_report_scenario(const run_moe_config *cfg, const run_moe_scenario *s
     if (checked) {
         mm_error err;
         mm_error_clear(&err);
-        if (run_moe_check(cfg, sc, res, &errors, &err) != MM_OK) {
+        cli_progress_begin("%s: checking against the float64 reference", sc->spec_name);
+        mm_status st = run_moe_check(cfg, sc, res, &errors, &err);
+        cli_progress_end();
+        if (st != MM_OK) {
             cli_error(cmd, "%s: reference check failed: %s", sc->spec_name, err.message);
             return cli_exit_status(err.status);
         }
         if (!(errors.within_tolerance >= 1.0)) rc = MM_CLI_EXIT_FAILURE;
     }
     double check_seconds = cli_now_seconds() - check_begin;
-    print_row(cfg, sc, res, checked ? &errors : NULL, compare_with_a16w16(cfg, sc, res, report));
     double setup = 0.0, generate = 0.0;
     for (int64_t r = 0; r < cfg->ranks; r++) {
         setup = fmax(setup, res[r].setup_seconds);
         generate = fmax(generate, res[r].generate_seconds);
     }
+    const double setup_check[3] = {setup, generate, check_seconds};
+    print_row(cfg, sc, res, checked ? &errors : NULL, compare_with_a16w16(cfg, sc, res, report), setup_check);
     snprintf(notes, notes_size, "%s: setup %.2f s (of which generating weights %.2f s), check %.2f s%s\n",
              sc->spec_name, setup, generate, check_seconds, checked ? "" : " (no check)");
     if (rc != MM_CLI_EXIT_OK)
@@ -132,8 +170,72 @@ int run_moe_report_scenario(const run_moe_config *cfg, const run_moe_scenario *s
     return rc;
 }
 
-void run_moe_print_banner(const run_moe_config *cfg, const char *backend) {
+/* --json: the banner's facts as the first object. */
+static void print_json_banner(const run_moe_config *cfg, const char *backend, const char *threads) {
     const run_moe_preset *p = cfg->preset;
+    cli_json j = cli_json_begin(stdout, "header");
+    cli_json_str(&j, "command", "run");
+    cli_json_str(&j, "op", "mega-moe");
+    cli_json_cpu(&j);
+    cli_json_str(&j, "threads", threads);
+    cli_json_str(&j, "preset", p->name);
+    cli_json_str(&j, "model", p->model);
+    cli_json_int(&j, "hidden", cfg->hidden);
+    cli_json_int(&j, "intermediate", cfg->inter);
+    cli_json_int(&j, "experts", cfg->experts);
+    cli_json_int(&j, "topk", cfg->topk);
+    cli_json_int(&j, "shared_experts", cfg->shared_experts);
+    cli_json_str(&j, "activation", mm_mega_moe_activation_name(p->activation));
+    cli_json_str(&j, "backend", backend);
+    cli_json_int(&j, "ranks", cfg->ranks);
+    cli_json_int(&j, "tokens_per_rank", cfg->tokens);
+    cli_json_int(&j, "iterations", cfg->iterations);
+    cli_json_int(&j, "seed", (int64_t)cfg->seed);
+    cli_json_num(&j, "skew", cfg->skew);
+    cli_json_int(&j, "check_tokens_per_rank",
+                 cfg->check_tokens < cfg->tokens ? cfg->check_tokens : cfg->tokens);
+    cli_json_int(&j, "combine_quant_mode", cfg->combine_quant_mode);
+    cli_json_int(&j, "combine_comm_mode", cfg->combine_comm_mode);
+    cli_json_int(&j, "rank_num_per_server", cfg->rank_num_per_server);
+    cli_json_int(&j, "topk_weights_type", cfg->topk_weights_type);
+    cli_json_end(&j);
+}
+
+void run_moe_print_not_run(const run_moe_config *cfg, const char *scenario, const char *message) {
+    if (cfg->json) {
+        cli_json j = cli_json_begin(stdout, "row");
+        cli_json_str(&j, "scenario", scenario);
+        cli_json_str(&j, "error", message);
+        cli_json_end(&j);
+    } else {
+        printf("%-15s not run: %s\n", scenario, message);
+        fflush(stdout);
+    }
+}
+
+/* "gemm kernels of a8w8-int: GEMM1 int8 x int8 K1 (1 row) / KN (many rows); GEMM2 ...": what the
+ * registry chooses for the scenario's formats at this ISA level (megamoe version --verbose lists all). */
+static void print_kernels(const run_moe_scenario *sc) {
+    printf("gemm kernels of %s:", sc->spec_name);
+    const mm_dtype inputs[2] = {sc->gemm1_input, sc->gemm2_input};
+    for (int g = 0; g < 2; g++) {
+        const mm_gemm_kernel *k1 = mm_gemm_kernel_select_rows(inputs[g], sc->weight_dtype, 1);
+        const mm_gemm_kernel *kn = mm_gemm_kernel_select(inputs[g], sc->weight_dtype);
+        printf("%s GEMM%d %s x %s %s (1 row) / %s (many rows)", g ? ";" : "", g + 1, mm_dtype_name(inputs[g]),
+               mm_dtype_name(sc->weight_dtype), k1 ? k1->name : "-", kn ? kn->name : "-");
+    }
+    printf("\n");
+}
+
+void run_moe_print_banner(const run_moe_config *cfg, const char *backend, const run_moe_scenario *const *list,
+                          size_t count) {
+    const run_moe_preset *p = cfg->preset;
+    char threads[160];
+    cli_threads_describe(threads, sizeof threads);
+    if (cfg->json) {
+        print_json_banner(cfg, backend, threads);
+        return;
+    }
     /* With H or I overridden the layer is no longer the model's: say whose shape it borrows, and what. */
     int h_over = cfg->hidden != p->hidden, i_over = cfg->inter != p->inter;
     if (h_over || i_over)
@@ -168,14 +270,14 @@ void run_moe_print_banner(const run_moe_config *cfg, const char *backend) {
                cli_plural_s(checked));
     } else
         printf("no reference check\n");
-    char threads[160];
-    cli_threads_describe(threads, sizeof threads);
     printf("worker pool: %s\n", threads);
+    for (size_t i = 0; i < count; i++) print_kernels(list[i]);
     printf("times in ms per call (median); stages: mean over ranks; total: first rank start to last rank "
            "end\n\n");
 }
 
-void run_moe_print_notes(char notes[][160], size_t count) {
+void run_moe_print_notes(const run_moe_config *cfg, char notes[][160], size_t count) {
+    if (cfg->json) return;
     int any = 0;
     for (size_t i = 0; i < count; i++)
         if (notes[i][0]) {

@@ -11,6 +11,7 @@
 
 #include "common/cli_util.h"
 #include "common/commands.h"
+#include "common/cli_json.h"
 #include "core/cpu.h"
 #include "core/parallel.h"
 #include "gemm/kernel_registry.h"
@@ -42,17 +43,8 @@ static const char version_usage[] =
 static void print_cpu(void) {
     struct utsname u;
     const char *machine = uname(&u) == 0 ? u.machine : "unknown";
-    char line[512], model[256] = "";
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    while (f && fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) != 0) continue;
-        const char *colon = strchr(line, ':');
-        if (!colon) continue;
-        snprintf(model, sizeof model, "%s", colon + (colon[1] == ' ' ? 2 : 1));
-        model[strcspn(model, "\n")] = '\0';
-        break;
-    }
-    if (f) fclose(f);
+    char model[256];
+    cli_cpu_model(model, sizeof model);
     printf("cpu: %s%s%s%s\n", model, model[0] ? " (" : "", machine, model[0] ? ")" : "");
     printf("cpu supports:");
     for (int isa = MM_ISA_REF; isa < MM_ISA_COUNT; isa++)
