@@ -40,7 +40,8 @@ typedef struct mm_experts_config {
     int64_t intermediate_hidden; /* I >= 2, even */
     /* NULL, or num_experts entries: local slot or -1 (each slot used exactly once). */
     const int32_t *expert_map;
-    /* The activation the weights are for: decides GEMM2's K (gelu: 2I). Calls must use the same. */
+    /* The activation the weights are for: decides GEMM2's K (gelu: 2I). A call may use any activation
+     * with the same K. */
     mm_mega_moe_activation activation;
 } mm_experts_config;
 
@@ -55,8 +56,10 @@ enum {
 };
 
 typedef struct mm_experts_inputs {
-    const mm_tensor *x;             /* (T, H) BF16, F16 or F32; T may be 0 */
-    const mm_tensor *topk_ids;      /* (T, K) I32 or I64, in [0, E) (or < 0 with SKIP_NEGATIVE_IDS) */
+    const mm_tensor *x; /* (T, H) BF16, F16 or F32; T may be 0 */
+    /* (T, K) I32 or I64, in [0, E) (or < 0 with SKIP_NEGATIVE_IDS); an id repeated in a row is one term
+     * per occurrence (MegaMoE rejects repeats) */
+    const mm_tensor *topk_ids;
     const mm_tensor *topk_weights;  /* (T, K) F32 or BF16 */
     const mm_tensor *x_active_mask; /* optional (T,) BOOL or I8, as MegaMoE's (inactive rows: y = +0) */
     int flags;                      /* MM_EXPERTS_* */
@@ -64,8 +67,8 @@ typedef struct mm_experts_inputs {
 
 /* attrs: the MegaMoE attributes that apply without communication (quantization modes and dtypes,
  * activation and its parameters, topk_weights_type, combine_quant_mode); combine_comm_mode and
- * rank_num_per_server must be 0. y: (T, H) BF16 (MegaMoE's output), or F32 (the same BF16 values,
- * widened exactly). */
+ * rank_num_per_server must be 0; pre-quantized x is refused (x is BF16, F16 or F32 here). y: (T, H) BF16
+ * (MegaMoE's output), or F32 (the same BF16 values, widened exactly). */
 mm_status mm_experts_run(const mm_experts *experts, const mm_mega_moe_attrs *attrs,
                          const mm_experts_inputs *inputs, mm_tensor *y, mm_error *err);
 
