@@ -423,4 +423,25 @@ static const scen_entry scen_all[] = {
 };
 #define SCEN_COUNT (sizeof scen_all / sizeof scen_all[0])
 
+/* ---- rank functions of the launchers' result-rule tests (test_comm_threads.c, test_world.c) ---- */
+
+/* Rank 1 fails, the others succeed: the launcher reports each rank and the lowest failure. */
+static inline mm_status fail_on_some(mm_comm *c, void *arg, mm_error *err) {
+    (void)arg;
+    if (mm_comm_rank(c) == 1) return mm_fail_for_test(err, "topk 9 exceeds moe_expert_num 8");
+    if (mm_comm_rank(c) == 3) {
+        snprintf(err->message, sizeof err->message, "disk full");
+        return MM_ERR_IO;
+    }
+    return MM_OK;
+}
+
+/* Rank 2 finds an error and every rank agrees on it (mm_comm_agree prefixes "rank 2: "). */
+static inline mm_status agreed_failure(mm_comm *c, void *arg, mm_error *err) {
+    (void)arg;
+    mm_status local = MM_OK;
+    if (mm_comm_rank(c) == 2) local = mm_fail_for_test(err, "hidden = 30 is not a multiple of 32");
+    return mm_comm_agree(c, local, err);
+}
+
 #endif

@@ -113,23 +113,6 @@ static void test_scenarios_on_world(void) {
 
 /* ---- result rules ------------------------------------------------------------------------------- */
 
-static mm_status fail_on_some(mm_comm *c, void *arg, mm_error *err) {
-    (void)arg;
-    if (mm_comm_rank(c) == 1) return mm_fail_for_test(err, "topk 9 exceeds moe_expert_num 8");
-    if (mm_comm_rank(c) == 3) {
-        snprintf(err->message, sizeof err->message, "disk full");
-        return MM_ERR_IO;
-    }
-    return MM_OK;
-}
-
-static mm_status agreed_failure(mm_comm *c, void *arg, mm_error *err) {
-    (void)arg;
-    mm_status local = MM_OK;
-    if (mm_comm_rank(c) == 2) local = mm_fail_for_test(err, "hidden = 30 is not a multiple of 32");
-    return mm_comm_agree(c, local, err);
-}
-
 static mm_status barrier_rank(mm_comm *c, void *arg, mm_error *err) {
     (void)arg;
     return mm_comm_barrier(c, err);
