@@ -16,6 +16,7 @@
 
 #include "comm/comm_internal.h"
 #include "core/clock.h"
+#include "core/cpu.h"
 #include "core/cpu_budget.h"
 #include "core/error.h"
 
@@ -55,12 +56,6 @@ void mm_waiter_start_for(mm_waiter *w, const mm_comm *c) {
 int mm_comm_spin_rounds_for(int ranks_here) {
     /* The CPUs this process may use (affinity mask and cgroup quota), not the machine's. */
     return ranks_here > mm_cpu_budget_cpus() ? 0 : MM_WAIT_SPIN_ROUNDS;
-}
-
-static void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
 }
 
 #ifdef __linux__
@@ -119,7 +114,7 @@ void mm_waiter_end(mm_waiter *w) {
 int mm_waiter_pause(mm_waiter *w) {
     w->rounds++;
     if (w->rounds < w->spin_rounds) {
-        for (int i = 0; i < 4; i++) cpu_relax();
+        for (int i = 0; i < 4; i++) mm_cpu_pause();
         return 1;
     }
     double now = mm_now_seconds();

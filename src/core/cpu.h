@@ -46,4 +46,12 @@ int mm_cpu_has_avx512_vbmi(void);
 /* Lower-case name of an ISA level ("ref", "avx512", "amx"). */
 const char *mm_isa_name(mm_isa isa);
 
+/* One spin-wait pause (x86 PAUSE: lets the sibling hyper-thread run and saves power; nothing elsewhere).
+ * The one definition for every spinning wait (the worker pool, the world's parked ranks, comm waits). */
+static inline void mm_cpu_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 #endif

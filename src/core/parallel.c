@@ -27,14 +27,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/cpu.h"
 #include "core/cpu_budget.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define MM_CPU_PAUSE() _mm_pause()
-#else
-#define MM_CPU_PAUSE() ((void)0)
-#endif
 
 enum {
     MM_MAX_THREADS = 1024,
@@ -218,7 +212,7 @@ int mm_parallel_spawned_workers(void) {
 static void wait_for_new_job(uint_fast64_t *seen) {
     for (int i = 0; i < MM_SPIN_ROUNDS; i++) {
         if (atomic_load_explicit(&pool.epoch, memory_order_acquire) != *seen) goto changed;
-        MM_CPU_PAUSE();
+        mm_cpu_pause();
     }
     for (int i = 0; i < MM_YIELD_ROUNDS; i++) {
         if (atomic_load_explicit(&pool.epoch, memory_order_acquire) != *seen) goto changed;
@@ -303,7 +297,7 @@ static void spawn_workers_locked(int wanted) {
 static void wait_for_job_done(mm_job *job) {
     for (int i = 0; i < MM_SPIN_ROUNDS; i++) {
         if (atomic_load_explicit(&job->done, memory_order_acquire) == job->n_tasks) return;
-        MM_CPU_PAUSE();
+        mm_cpu_pause();
     }
     for (int i = 0; i < MM_YIELD_ROUNDS; i++) {
         if (atomic_load_explicit(&job->done, memory_order_acquire) == job->n_tasks) return;
@@ -363,7 +357,7 @@ void mm_parallel_for(int64_t n_tasks, mm_task_fn fn, void *ctx) {
     pthread_mutex_unlock(&pool.mutex);
     for (int spins = 0; atomic_load_explicit(&job.attached, memory_order_acquire) != 0; spins++) {
         if (spins < MM_SPIN_ROUNDS)
-            MM_CPU_PAUSE();
+            mm_cpu_pause();
         else
             sched_yield();
     }

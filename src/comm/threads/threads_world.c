@@ -22,14 +22,8 @@
 
 #include "comm/threads/threads_internal.h"
 #include "comm/world_internal.h"
+#include "core/cpu.h"
 #include "core/error.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define WORLD_CPU_PAUSE() _mm_pause()
-#else
-#define WORLD_CPU_PAUSE() ((void)0)
-#endif
 
 enum {
     /* The worker pool's counts (core/parallel.c): long enough to catch the next call of a tight loop,
@@ -98,7 +92,7 @@ static uint64_t wait_for_job(mm_world *w, uint64_t seen) {
     uint64_t g;
     for (int i = 0; i < w->spin_rounds; i++) {
         if ((g = atomic_load_explicit(&w->generation, memory_order_acquire)) != seen) return g;
-        WORLD_CPU_PAUSE();
+        mm_cpu_pause();
     }
     for (int i = 0; i < WORLD_YIELD_ROUNDS; i++) {
         if ((g = atomic_load_explicit(&w->generation, memory_order_acquire)) != seen) return g;
@@ -146,7 +140,7 @@ static void publish_job(mm_world *w) {
 static void wait_for_ranks(mm_world *w) {
     for (int i = 0; i < w->spin_rounds; i++) {
         if (atomic_load_explicit(&w->remaining, memory_order_acquire) == 0) return;
-        WORLD_CPU_PAUSE();
+        mm_cpu_pause();
     }
     for (int i = 0; i < WORLD_YIELD_ROUNDS; i++) {
         if (atomic_load_explicit(&w->remaining, memory_order_acquire) == 0) return;
