@@ -130,10 +130,11 @@ static void test_round_trip(void) {
     CHECK(strcmp(mm_st_metadata(r, "dtype.t.fp4_e1m2"), "fp4_e1m2") == 0);
     CHECK(strcmp(mm_st_metadata(r, "shape.scalar_int4"), "[]") == 0);
     CHECK(strcmp(mm_st_metadata(r, "shape.empty_int4"), "[2,0]") == 0);
+    CHECK(strcmp(mm_st_metadata(r, "dtype.t.uint4"), "uint4") == 0);
     CHECK(mm_st_metadata(r, "dtype.t.fp4_e2m1") == NULL); /* F4 is a standard string */
-    /* op, note; dtype.+shape. for t.int4, t.fp4_e1m2, scalar_int4, empty_int4, fp4_e1m2_even; dtype. for
-     * t.hifloat8, empty_hif8. */
-    CHECK_EQ_INT(mm_st_metadata_count(r), 2 + 5 * 2 + 2);
+    /* op, note; dtype.+shape. for t.int4, t.uint4, t.fp4_e1m2, scalar_int4, empty_int4, fp4_e1m2_even;
+     * dtype. for t.hifloat8, empty_hif8. */
+    CHECK_EQ_INT(mm_st_metadata_count(r), 2 + 6 * 2 + 2);
 
     /* Reader API misuse. */
     mm_tensor t;

@@ -254,11 +254,11 @@ static void test_logical_dtype_rules(void) {
 
     expect_reject(WITH_META("\"dtype.y\":\"int4\""), 8, "metadata \"dtype.y\" names no tensor \"y\"");
     expect_reject(WITH_META("\"dtype.x\":\"int8\""), 8,
-                  "metadata \"dtype.x\" = \"int8\" is not a logical dtype (int4, fp4_e1m2, hifloat8)");
+                  "metadata \"dtype.x\" = \"int8\" is not a logical dtype (int4, uint4, fp4_e1m2, hifloat8)");
     expect_reject(WITH_META("\"dtype.x\":\"int4\""), 8,
                   "tensor \"x\": dtype int4 needs metadata \"shape.x\"");
     expect_reject(WITH_META("\"shape.x\":\"[2,7]\""), 8,
-                  "metadata \"shape.x\" needs \"dtype.x\" to be int4 or fp4_e1m2");
+                  "metadata \"shape.x\" needs \"dtype.x\" to be int4, uint4 or fp4_e1m2");
     expect_reject(WITH_META("\"dtype.x\":\"hifloat8\",\"shape.x\":\"[2,4]\""), 8,
                   "needs \"dtype.x\" to be int4");
     expect_reject(WITH_META("\"dtype.x\":\"int4\",\"shape.x\":\"[2,9]\""), 8,

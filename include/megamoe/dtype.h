@@ -36,6 +36,8 @@ typedef enum mm_dtype {
     MM_DTYPE_FP4_E1M2, /* carried only, never computed */
     MM_DTYPE_HIFLOAT8, /* carried only, opaque bytes */
     MM_DTYPE_INT4,
+    MM_DTYPE_UINT4, /* unsigned 4-bit codes 0..15 with zero points (group-wise INT4 of AWQ/GPTQ checkpoints)
+                     */
     MM_DTYPE_COUNT
 } mm_dtype;
 

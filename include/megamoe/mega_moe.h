@@ -145,6 +145,23 @@ typedef struct mm_mega_moe_expert_weights {
     const mm_tensor *weight1_list, *weight2_list;
     const mm_tensor *weight_scales1_list, *weight_scales2_list;
     const mm_tensor *bias1_list, *bias2_list;
+
+    /* ---- extensions for checkpoint formats (docs/weight_formats.md); 0 / NULL for the seed's use ----
+     * The A16 weight-only scenarios (BF16 activations, dispatch_quant_mode 0) take weights in
+     * FP8_E4M3FN with F32 block scales, FP4_E2M1 with E8M0 scales (the MX layout above) or UINT4 with
+     * F32 group scales and zero points; each weight element is dequantized to BF16 as
+     * w' = BF16(F32(decode(q) - zero) * scale) and the GEMM is then the A16W16 one.
+     *   weight_scales1/2 FP8_E4M3FN / UINT4 (A16): (count, ceil(N / scale_block_n), ceil(K / scale_block_k))
+     * F32 weight_zeros1/2  UINT4: the same shape as the scales, U8 values 0..15 bias1 / bias2: accepted for
+     * every weight format (added in F32 to GEMM1's / GEMM2's output before any rounding; for A8W4-INT they
+     * keep the seed's meaning). */
+    int64_t scale_block_n, scale_block_k; /* FP8_E4M3FN / UINT4 with BF16 activations: >= 1 */
+    const mm_tensor *weight_zeros1, *weight_zeros2;
+    const mm_tensor *weight_zeros1_list, *weight_zeros2_list;
+    /* 1: weight1's 2I gate/up channels (and bias1's, scales1's, zeros1's) alternate: gate channel i is
+     * 2i, up channel i is 2i + 1 (gpt-oss's gate_up_proj; the seed's weight1Interleave); 0: gate channels
+     * [0, I), up channels [I, 2I). */
+    int weight1_interleave;
 } mm_mega_moe_expert_weights;
 
 typedef struct mm_mega_moe_buffer mm_mega_moe_buffer;

@@ -83,4 +83,11 @@ const mm_format_traits mm_format_table[MM_DTYPE_COUNT] = {
     [MM_DTYPE_HIFLOAT8] = {.name = "hifloat8", PLAIN(8)},
     [MM_DTYPE_INT4] =
         {.name = "int4", NIBBLE, INT_QUANT, .decode_entries = 16, .to_f32 = mm_table_int4_to_f32},
+    /* Unsigned 4-bit codes with zero points: the code itself is the value before (q - zero) * scale. */
+    [MM_DTYPE_UINT4] = {.name = "uint4",
+                        NIBBLE,
+                        .block_size = 1,
+                        .mx_emax = -1,
+                        .decode_entries = 16,
+                        .to_f32 = mm_table_u8_to_f32},
 };

@@ -37,6 +37,13 @@ typedef struct mm_gemm_weight_desc {
     const float *bias;        /* INT4 only, optional (N,) F32 bias of the A8W4-INT formula; NULL means
                                  the standard bias 8 * s_W[n] * sum_k W[k][n], i.e. no correction */
     const uint8_t *mx_scales; /* FP8 / FP4: E8M0 scales in the (N, ceil(K/64), 2) layout; required */
+    /* Block-scaled weights for BF16 activations (FP8_E4M3FN with F32 block scales, UINT4 with zero points;
+     * docs/gemm.md "weight-only formats"): the scale of element (k, n) is
+     * block_scales[(n / block_n) * ceil(K / block_k) + k / block_k], its zero point (UINT4 only) the
+     * same entry of zeros (0..15). When block_scales is set, mx_scales must be NULL. */
+    const float *block_scales;
+    int64_t block_n, block_k; /* >= 1 */
+    const uint8_t *zeros;     /* UINT4: required, same layout as block_scales; else NULL */
 } mm_gemm_weight_desc;
 
 typedef struct mm_gemm_packed_weights mm_gemm_packed_weights; /* see gemm/packed.h */

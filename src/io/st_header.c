@@ -289,10 +289,11 @@ static mm_status apply_logical_dtypes(mm_st_reader *r, mm_error *err) {
         mm_io_quote(q, sizeof q, key, strlen(key));
         if (strncmp(key, "shape.", 6) == 0) {
             const char *logical = find_meta_prefixed(r, "dtype.", key + 6);
-            if (!logical || (strcmp(logical, "int4") != 0 && strcmp(logical, "fp4_e1m2") != 0))
+            if (!logical || (strcmp(logical, "int4") != 0 && strcmp(logical, "uint4") != 0 &&
+                             strcmp(logical, "fp4_e1m2") != 0))
                 return mm_fail(
                     err, MM_ERR_INVALID_FILE,
-                    "metadata \"%s\" needs \"dtype.%s\" to be int4 or fp4_e1m2 (shape.<name> is only "
+                    "metadata \"%s\" needs \"dtype.%s\" to be int4, uint4 or fp4_e1m2 (shape.<name> is only "
                     "for 4-bit logical dtypes)",
                     q, q + 6);
             continue;
@@ -304,14 +305,17 @@ static mm_status apply_logical_dtypes(mm_st_reader *r, mm_error *err) {
         mm_dtype logical;
         if (strcmp(value, "int4") == 0)
             logical = MM_DTYPE_INT4;
+        else if (strcmp(value, "uint4") == 0)
+            logical = MM_DTYPE_UINT4;
         else if (strcmp(value, "fp4_e1m2") == 0)
             logical = MM_DTYPE_FP4_E1M2;
         else if (strcmp(value, "hifloat8") == 0)
             logical = MM_DTYPE_HIFLOAT8;
         else
-            return mm_fail(err, MM_ERR_INVALID_FILE,
-                           "metadata \"%s\" = \"%s\" is not a logical dtype (int4, fp4_e1m2, hifloat8)", q,
-                           mm_io_quote(vq, sizeof vq, value, strlen(value)));
+            return mm_fail(
+                err, MM_ERR_INVALID_FILE,
+                "metadata \"%s\" = \"%s\" is not a logical dtype (int4, uint4, fp4_e1m2, hifloat8)", q,
+                mm_io_quote(vq, sizeof vq, value, strlen(value)));
         if (t->dtype != MM_DTYPE_U8)
             return mm_fail(err, MM_ERR_INVALID_FILE,
                            "tensor \"%s\": metadata \"%s\" = \"%s\" needs the stored dtype U8, not %s", q + 6,

@@ -96,7 +96,8 @@ static mm_gemm_packed_weights *make_weights(const format_info *f, int64_t k, int
         fill_codes(f->w, data, bytes, s, 1.0f / sqrtf((float)k));
         for (int64_t i = 0; i < n; i++) scales[i] = 1.0f / (127.0f * sqrtf((float)k));
         fill_mx_scales(mx, mx_bytes, s);
-        mm_gemm_weight_desc desc = {f->w, k, n, 0, data, scales, NULL, mx};
+        mm_gemm_weight_desc desc = {
+            .dtype = f->w, .k = k, .n = n, .data = data, .scales = scales, .mx_scales = mx};
         mm_gemm_pack_options opts = {gated};
         if (mm_gemm_pack_weights_with(&desc, &opts, &packed, NULL) != MM_OK) packed = NULL;
     }

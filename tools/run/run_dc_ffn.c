@@ -64,8 +64,8 @@ mm_status cli_dc_ffn_create(int64_t experts, int64_t expert_base, int64_t hidden
         uint64_t seed = (uint64_t)(expert_base + e) * 1315423911u + (uint64_t)tp_rank * 2654435761u + 7;
         for (int64_t j = 0; j < hidden * 2 * I; j++) w1[j] = seeded_bf16(&seed, s1);
         for (int64_t j = 0; j < I * hidden; j++) w2[j] = seeded_bf16(&seed, s2);
-        mm_gemm_weight_desc d1 = {MM_DTYPE_BF16, hidden, 2 * I, 0, w1, NULL, NULL, NULL};
-        mm_gemm_weight_desc d2 = {MM_DTYPE_BF16, I, hidden, 0, w2, NULL, NULL, NULL};
+        mm_gemm_weight_desc d1 = {.dtype = MM_DTYPE_BF16, .k = hidden, .n = 2 * I, .data = w1};
+        mm_gemm_weight_desc d2 = {.dtype = MM_DTYPE_BF16, .k = I, .n = hidden, .data = w2};
         mm_gemm_pack_options interleave = {1};
         if ((st = mm_gemm_pack_weights_with(&d1, &interleave, &f->w1[e], err)) ||
             (st = mm_gemm_pack_weights(&d2, &f->w2[e], err)))
