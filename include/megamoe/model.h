@@ -61,7 +61,9 @@ mm_status mm_router_logits(const mm_tensor *x, const mm_tensor *gate, mm_tensor 
 typedef enum mm_model_family {
     MM_MODEL_MIXTRAL = 0,
     MM_MODEL_QWEN3_MOE = 1,
-    MM_MODEL_QWEN2_MOE = 2
+    MM_MODEL_QWEN2_MOE = 2,
+    MM_MODEL_DEEPSEEK_V3 = 3, /* "deepseek_v3" */
+    MM_MODEL_GPT_OSS = 4      /* "gpt_oss" */
 } mm_model_family;
 
 /* The config.json model_type: "mixtral", "qwen3_moe", "qwen2_moe"; "invalid" for other values. */
@@ -112,6 +114,19 @@ mm_status mm_moe_layer_load(mm_comm *comm, const mm_model *model, int64_t layer,
  * sigmoid(x . w_g) (F32), and y = BF16(F32(y_routed) + F32(y_shared)). */
 mm_status mm_moe_layer_forward(mm_moe_layer *layer, const mm_tensor *x, mm_tensor *y, mm_tensor *topk_ids,
                                mm_tensor *topk_weights, mm_error *err);
+
+/* Options of mm_moe_layer_load_with (all 0: mm_moe_layer_load's behaviour). */
+typedef struct mm_moe_layer_options {
+    /* 1: quantized checkpoint weights (FP8 block-scaled, MXFP4, AWQ/GPTQ INT4) are dequantized to BF16 on
+     * load, w' = BF16(F32(decode(q) - zero) * scale), and run as A16W16; the results are the same bits as
+     * the native formats' (docs/weight_formats.md), at 2-4x the weight memory. No effect on BF16 weights. */
+    int dequantize_to_bf16;
+} mm_moe_layer_options;
+
+/* mm_moe_layer_load with options (opts may be NULL: all 0). */
+mm_status mm_moe_layer_load_with(mm_comm *comm, const mm_model *model, int64_t layer,
+                                 int64_t max_tokens_per_rank, const mm_moe_layer_options *opts,
+                                 mm_moe_layer **out, mm_error *err);
 
 /* Collective. Accepts NULL. */
 mm_status mm_moe_layer_free(mm_moe_layer *layer, mm_error *err);

@@ -18,6 +18,8 @@ const char *mm_model_family_name(mm_model_family family) {
     case MM_MODEL_MIXTRAL: return "mixtral";
     case MM_MODEL_QWEN3_MOE: return "qwen3_moe";
     case MM_MODEL_QWEN2_MOE: return "qwen2_moe";
+    case MM_MODEL_DEEPSEEK_V3: return "deepseek_v3";
+    case MM_MODEL_GPT_OSS: return "gpt_oss";
     }
     return "invalid";
 }

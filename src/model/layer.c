@@ -23,6 +23,7 @@
 
 struct mm_moe_layer {
     mm_comm *comm;
+    mm_moe_layer_options options;
     mm_model_config config;
     int rank, size;
     int64_t max_tokens, local_experts;
@@ -135,6 +136,12 @@ static mm_status load_local(mm_moe_layer *l, const mm_model *model, int64_t laye
 
 mm_status mm_moe_layer_load(mm_comm *comm, const mm_model *model, int64_t layer, int64_t max_tokens_per_rank,
                             mm_moe_layer **out, mm_error *err) {
+    return mm_moe_layer_load_with(comm, model, layer, max_tokens_per_rank, NULL, out, err);
+}
+
+mm_status mm_moe_layer_load_with(mm_comm *comm, const mm_model *model, int64_t layer,
+                                 int64_t max_tokens_per_rank, const mm_moe_layer_options *opts,
+                                 mm_moe_layer **out, mm_error *err) {
     if (!comm || !model || !out)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "mm_moe_layer_load: comm, model or out is NULL");
     *out = NULL;
@@ -154,6 +161,7 @@ mm_status mm_moe_layer_load(mm_comm *comm, const mm_model *model, int64_t layer,
     mm_moe_layer *l = calloc(1, sizeof *l);
     if (!l) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "mm_moe_layer_load: out of memory");
     l->comm = comm;
+    if (opts) l->options = *opts;
     l->config = *c;
     l->rank = mm_comm_rank(comm);
     l->size = size;
