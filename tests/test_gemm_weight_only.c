@@ -311,7 +311,7 @@ static void check_random(void) {
  *   scale 0 (w' = +-0), scale 3e38 (w' overflows to +-Inf), scale 1e-40 (an F32 subnormal: w' is a BF16
  *   subnormal, which the AVX-512 path flushes to 0 exactly as vdpbf16ps does on the BF16 matrix), NaN
  *   scales, E8M0 scales 0 (2^-127), 254 and 0xFF (NaN), UINT4 zero points 0 and 15 with codes 15 and 0
- *   (q - zero = +-15), and the E4M3 NaN codes 0x7F and 0xFF. */
+ *   (q - zero = +-15), the E4M3 NaN codes 0x7F and 0xFF and its negative zero 0x80. */
 static void check_extremes(void) {
     static const float block_scales[] = {0.0f, 3e38f, 1e-40f, -2.5f};
     static const uint8_t mx_scales[] = {0, 1, 254, 0xFF};
@@ -331,6 +331,7 @@ static void check_extremes(void) {
             if (w.dtype == MM_DTYPE_FP8_E4M3FN) {
                 put_code(&w, 5, 3, 0x7F), put_code(&w, 66, 39, 0x7F);
                 put_code(&w, 9, 20, 0), put_code(&w, 9, 20, 0xFF);
+                put_code(&w, 10, 21, 0x80), put_code(&w, 11, 22, 0x80); /* -0 */
             }
             wcase_dequantize(&w);
             uint16_t *a = random_rows(9, w.k, 77 + (uint64_t)e);
@@ -455,11 +456,13 @@ static void check_errors(void) {
     expect_pack_error(&f, "only uint4 takes zero points");
     f.zeros = NULL, f.dtype = MM_DTYPE_FP8_E5M2;
     expect_pack_error(&f, "only fp8_e4m3fn and uint4 take block scales");
+    f.dtype = MM_DTYPE_FP8_E4M3FN, f.block_scales = NULL;
+    expect_pack_error(&f, "or F32 block_scales, for bf16 activations");
 
     /* Pairs: block-scaled FP8 only with BF16 activations, MX-scaled FP8 only with MX activations. */
     mm_error err;
     mm_gemm_packed_weights *block_fp8 = NULL, *mx_fp8 = NULL;
-    f.dtype = MM_DTYPE_FP8_E4M3FN;
+    f.block_scales = scales;
     mm_gemm_weight_desc m = {.dtype = MM_DTYPE_FP8_E4M3FN, .k = 8, .n = 2, .data = data, .mx_scales = mx};
     CHECK_OK(mm_gemm_pack_weights(&f, &block_fp8, &err), &err);
     CHECK_OK(mm_gemm_pack_weights(&m, &mx_fp8, &err), &err);

@@ -130,8 +130,9 @@ static mm_status validate(const mm_gemm_weight_desc *d, mm_error *err) {
                        "weight zeros are given without block_scales: zero points belong to uint4 weights");
     if (mm_format_is_mx(d->dtype) && !d->mx_scales)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                       "weight mx_scales are NULL: %s weights need (N, ceil(K/64), 2) E8M0 scales",
-                       mm_dtype_name(d->dtype));
+                       "weight mx_scales are NULL: %s weights need (N, ceil(K/64), 2) E8M0 scales%s",
+                       mm_dtype_name(d->dtype),
+                       d->dtype == MM_DTYPE_FP8_E4M3FN ? " (or F32 block_scales, for bf16 activations)" : "");
     return MM_OK;
 }
 
