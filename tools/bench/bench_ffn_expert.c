@@ -224,7 +224,9 @@ int bench_ffn_expert_run(bench_ffn_expert *x, int64_t e, int64_t rows, const ben
                           mx ? x->x_mx : NULL,
                           (x->hidden + 31) / 32,
                           x->w1[e],
-                          x->w2[e]};
+                          x->w2[e],
+                          NULL,
+                          NULL};
     double gemm = 0.0;
     mm_ffn_job job = {f->a, f->a,        0,      &x->act, x->hidden,     x->inter, x->inter, 1,    &group,
                       NULL, &x->scratch, x->out, NULL,    add_gemm_time, &gemm,    c->k1,    c->k2};
