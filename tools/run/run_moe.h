@@ -220,6 +220,8 @@ void run_moe_print_not_run(const run_moe_config *cfg, const char *scenario, cons
  * status (1 when a checked output is outside the tolerance). */
 int run_moe_report_scenario(const run_moe_config *cfg, const run_moe_scenario *sc, run_moe_rank_result *res,
                             run_moe_trace *trace, run_moe_report *report, size_t index);
+/* The banner's kernel line of one scenario (cli_kernels_describe), shared with the benchmarks' headers. */
+void run_moe_print_kernels(const run_moe_scenario *sc);
 /* Prints the notes of the count scenarios (nothing with --json: they are in the rows). */
 void run_moe_print_notes(const run_moe_config *cfg, char notes[][160], size_t count);
 
