@@ -157,6 +157,8 @@ static void measure_baselines(const ffn_config *cfg, int quick, baselines *b) {
     for (size_t i = 0; i < sizeof peaks / sizeof peaks[0]; i++) {
         if (!mm_cpu_supports(peaks[i].isa)) {
             printf("%-22s %12s %12s\n", peaks[i].name, "n/a", "n/a");
+            json_pair("peak", "instruction", peaks[i].name, "gops_1", "gops_n", (const double[2]){NAN, NAN},
+                      1);
             continue;
         }
         for (int j = 0; j < 2; j++) peaks[i].out[j] = bench_ffn_peak_rate(peaks[i].fn, t[j], secs, 3);

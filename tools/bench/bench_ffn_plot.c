@@ -51,7 +51,7 @@ int bench_ffn_plot_write(const bench_ffn_plot *p) {
 
     /* The ceilings: peak loops (horizontal) and streaming bandwidth (slanted, clipped to the plot). */
     static const char *const peak_cls[2] = {"peak-bf16", "peak-int8"}, *const peak_color[2] = {"#444444",
-                                                                                                 "#888888"};
+                                                                                               "#888888"};
     static const char *const peak_dash[2] = {"8 4", "2 3"};
     for (int k = 0; k < 2; k++)
         if (peaks[k] > 0) {
@@ -76,8 +76,8 @@ int bench_ffn_plot_write(const bench_ffn_plot *p) {
                  cli_plural_s(q->rows), q->intensity, q->flops / 1e9);
         cli_svg_marker(&s, "point", px, py, (int)q->format, cli_svg_color((int)q->format), title);
         if (p->n_hidden > 1)
-            cli_svg_text(&s, "point-label", px + 8, py - 6, 10, "start", 0, "%lld (H %lld)", (long long)q->rows,
-                         (long long)q->hidden);
+            cli_svg_text(&s, "point-label", px + 8, py - 6, 10, "start", 0, "%lld (H %lld)",
+                         (long long)q->rows, (long long)q->hidden);
         else
             cli_svg_text(&s, "point-label", px + 8, py - 6, 10, "start", 0, "%lld", (long long)q->rows);
     }
@@ -97,8 +97,8 @@ int bench_ffn_plot_write(const bench_ffn_plot *p) {
     char text[96];
     for (int k = 0; k < 2; k++)
         if (peaks[k] > 0) {
-            snprintf(text, sizeof text, "%s peak %.0f G%s/s", k ? "int8 vpdpbusd" : "bf16 vdpbf16ps", peaks[k],
-                     k ? "OP" : "FLOP");
+            snprintf(text, sizeof text, "%s peak %.0f G%s/s", k ? "int8 vpdpbusd" : "bf16 vdpbf16ps",
+                     peaks[k], k ? "OP" : "FLOP");
             legend_line(&s, lx, ly, "legend-line", peak_color[k], peak_dash[k], text);
             ly += 20;
         }

@@ -33,7 +33,8 @@ int bench_stage_plot_write(const bench_stage_plot *p, const char *cmd) {
     double lx = left;
     for (int st = 0; st < MM_MEGA_MOE_STAGE_COUNT; st++) {
         cli_svg_rect(&s, "legend-swatch", lx, 66, 14, 14, cli_svg_color(st), NULL);
-        cli_svg_text(&s, "legend", lx + 20, 78, 12, "start", 0, "%s", mm_mega_moe_stage_name((mm_mega_moe_stage)st));
+        cli_svg_text(&s, "legend", lx + 20, 78, 12, "start", 0, "%s",
+                     mm_mega_moe_stage_name((mm_mega_moe_stage)st));
         lx += 120;
     }
     double y0 = 100;
@@ -70,7 +71,8 @@ int bench_stage_plot_write(const bench_stage_plot *p, const char *cmd) {
         /* The layer call's median wall time (first rank start to last rank end) for comparison. */
         double lx_ms = cli_svg_map(&x, k->layer_ms);
         cli_svg_line(&s, "layer-time", lx_ms, top - gap, lx_ms, bottom, "black", 1.5, "5 3");
-        cli_svg_text(&s, "layer-time-label", lx_ms, top - gap - 2, 10, "middle", 0, "call %.3f ms", k->layer_ms);
+        cli_svg_text(&s, "layer-time-label", lx_ms, top - gap - 2, 10, "middle", 0, "call %.3f ms",
+                     k->layer_ms);
         y0 = bottom + case_bottom;
     }
     return cli_svg_close(&s, cmd, p->path);

@@ -9,7 +9,9 @@
 
 #include "megamoe/mega_moe.h"
 
-#define BENCH_PLOT_MAX_RANKS 64 /* ranks drawn per case (a bar each); more are left out, said in the chart */
+#define BENCH_PLOT_MAX_RANKS                                                                                 \
+    64 /* ranks drawn per case (a bar each); more are left out, said in the chart                            \
+        */
 #define BENCH_PLOT_MAX_CASES 18
 
 typedef struct bench_stage_case {

@@ -133,3 +133,13 @@ cli_json cli_json_header(const char *command, const char *key, const char *name)
     cli_json_str(&j, "threads", threads);
     return j;
 }
+
+void cli_json_time_row(const char *key, const char *name, cli_time_stats t, double gigabytes) {
+    cli_json j = cli_json_row("row");
+    cli_json_str(&j, key, name);
+    cli_json_num(&j, "median_ms", t.median * 1e3);
+    cli_json_num(&j, "min_ms", t.min * 1e3);
+    cli_json_num(&j, "max_ms", t.max * 1e3);
+    cli_json_num(&j, "gb_per_s", gigabytes / t.median);
+    cli_json_end(&j);
+}

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/timing.h"
+
 /* One object being written; `fields` counts the keys written so far (for the commas). */
 typedef struct cli_json {
     FILE *out;
@@ -41,5 +43,8 @@ cli_json cli_json_row(const char *type);
 /* The header object a command's --json starts with: {"type":"header","command":<command>,<key>:<name>,
  * "cpu":..., "threads":<the worker-pool line>}; the caller adds its options and ends it. */
 cli_json cli_json_header(const char *command, const char *key, const char *name);
+/* A timed method's row: {"type":"row",<key>:<name>,"median_ms","min_ms","max_ms","gb_per_s"} where GB/s
+ * is `gigabytes` over the median. */
+void cli_json_time_row(const char *key, const char *name, cli_time_stats t, double gigabytes);
 
 #endif

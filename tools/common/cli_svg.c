@@ -46,8 +46,8 @@ int cli_svg_close(cli_svg *s, const char *command, const char *path) {
     return bad ? -1 : 0;
 }
 
-void cli_svg_text(cli_svg *s, const char *cls, double x, double y, double size, const char *anchor, double rotate,
-                  const char *fmt, ...) {
+void cli_svg_text(cli_svg *s, const char *cls, double x, double y, double size, const char *anchor,
+                  double rotate, const char *fmt, ...) {
     char text[512];
     va_list ap;
     va_start(ap, fmt);
@@ -83,8 +83,8 @@ static void close_with_title(cli_svg *s, const char *element, const char *title)
 
 void cli_svg_rect(cli_svg *s, const char *cls, double x, double y, double w, double h, const char *color,
                   const char *title) {
-    fprintf(s->out, "<rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"", cls,
-            x, y, w, h, color);
+    fprintf(s->out, "<rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"",
+            cls, x, y, w, h, color);
     close_with_title(s, "rect", title);
 }
 
@@ -93,8 +93,8 @@ void cli_svg_marker(cli_svg *s, const char *cls, double x, double y, int shape, 
     const double r = 5;
     switch (shape % 4) {
     case 0:
-        fprintf(s->out, "<circle class=\"%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"%g\" fill=\"%s\" stroke=\"black\"", cls,
-                x, y, r, color);
+        fprintf(s->out, "<circle class=\"%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"%g\" fill=\"%s\" stroke=\"black\"",
+                cls, x, y, r, color);
         close_with_title(s, "circle", title);
         break;
     case 1:

@@ -23,8 +23,8 @@ int cli_svg_open(cli_svg *s, const char *command, const char *path, double width
 int cli_svg_close(cli_svg *s, const char *command, const char *path);
 
 /* anchor: "start", "middle" or "end"; rotate: degrees around (x, y) (0: none). */
-void cli_svg_text(cli_svg *s, const char *cls, double x, double y, double size, const char *anchor, double rotate,
-                  const char *fmt, ...) MM_CLI_PRINTF(8, 9);
+void cli_svg_text(cli_svg *s, const char *cls, double x, double y, double size, const char *anchor,
+                  double rotate, const char *fmt, ...) MM_CLI_PRINTF(8, 9);
 /* dash NULL: a solid line. */
 void cli_svg_line(cli_svg *s, const char *cls, double x1, double y1, double x2, double y2, const char *color,
                   double width, const char *dash);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli_json.h"
 #include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "common/dc_world.h"
@@ -40,6 +41,8 @@ static const char run_usage[] =
                            "                                 MEGAMOE_NUM_THREADS, else the CPUs of the "
                            "affinity mask\n"
                            "                                 within the cgroup CPU quota; docs/threads.md)\n"
+                           "      --json                     JSON Lines on stdout instead of the report "
+                           "(docs/cli.md)\n"
                            "  -h, --help                     show this help\n";
 
 enum { ST_DISPATCH, ST_FFN, ST_COMBINE, ST_COUNT };
@@ -150,19 +153,20 @@ done:
 }
 
 int cli_run_dispatch_combine_main(int argc, char **argv) {
-    enum { OPT_INTER = 700, OPT_ITERATIONS, OPT_CHECK_TOKENS, OPT_THREADS };
+    enum { OPT_INTER = 700, OPT_ITERATIONS, OPT_CHECK_TOKENS, OPT_THREADS, OPT_JSON };
     static const struct option long_options[] = {CLI_DC_OPTIONS,
                                                  {"intermediate", required_argument, NULL, OPT_INTER},
                                                  {"iterations", required_argument, NULL, OPT_ITERATIONS},
                                                  {"check-tokens", required_argument, NULL, OPT_CHECK_TOKENS},
                                                  {"threads", required_argument, NULL, OPT_THREADS},
+                                                 {"json", no_argument, NULL, OPT_JSON},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
     const char *cmd = "run";
     cli_dc_opts o = cli_dc_default_opts();
     o.tokens = 32, o.hidden = 1024; /* --experts and --topk: 0 until given (defaults below) */
     int64_t inter = 512, iterations = 5, check_tokens = 8;
-    int opt;
+    int opt, json = 0;
     optind = 0;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
@@ -184,11 +188,13 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
         case OPT_THREADS:
             if (cli_parse_threads(cmd, optarg)) return MM_CLI_EXIT_USAGE;
             break;
+        case OPT_JSON: json = 1; break;
         case 'h': fputs(run_usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);
         }
     }
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (json && cli_json_redirect(cmd) != 0) return MM_CLI_EXIT_FAILURE;
     if (o.tp == 2 && inter % 2) return cli_usage_error(cmd, "--intermediate must be even with --tp 2");
     int64_t routed_ranks = o.shared_ranks < o.ranks ? o.ranks - o.shared_ranks : 1;
     if (!o.experts) o.experts = o.tp == 2 ? routed_ranks : 4 * routed_ranks;
@@ -235,6 +241,26 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
     char pool[160];
     cli_threads_describe(pool, sizeof pool);
     printf("worker pool: %s\n", pool);
+    char kernels[400];
+    cli_kernels_describe(kernels, sizeof kernels, "the expert FFN", MM_DTYPE_BF16, MM_DTYPE_BF16,
+                         MM_DTYPE_BF16);
+    printf("%s\n", kernels);
+    if (cli_json_out()) {
+        cli_json j = cli_json_header("run", "op", "dispatch-combine");
+        cli_json_int(&j, "ranks", w.nranks);
+        cli_json_int(&j, "ep", o.ranks);
+        cli_json_int(&j, "tp", w.tpw);
+        cli_json_int(&j, "tokens_per_rank", w.o.tokens);
+        cli_json_int(&j, "hidden", w.o.hidden);
+        cli_json_int(&j, "topk", w.o.topk);
+        cli_json_int(&j, "experts", w.M_eff);
+        cli_json_int(&j, "shared_experts", o.shared_experts);
+        cli_json_int(&j, "intermediate", inter);
+        cli_json_int(&j, "quant_mode", o.quant);
+        cli_json_int(&j, "iterations", iterations);
+        cli_json_int(&j, "rows_received", total_rows);
+        cli_json_end(&j);
+    }
     printf("%-20s %12s %12s %12s\n", "stage", "median us", "min us", "max us");
     double *per = malloc((size_t)iterations * sizeof(double)),
            *sum = calloc((size_t)iterations, sizeof(double));
@@ -257,11 +283,25 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
         cli_time_stats ts = cli_time_stats_of(per, (size_t)iterations);
         printf("%-20s %12.1f %12.1f %12.1f\n", s < ST_COUNT ? stage_names[s] : "total (per rank)",
                ts.median * 1e6, ts.min * 1e6, ts.max * 1e6);
+        if (cli_json_out()) {
+            cli_json j = cli_json_row("row");
+            cli_json_str(&j, "stage", s < ST_COUNT ? stage_names[s] : "total");
+            cli_json_num(&j, "median_us", ts.median * 1e6);
+            cli_json_num(&j, "min_us", ts.min * 1e6);
+            cli_json_num(&j, "max_us", ts.max * 1e6);
+            cli_json_end(&j);
+        }
     }
     free(per), free(sum);
     printf("check: every iteration gives the same bits: %s; outputs finite: %s\n",
            run.mismatch ? "NO" : "yes", run.not_finite ? "NO" : "yes");
     rc = run.mismatch || run.not_finite ? MM_CLI_EXIT_FAILURE : MM_CLI_EXIT_OK;
+    cli_json check = {NULL, 0};
+    if (cli_json_out()) {
+        check = cli_json_row("check");
+        cli_json_bool(&check, "same_bits", !run.mismatch);
+        cli_json_bool(&check, "finite", !run.not_finite);
+    }
     if (check_tokens > 0 && cli_dc_check_supported(&w)) {
         cli_dc_check_stats all = {0};
         for (int64_t g = 0; g < w.nranks; g++) {
@@ -274,6 +314,12 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
                "rms(y_ref) %.2e, %.1f%% of y, x, rstd within tolerance\n",
                (long long)all.tokens, (long long)all.inactive, all.max_err_over_rms,
                all.values ? 100.0 * (double)all.within / (double)all.values : 100.0);
+        if (check.out) {
+            cli_json_int(&check, "reference_tokens", all.tokens);
+            cli_json_num(&check, "maxerr_over_rms", all.max_err_over_rms);
+            cli_json_num(&check, "in_tolerance_pct",
+                         all.values ? 100.0 * (double)all.within / (double)all.values : 100.0);
+        }
         if (all.within != all.values) {
             cli_error(cmd, "%lld of %lld checked values are outside the float64 tolerance",
                       (long long)(all.values - all.within), (long long)all.values);
@@ -282,6 +328,7 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
     } else if (check_tokens > 0) {
         printf("check: no float64 check with --tp 2 or --remove (the operator tests pin those)\n");
     }
+    if (check.out) cli_json_end(&check);
 done:
     free(run.times), free(run.rows);
     cli_dc_world_free(&w);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli_json.h"
 #include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "run/run_ops.h"
@@ -27,19 +28,21 @@ static const char run_usage[] =
     "      --iterations K    timed calls of each (default 5; one untimed warm-up first)\n"
     "      --threads N       worker-pool threads, the caller included (default: MEGAMOE_NUM_THREADS, else\n"
     "                        the CPUs of the affinity mask within the cgroup CPU quota; docs/threads.md)\n"
+    "      --json            JSON Lines on stdout instead of the report (docs/cli.md)\n"
     "  -h, --help            show this help\n";
 
 int cli_run_re_routing_main(int argc, char **argv) {
-    enum { OPT_ITERATIONS = 400, OPT_THREADS };
+    enum { OPT_ITERATIONS = 400, OPT_THREADS, OPT_JSON };
     static const struct option long_options[] = {CLI_REROUTING_SHAPE_OPTIONS,
                                                  {"iterations", required_argument, NULL, OPT_ITERATIONS},
                                                  {"threads", required_argument, NULL, OPT_THREADS},
+                                                 {"json", no_argument, NULL, OPT_JSON},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
     const char *cmd = "run";
     cli_rerouting_shape shape = cli_rerouting_default_shape();
     int64_t iterations = 5;
-    int opt;
+    int opt, json = 0;
     optind = 0;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
@@ -54,11 +57,13 @@ int cli_run_re_routing_main(int argc, char **argv) {
         case OPT_THREADS:
             if (cli_parse_threads(cmd, optarg)) return MM_CLI_EXIT_USAGE;
             break;
+        case OPT_JSON: json = 1; break;
         case 'h': fputs(run_usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);
         }
     }
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (json && cli_json_redirect(cmd) != 0) return MM_CLI_EXIT_FAILURE;
 
     mm_error err;
     mm_error_clear(&err);
@@ -114,6 +119,21 @@ int cli_run_re_routing_main(int argc, char **argv) {
            (long long)b.token_bytes, rr.median * 1e3, gb / rr.median);
     printf("%-20s %8lld %12lld %12.3f %8.2f\n", "memcpy (1 thread)", (long long)shape.tokens,
            (long long)b.token_bytes, cp.median * 1e3, gb / cp.median);
+    if (cli_json_out()) {
+        cli_json j = cli_json_header("run", "op", "re-routing");
+        cli_json_int(&j, "tokens", shape.tokens);
+        cli_json_int(&j, "hidden", shape.hidden);
+        cli_json_str(&j, "dtype", mm_dtype_name(shape.dtype));
+        cli_json_int(&j, "ranks", shape.ranks);
+        cli_json_int(&j, "experts", shape.experts);
+        cli_json_int(&j, "seed", (int64_t)shape.seed);
+        cli_json_int(&j, "bytes", b.token_bytes);
+        cli_json_int(&j, "iterations", iterations);
+        cli_json_bool(&j, "check_ok", 1);
+        cli_json_end(&j);
+        cli_json_time_row("method", "re-routing", rr, gb);
+        cli_json_time_row("method", "memcpy (1 thread)", cp, gb);
+    }
     printf("\nratio: re-routing reaches %.2fx the speed of memcpy of the same bytes (%lld runs each, same "
            "run)\n",
            cp.median / rr.median, (long long)iterations);
