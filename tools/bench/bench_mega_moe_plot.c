@@ -14,7 +14,7 @@
 #include "common/cli_threads.h"
 
 int bench_stage_plot_write(const bench_stage_plot *p, const char *cmd) {
-    const double W = 960, left = 150, right = 40, bar = 16, gap = 6, case_top = 64, case_bottom = 56;
+    const double W = 960, left = 150, right = 40, bar = 22, gap = 8, case_top = 64, case_bottom = 56;
     double height = 80 + 40; /* title and legend */
     for (int c = 0; c < p->count; c++) {
         int64_t shown = p->cases[c].ranks < BENCH_PLOT_MAX_RANKS ? p->cases[c].ranks : BENCH_PLOT_MAX_RANKS;
@@ -53,7 +53,7 @@ int bench_stage_plot_write(const bench_stage_plot *p, const char *cmd) {
         cli_svg_axis y = {0, 1, 0, bottom, top - gap};
         cli_svg_text(&s, "case-label", left, y0 + case_top - 30, 13, "start", 0, "%s%s", k->label,
                      shown < k->ranks ? " (first ranks only)" : "");
-        cli_svg_axes(&s, &x, &y, "milliseconds per call (stages of the rank, end to end)", "");
+        cli_svg_axes(&s, &x, &y, "milliseconds per call (stages of the rank, end to end)", NULL);
         for (int64_t r = 0; r < shown; r++) {
             double by = top + (double)r * (bar + gap), at = 0;
             cli_svg_text(&s, "rank-label", left - 8, by + bar - 3, 12, "end", 0, "rank %lld", (long long)r);

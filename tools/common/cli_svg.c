@@ -169,7 +169,7 @@ void cli_svg_axes(cli_svg *s, const cli_svg_axis *x, const cli_svg_axis *y, cons
         cli_svg_line(s, "grid", px, y->p0, px, y->p1, "#dddddd", 1, NULL);
         cli_svg_text(s, "tick", px, y->p0 + 16, 11, "middle", 0, "%g", v[i]);
     }
-    n = ticks(y, v, 32);
+    n = y_label ? ticks(y, v, 32) : 0;
     for (int i = 0; i < n; i++) {
         double py = cli_svg_map(y, v[i]);
         cli_svg_line(s, "grid", x->p0, py, x->p1, py, "#dddddd", 1, NULL);
@@ -180,7 +180,8 @@ void cli_svg_axes(cli_svg *s, const cli_svg_axis *x, const cli_svg_axis *y, cons
             "stroke=\"black\"/>\n",
             x->p0, y->p1, x->p1 - x->p0, y->p0 - y->p1);
     cli_svg_text(s, "axis-label", (x->p0 + x->p1) / 2, y->p0 + 38, 13, "middle", 0, "%s", x_label);
-    cli_svg_text(s, "axis-label", x->p0 - 52, (y->p0 + y->p1) / 2, 13, "middle", -90, "%s", y_label);
+    if (y_label)
+        cli_svg_text(s, "axis-label", x->p0 - 52, (y->p0 + y->p1) / 2, 13, "middle", -90, "%s", y_label);
 }
 
 const char *cli_svg_color(int n) {

@@ -47,7 +47,8 @@ double cli_svg_map(const cli_svg_axis *a, double v);
 /* Widens [lo, hi] to whole decades (log) or to a round step (linear). */
 void cli_svg_axis_round(cli_svg_axis *a);
 /* The frame of the plot area, ticks and grid (decades on a log axis, 1-2-5 steps on a linear one) and
- * the two axis labels. */
+ * the axis labels; y_label NULL: no y ticks or label (bars whose rows are labelled instead). The y axis's
+ * p0 is the bottom pixel. */
 void cli_svg_axes(cli_svg *s, const cli_svg_axis *x, const cli_svg_axis *y, const char *x_label,
                   const char *y_label);
 
