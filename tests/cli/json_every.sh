@@ -6,6 +6,8 @@
 # `bench re-routing`, `bench world` and `layer` on tiny shapes. Every stdout line parses as one JSON
 # object (nothing else is printed there), the first is the header naming the command and echoing the
 # options given, the rows carry the options' values (tokens, ranks, hidden, formats) and times > 0.
+# The `run --op` and `layer` runs also write `--trace FILE`: a Chrome trace JSON whose slices hold the
+# setup and check phases, every timed call (per rank) with its iteration, in time order per track.
 # Usage: bash json_every.sh <path-to-megamoe> <source-dir>
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
@@ -29,8 +31,26 @@ exec(sys.argv[2])
 PY
 }
 
+# trace_check FILE PYTHON: FILE is a Chrome trace; `slices` its complete events, `names` their names,
+# `tracks` the names of the tracks by tid; PYTHON asserts on them.
+trace_check() {
+    local what=$1
+    if python3 - "$WORK/$1" "$2" <<'PY'; then ok; else bad "trace $what: $(head -c 600 "$WORK/$1")"; fi
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+slices = [e for e in events if e["ph"] == "X"]
+names = [e["name"] for e in slices]
+tracks = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+assert slices and all(e["dur"] >= 0 and e["ts"] >= 0 and e["tid"] in tracks for e in slices), slices
+for tid in tracks:  # slices of one track follow each other in time
+    ts = [e["ts"] for e in slices if e["tid"] == tid]
+    assert ts == sorted(ts), (tid, ts)
+exec(sys.argv[2])
+PY
+}
+
 expect 0 "run --op re-routing --json" -- run --op re-routing --tokens 256 --hidden 64 --ranks 2 --experts 4 \
-    --iterations 2 --json
+    --iterations 2 --json --trace "$WORK/rr.trace"
 stderr_empty
 check "run re-routing" '
 assert head["command"] == "run" and head["op"] == "re-routing", head
@@ -42,9 +62,14 @@ for r in rows:
     assert r["min_ms"] <= r["median_ms"] <= r["max_ms"], r
     assert abs(r["gb_per_s"] - head["bytes"] * 1e-9 / (r["median_ms"] * 1e-3)) <= 1e-6 * r["gb_per_s"], r
 '
+trace_check rr.trace '
+assert names == ["setup", "warm-up", "memcpy", "re-routing", "memcpy", "re-routing", "check"], names
+assert [e["args"]["iteration"] for e in slices if e["name"] == "re-routing"] == [0, 1], slices
+assert all(e["args"]["bytes"] == 256 * 64 * 2 for e in slices if e["name"] == "memcpy"), slices
+'
 
 expect 0 "run --op dispatch-combine --json" -- run --op dispatch-combine --ranks 2 --tokens 4 --hidden 64 \
-    --intermediate 32 --iterations 2 --check-tokens 2 --json
+    --intermediate 32 --iterations 2 --check-tokens 2 --json --trace "$WORK/dc.trace"
 stderr_empty
 check "run dispatch-combine" '
 assert head["command"] == "run" and head["op"] == "dispatch-combine", head
@@ -60,6 +85,15 @@ check = [o for o in objs if o["type"] == "check"]
 assert len(check) == 1 and check[0]["same_bits"] is True and check[0]["finite"] is True, check
 assert check[0]["reference_tokens"] > 0 and check[0]["in_tolerance_pct"] == 100, check
 assert 0 <= check[0]["maxerr_over_rms"] < 0.1, check
+'
+trace_check dc.trace '
+assert tracks == {0: "host", 1: "rank 0", 2: "rank 1"}, tracks
+assert [e["name"] for e in slices if e["tid"] == 0] == ["setup"], slices
+for tid in (1, 2):
+    mine = [e for e in slices if e["tid"] == tid]
+    assert [e["name"] for e in mine] == ["dispatch", "expert FFN", "combine + RMSNorm"] * 2 + ["check"], mine
+    assert [e["args"]["iteration"] for e in mine[:6]] == [0, 0, 0, 1, 1, 1], mine
+    assert all(e["args"]["rows"] >= 0 for e in mine[:6]), mine
 '
 
 expect 0 "bench ffn --json" -- bench ffn --quick --hidden 256 --intermediate 128 --rows 1,8 --format bf16,int8 \
@@ -149,13 +183,18 @@ if [ -n "$PY" ]; then
 from hf_tiny import *
 write_checkpoint("qwen3_moe", "qwen3_moe", 4)
 write_input("qwen3_moe", 1, "x.st", 13, "bf16", 7)')
-    expect 0 "layer --json" -- layer --model "$WORK/qwen3_moe" --layer 1 "$WORK/x.st" -o "$WORK/y.st" --ranks 2 --json
+    expect 0 "layer --json" -- layer --model "$WORK/qwen3_moe" --layer 1 "$WORK/x.st" -o "$WORK/y.st" --ranks 2 --json \
+        --trace "$WORK/layer.trace"
     stderr_empty
     check "layer" '
 assert len(objs) == 1 and head["type"] == "result" and head["command"] == "layer", objs
 assert (head["layer"], head["tokens"], head["ranks"], head["backend"]) == (1, 13, 2, "threads"), head
 assert head["output"].endswith("/y.st") and head["input"].endswith("/x.st") and head["model"].endswith("/qwen3_moe"), head
 pos(head, "read_s", "run_s", "total_s", "hidden", "topk")
+'
+    trace_check layer.trace '
+assert names == ["read config, index and x", "load experts, run, write"], names
+assert all(e["args"] == {"tokens": 13, "ranks": 2} for e in slices), slices
 '
     if [ -s "$WORK/y.st" ]; then ok; else bad "layer --json wrote no output file"; fi
 else

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/cli_trace.h"
 #include "megamoe/comm.h"
 #include "megamoe/dtype.h"
 #include "megamoe/mega_moe.h"
@@ -165,9 +166,7 @@ mm_status run_moe_check(const run_moe_config *cfg, const run_moe_scenario *sc,
 
 /* Appends the scenario's events (every rank, every timed iteration) to an open trace. */
 typedef struct run_moe_trace {
-    FILE *file;
-    int events_written;
-    double origin;                                  /* seconds subtracted from every timestamp */
+    cli_trace base;                                 /* the writer (common/cli_trace.h) */
     unsigned char lane_named[MM_COMM_MAX_RANKS][4]; /* extra tracks of a rank already named */
 } run_moe_trace;
 
