@@ -157,6 +157,7 @@ expect 0 "bench re-routing --json" -- bench re-routing --tokens 128 --hidden 64 
 stderr_empty
 check "bench re-routing" '
 assert head["bench"] == "re-routing" and (head["tokens"], head["hidden"], head["iterations"]) == (128, 64, 2), head
+assert head["bytes"] == 128 * 64 * 2 and head["seed"] == 1 and head["dtype"] == "bf16", head
 assert [r["method"] for r in rows] == ["re-routing", "memcpy 1 thread", "memcpy 2 threads"], rows
 for r in rows: pos(r, "median_ms", "gb_per_s")
 '

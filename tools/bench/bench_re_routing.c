@@ -136,13 +136,8 @@ int mm_bench_re_routing_main(int argc, char **argv) {
         printf("%-20s %12.3f %12.3f %12.3f %10.2f\n", names[m], stats[m].median * 1e3, stats[m].min * 1e3,
                stats[m].max * 1e3, gb / stats[m].median);
     if (cli_json_out()) {
-        cli_json j = cli_json_header("bench", "bench", "re-routing");
-        cli_json_int(&j, "tokens", shape.tokens);
-        cli_json_int(&j, "hidden", shape.hidden);
-        cli_json_str(&j, "dtype", mm_dtype_name(shape.dtype));
-        cli_json_int(&j, "ranks", shape.ranks);
-        cli_json_int(&j, "experts", shape.experts);
-        cli_json_int(&j, "bytes", b.token_bytes);
+        cli_json j;
+        cli_rerouting_json_header(&j, "bench", "bench", "re-routing", &shape, b.token_bytes);
         cli_json_int(&j, "iterations", repetitions);
         cli_json_int(&j, "warmup", warmup);
         cli_json_bool(&j, "check_ok", 1);

@@ -21,7 +21,8 @@ int cli_trace_open(cli_trace *t, const char *command, const char *path, const ch
     }
     fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", t->file);
     comma(t);
-    fprintf(t->file, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"args\":{\"name\":\"%s\"}}", process);
+    fprintf(t->file, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"args\":{\"name\":\"%s\"}}",
+            process);
     return 0;
 }
 

@@ -6,7 +6,8 @@
 
 #include "common/cli_trace.h"
 
-int layer_trace_write(const char *path, int64_t tokens, int64_t ranks, double begin, double read, double end) {
+int layer_trace_write(const char *path, int64_t tokens, int64_t ranks, double begin, double read,
+                      double end) {
     cli_trace t;
     if (cli_trace_open(&t, "layer", path, "megamoe layer") != 0) return -1;
     cli_trace_thread(&t, 0, "host", 0);

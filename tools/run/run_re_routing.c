@@ -141,14 +141,8 @@ int cli_run_re_routing_main(int argc, char **argv) {
     printf("%-20s %8lld %12lld %12.3f %8.2f\n", "memcpy (1 thread)", (long long)shape.tokens,
            (long long)b.token_bytes, cp.median * 1e3, gb / cp.median);
     if (cli_json_out()) {
-        cli_json j = cli_json_header("run", "op", "re-routing");
-        cli_json_int(&j, "tokens", shape.tokens);
-        cli_json_int(&j, "hidden", shape.hidden);
-        cli_json_str(&j, "dtype", mm_dtype_name(shape.dtype));
-        cli_json_int(&j, "ranks", shape.ranks);
-        cli_json_int(&j, "experts", shape.experts);
-        cli_json_int(&j, "seed", (int64_t)shape.seed);
-        cli_json_int(&j, "bytes", b.token_bytes);
+        cli_json j;
+        cli_rerouting_json_header(&j, "run", "op", "re-routing", &shape, b.token_bytes);
         cli_json_int(&j, "iterations", iterations);
         cli_json_bool(&j, "check_ok", 1);
         cli_json_end(&j);
