@@ -4,8 +4,10 @@
 # optional for the build: without it packed weights are not interleaved over NUMA nodes).
 # Skips apt entirely when everything is already present, so it is cheap to call before every build.
 #   scripts/install-deps.sh           build + test dependencies
-#   scripts/install-deps.sh --ci      also the tools CI uses (clang-format) and PyTorch (python3-torch,
-#                                     about 1 GB: the Python tests compare with a torch MoE block)
+#   scripts/install-deps.sh --ci      also the tools CI uses (clang-format; the aarch64 cross compiler,
+#                                     its C library and qemu-user for the aarch64 step) and PyTorch
+#                                     (python3-torch, about 1 GB: the Python tests compare with a torch
+#                                     MoE block)
 #   scripts/install-deps.sh --torch   PyTorch alone (the Python examples; tests fall back to numpy)
 #   scripts/install-deps.sh --bench   also oneDNN (libdnnl-dev), the optional baseline of `megamoe bench ffn`
 #   scripts/install-deps.sh --fuzz    also clang + its runtime libraries (libFuzzer), for tests/fuzz/run.sh
@@ -16,7 +18,7 @@ packages=(gcc make cmake libc6-dev pkg-config openmpi-bin libopenmpi-dev libnuma
   python3-dev python3-numpy python3-pytest python3-mpi4py)
 for flag in "$@"; do
   case "$flag" in
-    --ci) packages+=(clang-format python3-torch) ;;
+    --ci) packages+=(clang-format python3-torch gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user) ;;
     --torch) packages+=(python3-torch) ;;
     --bench) packages+=(libdnnl-dev) ;;
     # clang only recommends (via libclang-common-14-dev) libclang-rt-14-dev: libFuzzer and the sanitizers.

@@ -13,12 +13,14 @@
  * rank 0 runs the threads and memcpy measurements while the other processes sleep. */
 #include <getopt.h>
 #include <sched.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "bench/bench.h"
+#include "common/cli_json.h"
 #include "common/cli_util.h"
 #include "megamoe/comm.h"
 #include "common/timing.h"
@@ -44,6 +46,7 @@ static const char bench_comm_usage[] =
     "      --max-rows R      largest rows per peer, a power of two up to 512 (default 512)\n"
     "      --iterations K    timed repetitions per size (default 7)\n"
     "      --warmup K        untimed repetitions first (default 2)\n"
+    "      --json            JSON Lines on stdout instead of the tables (docs/cli.md)\n"
     "  -h, --help            show this help\n";
 
 #define BENCH_ROW_BYTES  ((size_t)7168 * 2)
@@ -265,8 +268,34 @@ static void sleepy_barrier(void) {
 }
 #endif
 
+/* --json: the header once, then one object per (rank count, size); null for a method not measured. */
+static void json_table(const bench_cfg *cfg, double results[M_COUNT][BENCH_MAX_POINTS], const int *measured,
+                       const char *how) {
+    static const char *const keys[M_COUNT] = {"threads_us", "threads_put_us",   "mm_mpi_us",
+                                              "mpi_put_us", "mpi_alltoallv_us", "memcpy_us"};
+    static int header_done;
+    if (!header_done++) {
+        cli_json j = cli_json_header("bench", "bench", "comm");
+        cli_json_int(&j, "iterations", cfg->repetitions);
+        cli_json_int(&j, "warmup", cfg->warmup);
+        cli_json_end(&j);
+    }
+    for (int k = 0; k < cfg->points; k++) {
+        double total_gb = (double)cfg->per_peer[k] * cfg->ranks * cfg->ranks * 1e-9;
+        cli_json j = cli_json_row("row");
+        cli_json_int(&j, "ranks", cfg->ranks);
+        cli_json_str(&j, "ranks_as", how);
+        cli_json_int(&j, "bytes_per_peer", (int64_t)cfg->per_peer[k]);
+        for (int m = 0; m < M_COUNT; m++) cli_json_num(&j, keys[m], measured[m] ? results[m][k] * 1e6 : NAN);
+        cli_json_num(&j, "threads_gb_per_s", total_gb / results[M_THREADS][k]);
+        cli_json_num(&j, "memcpy_gb_per_s", total_gb / results[M_MEMCPY][k]);
+        cli_json_end(&j);
+    }
+}
+
 static void print_table(const bench_cfg *cfg, double results[M_COUNT][BENCH_MAX_POINTS], const int *measured,
                         const char *how) {
+    if (cli_json_out()) json_table(cfg, results, measured, how);
     printf("bench comm: %d ranks, %s; median of %d repetitions after %d warm-up\n", cfg->ranks, how,
            cfg->repetitions, cfg->warmup);
     printf("microseconds per call; GB/s counts all %d x %d blocks moved, self included\n", cfg->ranks,
@@ -411,19 +440,20 @@ static int run_mpi(const char *cmd, bench_cfg *cfg) {
 }
 
 int mm_bench_comm_main(int argc, char **argv) {
-    enum { OPT_BACKEND = 500, OPT_RANKS, OPT_MAX_ROWS, OPT_ITERATIONS, OPT_WARMUP };
+    enum { OPT_BACKEND = 500, OPT_RANKS, OPT_MAX_ROWS, OPT_ITERATIONS, OPT_WARMUP, OPT_JSON };
     static const struct option long_options[] = {{"backend", required_argument, NULL, OPT_BACKEND},
                                                  {"ranks", required_argument, NULL, OPT_RANKS},
                                                  {"max-rows", required_argument, NULL, OPT_MAX_ROWS},
                                                  {"iterations", required_argument, NULL, OPT_ITERATIONS},
                                                  {"warmup", required_argument, NULL, OPT_WARMUP},
+                                                 {"json", no_argument, NULL, OPT_JSON},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
     const char *cmd = "bench comm";
     const char *backend = "threads";
     int rank_list[16] = {2, 4, 8}, rank_count = 3;
     int64_t max_rows = 512, repetitions = 7, warmup = 2;
-    int opt;
+    int opt, json = 0;
     optind = 0;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
@@ -442,12 +472,14 @@ int mm_bench_comm_main(int argc, char **argv) {
             bad = cli_parse_int64(cmd, "--iterations", optarg, 1, 10000, &repetitions);
             break;
         case OPT_WARMUP: bad = cli_parse_int64(cmd, "--warmup", optarg, 0, 10000, &warmup); break;
+        case OPT_JSON: json = 1; break;
         case 'h': fputs(bench_comm_usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);
         }
         if (bad) return MM_CLI_EXIT_USAGE;
     }
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (json && cli_json_redirect(cmd) != 0) return MM_CLI_EXIT_FAILURE;
 
     bench_cfg cfg = {0, (int)repetitions, (int)warmup, 0, {0}};
     cfg.per_peer[cfg.points++] = 8;

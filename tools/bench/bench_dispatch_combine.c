@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "common/cli_json.h"
 #include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "common/dc_world.h"
@@ -43,6 +44,7 @@ static const char usage[] =
     "      --threads N       worker-pool threads of each process, the caller included (default:\n"
     "                        MEGAMOE_NUM_THREADS, else the CPUs of the affinity mask within the cgroup\n"
     "                        CPU quota; docs/threads.md)\n"
+    "      --json            JSON Lines on stdout instead of the table (docs/cli.md)\n"
     "  -h, --help            show this help\n";
 
 enum { M_DISPATCH, M_COMBINE, M_A2A, M_COUNT };
@@ -168,6 +170,18 @@ static void print_header(const bench_cfg *c, int64_t ranks) {
     printf("worker pool: %s\n", pool);
     printf("%-8s %10s %12s %12s %14s %10s %10s %12s\n", "tokens", "rows", "dispatch us", "combine us",
            c->mpi ? "MPI_A2Av us" : "mm_a2av us", "disp GB/s", "comb GB/s", "disp/a2av");
+    if (!cli_json_out()) return;
+    cli_json j = cli_json_header("bench", "bench", "dispatch-combine");
+    cli_json_str(&j, "backend", c->mpi ? "mpi" : "threads");
+    cli_json_int(&j, "ranks", ranks);
+    cli_json_int(&j, "hidden", c->hidden);
+    cli_json_int(&j, "topk", c->topk);
+    cli_json_int(&j, "experts_per_rank", c->per_rank);
+    cli_json_int(&j, "quant_mode", c->quant);
+    cli_json_int(&j, "iterations", c->reps);
+    cli_json_int(&j, "warmup", c->warmup);
+    cli_json_str(&j, "baseline", c->mpi ? "MPI_Alltoallv" : "mm_comm_alltoallv");
+    cli_json_end(&j);
 }
 
 /* One size. On MPI every process runs its rank; process 0 prints. */
@@ -235,6 +249,18 @@ static int bench_size(const char *cmd, const bench_cfg *c, mm_comm *mpi_comm, in
            med[M_DISPATCH] * 1e6, med[M_COMBINE] * 1e6, med[M_A2A] * 1e6, bytes / med[M_DISPATCH] / 1e9,
            (double)rows * (double)c->hidden * 2.0 / med[M_COMBINE] / 1e9, med[M_DISPATCH] / med[M_A2A]);
     fflush(stdout);
+    if (cli_json_out()) {
+        cli_json j = cli_json_row("row");
+        cli_json_int(&j, "tokens_per_rank", tokens);
+        cli_json_int(&j, "rows", rows);
+        cli_json_num(&j, "dispatch_us", med[M_DISPATCH] * 1e6);
+        cli_json_num(&j, "combine_us", med[M_COMBINE] * 1e6);
+        cli_json_num(&j, "alltoallv_us", med[M_A2A] * 1e6);
+        cli_json_num(&j, "dispatch_gb_per_s", bytes / med[M_DISPATCH] / 1e9);
+        cli_json_num(&j, "combine_gb_per_s", (double)rows * (double)c->hidden * 2.0 / med[M_COMBINE] / 1e9);
+        cli_json_num(&j, "dispatch_over_alltoallv", med[M_DISPATCH] / med[M_A2A]);
+        cli_json_end(&j);
+    }
 done:
     free(b.t), free(b.counts), free(b.rows_recv);
     cli_dc_world_free(&w);
@@ -269,7 +295,8 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
         OPT_QUANT,
         OPT_ITERATIONS,
         OPT_WARMUP,
-        OPT_THREADS
+        OPT_THREADS,
+        OPT_JSON
     };
     static const struct option long_options[] = {{"backend", required_argument, NULL, OPT_BACKEND},
                                                  {"ranks", required_argument, NULL, OPT_RANKS},
@@ -281,11 +308,12 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
                                                  {"iterations", required_argument, NULL, OPT_ITERATIONS},
                                                  {"warmup", required_argument, NULL, OPT_WARMUP},
                                                  {"threads", required_argument, NULL, OPT_THREADS},
+                                                 {"json", no_argument, NULL, OPT_JSON},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
     const char *cmd = "bench dispatch-combine";
     bench_cfg c = {"threads", 0, 4, 7168, 8, 8, 0, 7, 2, {1, 2, 4, 8, 16, 32, 128, 512}, 8};
-    int opt;
+    int opt, json = 0;
     optind = 0;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
@@ -336,6 +364,7 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
         case OPT_THREADS:
             if (cli_parse_threads(cmd, optarg)) return MM_CLI_EXIT_USAGE;
             break;
+        case OPT_JSON: json = 1; break;
         case 'h': fputs(usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);
         }
@@ -345,6 +374,7 @@ int mm_bench_dispatch_combine_main(int argc, char **argv) {
         c.topk > c.ranks * c.per_rank) /* before the header (under MPI the world size decides) */
         return cli_usage_error(cmd, "--topk %lld exceeds the %lld experts (--ranks x --experts-per-rank)",
                                (long long)c.topk, (long long)(c.ranks * c.per_rank));
+    if (json && cli_json_redirect(cmd) != 0) return MM_CLI_EXIT_FAILURE;
     if (cli_backend_is_threads(c.backend)) {
         print_header(&c, c.ranks);
         for (int i = 0; i < c.n_tokens; i++) {

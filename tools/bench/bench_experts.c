@@ -17,6 +17,8 @@
 #include "common/timing.h"
 #include "core/cpu.h"
 #include "megamoe/experts.h"
+#include "common/cli_json.h"
+#include "common/cli_threads.h"
 #include "run/run_moe.h"
 
 #define MAX_REPEAT 64
@@ -41,6 +43,7 @@ static const char usage[] =
     "                           (default a16w16,a4w4-fp)\n"
     "      --iterations N       timed pairs per case (default 9; one warm-up of each first)\n"
     "      --seed S             seed of weights, tokens and routing (default 1)\n"
+    "      --json               JSON Lines on stdout instead of the table (docs/cli.md)\n"
     "  -h, --help               show this help\n";
 
 typedef struct bench_options {
@@ -158,6 +161,20 @@ static int run_format(const bench_options *o, const run_moe_scenario *sc) {
                    (long long)bc->cfg.tokens, 1e3 * l.median, 1e3 * l.min, 1e3 * m.median, 1e3 * m.min,
                    m.median / l.median, T / l.median, T / m.median, bc->same_bits ? "yes" : "NO");
             fflush(stdout);
+            if (cli_json_out()) {
+                cli_json j = cli_json_row("row");
+                cli_json_str(&j, "format", sc->name);
+                cli_json_int(&j, "tokens", bc->cfg.tokens);
+                cli_json_num(&j, "local_ms", 1e3 * l.median);
+                cli_json_num(&j, "local_min_ms", 1e3 * l.min);
+                cli_json_num(&j, "mega_ms", 1e3 * m.median);
+                cli_json_num(&j, "mega_min_ms", 1e3 * m.min);
+                cli_json_num(&j, "speedup", m.median / l.median);
+                cli_json_num(&j, "local_tokens_per_s", T / l.median);
+                cli_json_num(&j, "mega_tokens_per_s", T / m.median);
+                cli_json_bool(&j, "same_bits", bc->same_bits);
+                cli_json_end(&j);
+            }
             if (!bc->same_bits) rc = MM_CLI_EXIT_FAILURE;
         }
         run_moe_tokens_free(&tok);
@@ -199,7 +216,8 @@ int mm_bench_experts_main(int argc, char **argv) {
         OPT_TOKENS,
         OPT_FORMAT,
         OPT_REPEAT,
-        OPT_SEED
+        OPT_SEED,
+        OPT_JSON
     };
     static const struct option long_opts[] = {{"hidden", required_argument, NULL, OPT_HIDDEN},
                                               {"intermediate", required_argument, NULL, OPT_INTER},
@@ -210,6 +228,7 @@ int mm_bench_experts_main(int argc, char **argv) {
                                               {"format", required_argument, NULL, OPT_FORMAT},
                                               {"iterations", required_argument, NULL, OPT_REPEAT},
                                               {"seed", required_argument, NULL, OPT_SEED},
+                                              {"json", no_argument, NULL, OPT_JSON},
                                               {"help", no_argument, NULL, 'h'},
                                               {NULL, 0, NULL, 0}};
     bench_options o = {2048, 768, 128, 8, 0, 9, {1, 16, 256}, 3, 0, {NULL}, 1};
@@ -217,7 +236,7 @@ int mm_bench_experts_main(int argc, char **argv) {
     int64_t v = 0;
     optind = 1;
     opterr = 0;
-    int opt;
+    int opt, json = 0;
     while ((opt = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
         switch (opt) {
         case OPT_HIDDEN:
@@ -249,6 +268,7 @@ int mm_bench_experts_main(int argc, char **argv) {
             if (cli_parse_int64(cmd, "--seed", optarg, 0, INT64_MAX, &v)) return MM_CLI_EXIT_USAGE;
             o.seed = (uint64_t)v;
             break;
+        case OPT_JSON: json = 1; break;
         case 'h': fputs(usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);
         }
@@ -258,15 +278,31 @@ int mm_bench_experts_main(int argc, char **argv) {
     if (o.topk > o.experts)
         return cli_usage_error(cmd, "--topk %lld is above --experts %lld", (long long)o.topk,
                                (long long)o.experts);
+    if (json && cli_json_redirect(cmd) != 0) return MM_CLI_EXIT_FAILURE;
     printf(
         "megamoe bench experts: local experts call (mm_experts_run) vs MegaMoE on 1 rank (mm_mega_moe_run),\n"
         "same weights and routing; H %lld, I %lld, %lld experts, top-%lld, %lld shared; swiglu; medians of "
         "%lld\n"
-        "alternating pairs after a warm-up; CPU levels: avx512 %s, amx %s (registry uses up to %s); pool "
-        "threads %d\n\n",
+        "alternating pairs after a warm-up; CPU levels: avx512 %s, amx %s (registry uses up to %s)\n",
         (long long)o.hidden, (long long)o.inter, (long long)o.experts, (long long)o.topk, (long long)o.shared,
         (long long)o.repeat, mm_cpu_supports(MM_ISA_AVX512) ? "yes" : "no",
-        mm_cpu_supports(MM_ISA_AMX) ? "yes" : "no", mm_isa_name(mm_cpu_isa()), mm_bench_default_threads());
+        mm_cpu_supports(MM_ISA_AMX) ? "yes" : "no", mm_isa_name(mm_cpu_isa()));
+    char pool[160];
+    cli_threads_describe(pool, sizeof pool);
+    printf("worker pool: %s\n", pool);
+    for (int f = 0; f < o.n_formats; f++) run_moe_print_kernels(o.formats[f]);
+    printf("\n");
+    if (cli_json_out()) {
+        cli_json j = cli_json_header("bench", "bench", "experts");
+        cli_json_int(&j, "hidden", o.hidden);
+        cli_json_int(&j, "intermediate", o.inter);
+        cli_json_int(&j, "experts", o.experts);
+        cli_json_int(&j, "topk", o.topk);
+        cli_json_int(&j, "shared_experts", o.shared);
+        cli_json_int(&j, "iterations", o.repeat);
+        cli_json_int(&j, "seed", (int64_t)o.seed);
+        cli_json_end(&j);
+    }
     printf("%-16s %7s %10s %10s %10s %10s %8s %11s %11s %5s\n", "format", "tokens", "local ms", "local min",
            "mega ms", "mega min", "speedup", "local tok/s", "mega tok/s", "same");
     int rc = MM_CLI_EXIT_OK;

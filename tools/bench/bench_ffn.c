@@ -20,6 +20,7 @@
 
 #include "bench/bench.h"
 #include "bench/bench_ffn.h"
+#include "common/cli_json.h"
 #include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "core/cpu.h"
@@ -47,6 +48,8 @@ static const char bench_ffn_usage[] =
     "      --iterations R       timed runs per measurement, after one warm-up (default 5)\n"
     "      --stream-mb MB       streaming-read buffer and rotated weight bytes (default 1024)\n"
     "      --quick              a fast subset: H 2048, I 512, rows 1,8,64, 3 runs, 64 MB\n"
+    "      --json               JSON Lines on stdout instead of the tables (docs/cli.md)\n"
+    "      --plot FILE.svg      also draw the roofline of the rows (registry's kernels, N threads)\n"
     "  -h, --help               show this help\n";
 
 #define MAX_LIST 16
@@ -60,6 +63,7 @@ typedef struct ffn_config {
     int levels[4], n_levels;
     int threads, repeat;
     int64_t stream_mb;
+    bench_ffn_plot *plot; /* --plot: the points to draw, else NULL */
 } ffn_config;
 
 typedef struct baselines {
@@ -122,6 +126,17 @@ static const char *level_name(int level) {
     return level == LEVEL_AUTO ? "auto" : mm_isa_name((mm_isa)level);
 }
 
+/* --json: a baseline's 1-thread and N-thread values (in units of `unit`) as one object. */
+static void json_pair(const char *type, const char *key, const char *name, const char *k1, const char *kn,
+                      const double v[2], double unit) {
+    if (!cli_json_out()) return;
+    cli_json j = cli_json_row(type);
+    cli_json_str(&j, key, name);
+    cli_json_num(&j, k1, v[0] / unit);
+    cli_json_num(&j, kn, v[1] / unit);
+    cli_json_end(&j);
+}
+
 static void measure_baselines(const ffn_config *cfg, int quick, baselines *b) {
     int t[2] = {1, cfg->threads};
     double secs = quick ? 0.02 : 0.1;
@@ -143,10 +158,13 @@ static void measure_baselines(const ffn_config *cfg, int quick, baselines *b) {
     for (size_t i = 0; i < sizeof peaks / sizeof peaks[0]; i++) {
         if (!mm_cpu_supports(peaks[i].isa)) {
             printf("%-22s %12s %12s\n", peaks[i].name, "n/a", "n/a");
+            json_pair("peak", "instruction", peaks[i].name, "gops_1", "gops_n", (const double[2]){NAN, NAN},
+                      1);
             continue;
         }
         for (int j = 0; j < 2; j++) peaks[i].out[j] = bench_ffn_peak_rate(peaks[i].fn, t[j], secs, 3);
         printf("%-22s %12.1f %12.1f\n", peaks[i].name, peaks[i].out[0] / 1e9, peaks[i].out[1] / 1e9);
+        json_pair("peak", "instruction", peaks[i].name, "gops_1", "gops_n", peaks[i].out, 1e9);
         fflush(stdout);
     }
     size_t bytes = (size_t)cfg->stream_mb << 20;
@@ -159,6 +177,7 @@ static void measure_baselines(const ffn_config *cfg, int quick, baselines *b) {
     }
     memset(buf, 1, bytes);
     for (int j = 0; j < 2; j++) b->bandwidth[j] = bench_ffn_stream_rate(buf, bytes, t[j], 5);
+    json_pair("bandwidth", "method", "read", "gb_per_s_1", "gb_per_s_n", b->bandwidth, 1e9);
     printf("%-22s %12.1f %12.1f\n\n", "read", b->bandwidth[0] / 1e9, b->bandwidth[1] / 1e9);
     fflush(stdout);
     free(buf);
@@ -216,6 +235,28 @@ static int measure_row(const ffn_config *cfg, const baselines *b, bench_ffn_expe
            med[0] * 1e3, med[1] * 1e3, rate / 1e9, dot > 0 ? 100 * rate / dot : NAN,
            peak > 0 ? 100 * rate / peak : NAN, wbytes / 1e6, xbw[0], xbw[1], med[0] / med[1]);
     fflush(stdout);
+    if (cli_json_out()) {
+        cli_json j = cli_json_row("row");
+        cli_json_str(&j, "format", bench_ffn_format_name(f));
+        cli_json_int(&j, "hidden", hidden);
+        cli_json_int(&j, "intermediate", inter);
+        cli_json_int(&j, "rows", rows);
+        cli_json_str(&j, "level", level_name(level));
+        cli_json_str(&j, "kernel", kname);
+        cli_json_num(&j, "t1_ms", med[0] * 1e3);
+        cli_json_num(&j, "tn_ms", med[1] * 1e3);
+        cli_json_num(&j, "gflop_per_s", rate / 1e9);
+        cli_json_num(&j, "dot_pct", dot > 0 ? 100 * rate / dot : NAN);
+        cli_json_num(&j, "isa_pct", peak > 0 ? 100 * rate / peak : NAN);
+        cli_json_num(&j, "weight_mb", wbytes / 1e6);
+        cli_json_num(&j, "flop_per_weight_byte", flops / wbytes);
+        cli_json_num(&j, "xbw_1", xbw[0]);
+        cli_json_num(&j, "xbw_n", xbw[1]);
+        cli_json_num(&j, "speedup_n", med[0] / med[1]);
+        cli_json_end(&j);
+    }
+    if (cfg->plot && keep && level == LEVEL_AUTO)
+        bench_ffn_plot_add(cfg->plot, (bench_ffn_point){f, hidden, rows, flops / wbytes, rate});
     if (keep && level == LEVEL_AUTO)
         *keep = (auto_result){1, dot > 0 ? 100 * rate / dot : NAN, {xbw[0], xbw[1]}, med[0] / med[1]};
     return 0;
@@ -341,6 +382,22 @@ oom:
     return -1;
 }
 
+static void json_dnnl(bench_ffn_format f, int64_t hidden, int64_t rows, const dnnl_result *d) {
+    if (!cli_json_out()) return;
+    cli_json j = cli_json_row("dnnl");
+    cli_json_str(&j, "format", bench_ffn_format_name(f));
+    cli_json_int(&j, "hidden", hidden);
+    cli_json_int(&j, "rows", rows);
+    if (d->measured < 0) {
+        cli_json_str(&j, "error", d->why);
+    } else {
+        cli_json_num(&j, "dnnl_ms", d->dnnl_seconds * 1e3);
+        cli_json_num(&j, "megamoe_ms", d->ours_seconds * 1e3);
+        cli_json_num(&j, "dnnl_over_megamoe", d->dnnl_seconds / d->ours_seconds);
+    }
+    cli_json_end(&j);
+}
+
 static void print_dnnl(const ffn_config *cfg, const best_gemm *best) {
     printf("\n(d) oneDNN matmul, pre-packed weights, GEMM1 + GEMM2 of one expert, %d threads (median ms)\n",
            cfg->threads);
@@ -363,6 +420,7 @@ static void print_dnnl(const ffn_config *cfg, const best_gemm *best) {
             for (int r = 0; r < cfg->n_rows; r++) {
                 const dnnl_result *d = &best->r[f][h][r];
                 if (d->measured == 0) continue;
+                json_dnnl(f, cfg->hidden[h], cfg->rows[r], d);
                 if (d->measured < 0) {
                     printf("%-11s %5lld %4lld  failed: %s\n", bench_ffn_format_name(f),
                            (long long)cfg->hidden[h], (long long)cfg->rows[r], d->why);
@@ -391,6 +449,14 @@ static void print_target(const char *what, const char *rule, target_span t, doub
     if (t.n == 0) return;
     int met = want_max ? t.worst <= bound : t.worst >= bound;
     printf("%-44s %-16s %10.2f   %s\n", what, rule, t.worst, met ? "met" : "NOT met");
+    if (cli_json_out()) {
+        cli_json j = cli_json_row("target");
+        cli_json_str(&j, "target", what);
+        cli_json_str(&j, "rule", rule);
+        cli_json_num(&j, "worst", t.worst);
+        cli_json_bool(&j, "met", met);
+        cli_json_end(&j);
+    }
 }
 
 /* (e) the targets of the speed work, from the rows above (registry's choice): prefill = 64 rows or more
@@ -435,6 +501,33 @@ static void print_summary(const ffn_config *cfg, const best_gemm *best, int quic
     }
 }
 
+/* The header: the run's facts, the worker pool and the kernels the registry chooses per format (the
+ * lines of `megamoe run`'s banner); with --json the header object. */
+static void print_header(const ffn_config *cfg) {
+    char pool[160], line[400];
+    cli_threads_describe(pool, sizeof pool);
+    printf("megamoe bench ffn: I = %lld, %d threads for the N columns, CPU levels: avx512 %s, amx %s "
+           "(registry uses up to %s)\nworker pool: %s\n",
+           (long long)cfg->inter, cfg->threads, mm_cpu_supports(MM_ISA_AVX512) ? "yes" : "no",
+           mm_cpu_supports(MM_ISA_AMX) ? "yes" : "no", mm_isa_name(mm_cpu_isa()), pool);
+    for (int i = 0; i < cfg->n_formats; i++) {
+        mm_dtype a, w;
+        bench_ffn_format_dtypes((bench_ffn_format)cfg->formats[i], &a, &w);
+        cli_kernels_describe(line, sizeof line, bench_ffn_format_name((bench_ffn_format)cfg->formats[i]), a,
+                             a, w);
+        printf("%s\n", line);
+    }
+    printf("\n");
+    if (!cli_json_out()) return;
+    cli_json j = cli_json_header("bench", "bench", "ffn");
+    cli_json_int(&j, "intermediate", cfg->inter);
+    cli_json_int(&j, "threads_n", cfg->threads);
+    cli_json_int(&j, "iterations", cfg->repeat);
+    cli_json_int(&j, "stream_mb", cfg->stream_mb);
+    cli_json_str(&j, "isa", mm_isa_name(mm_cpu_isa()));
+    cli_json_end(&j);
+}
+
 int mm_bench_ffn_main(int argc, char **argv) {
     enum {
         OPT_HIDDEN = 500,
@@ -445,7 +538,9 @@ int mm_bench_ffn_main(int argc, char **argv) {
         OPT_THREADS,
         OPT_ITERATIONS,
         OPT_STREAM,
-        OPT_QUICK
+        OPT_QUICK,
+        OPT_JSON,
+        OPT_PLOT
     };
     static const struct option long_options[] = {{"hidden", required_argument, NULL, OPT_HIDDEN},
                                                  {"intermediate", required_argument, NULL, OPT_INTER},
@@ -456,6 +551,8 @@ int mm_bench_ffn_main(int argc, char **argv) {
                                                  {"iterations", required_argument, NULL, OPT_ITERATIONS},
                                                  {"stream-mb", required_argument, NULL, OPT_STREAM},
                                                  {"quick", no_argument, NULL, OPT_QUICK},
+                                                 {"json", no_argument, NULL, OPT_JSON},
+                                                 {"plot", required_argument, NULL, OPT_PLOT},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
     static const char *const format_names[] = {"bf16",  "int8",     "int8xint4", "mxfp8",    "mxfp8xmxfp4",
@@ -476,7 +573,8 @@ int mm_bench_ffn_main(int argc, char **argv) {
                       .stream_mb = 1024};
     for (int i = 0; i < FFN_FORMAT_COUNT; i++) cfg.formats[i] = i;
     int set_hidden = 0, set_rows = 0, set_inter = 0, set_repeat = 0, set_stream = 0, set_levels = 0,
-        quick = 0;
+        quick = 0, json = 0;
+    const char *plot_path = NULL;
     int64_t v;
     int opt;
     optind = 0;
@@ -513,6 +611,8 @@ int mm_bench_ffn_main(int argc, char **argv) {
             bad = cli_parse_int64(cmd, "--stream-mb", optarg, 1, 65536, &cfg.stream_mb), set_stream = 1;
             break;
         case OPT_QUICK: quick = 1; break;
+        case OPT_JSON: json = 1; break;
+        case OPT_PLOT: plot_path = optarg; break;
         case 'h': fputs(bench_ffn_usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);
         }
@@ -532,14 +632,27 @@ int mm_bench_ffn_main(int argc, char **argv) {
         if (mm_cpu_supports(MM_ISA_AMX)) cfg.levels[cfg.n_levels++] = MM_ISA_AMX;
     }
 
-    char pool[160];
-    cli_threads_describe(pool, sizeof pool);
-    printf("megamoe bench ffn: I = %lld, %d threads for the N columns, CPU levels: avx512 %s, amx %s "
-           "(registry uses up to %s)\nworker pool: %s\n\n",
-           (long long)cfg.inter, cfg.threads, mm_cpu_supports(MM_ISA_AVX512) ? "yes" : "no",
-           mm_cpu_supports(MM_ISA_AMX) ? "yes" : "no", mm_isa_name(mm_cpu_isa()), pool);
+    if (json && cli_json_redirect(cmd) != 0) return MM_CLI_EXIT_FAILURE;
+    bench_ffn_plot *plot = NULL;
+    if (plot_path) {
+        plot = calloc(1, sizeof *plot);
+        if (!plot) {
+            cli_error(cmd, "out of memory");
+            return MM_CLI_EXIT_FAILURE;
+        }
+        plot->path = plot_path;
+        plot->threads = cfg.threads;
+        plot->n_hidden = cfg.n_hidden;
+        cfg.plot = plot;
+    }
+    print_header(&cfg);
     baselines b;
     measure_baselines(&cfg, quick, &b);
+    if (plot) {
+        plot->peak_bf16 = b.dot_bf16[1];
+        plot->peak_int8 = b.dot_i8[1];
+        plot->bandwidth = b.bandwidth[1];
+    }
     printf(
         "(c) expert FFN, median of %d runs after a warm-up; %%dot = of the N-thread %s peak of the format's\n"
         "    arithmetic, %%isa = of the peak of the kernels' ISA, xbw = time / (weight bytes / streaming\n"
@@ -556,6 +669,8 @@ int mm_bench_ffn_main(int argc, char **argv) {
         if (measure_format(&cfg, &b, (bench_ffn_format)cfg.formats[i], best) != 0) rc = MM_CLI_EXIT_FAILURE;
     if (rc == MM_CLI_EXIT_OK) print_dnnl(&cfg, best);
     if (rc == MM_CLI_EXIT_OK) print_summary(&cfg, best, quick);
+    if (rc == MM_CLI_EXIT_OK && plot && bench_ffn_plot_write(plot) != 0) rc = MM_CLI_EXIT_FAILURE;
+    free(plot);
     free(best);
     return rc;
 }

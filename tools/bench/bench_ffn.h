@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "megamoe/dtype.h"
+
 /* A peak loop: runs `iterations` iterations of independent dependency chains of one instruction on
  * registers (or tiles) and returns the operations done (multiply and add counted separately). */
 typedef double (*bench_ffn_peak_fn)(int64_t iterations);
@@ -67,6 +69,8 @@ typedef enum bench_ffn_format {
 const char *bench_ffn_format_name(bench_ffn_format f);
 /* 1 for INT formats (compared with vpdpbusd), 0 for BF16 and MX (compared with vdpbf16ps). */
 int bench_ffn_format_is_int(bench_ffn_format f);
+/* The format's activation and weight dtypes (both GEMMs), for the kernel lines of the header. */
+void bench_ffn_format_dtypes(bench_ffn_format f, mm_dtype *activation, mm_dtype *weight);
 
 typedef struct bench_ffn_expert bench_ffn_expert;
 
@@ -95,3 +99,27 @@ const char *bench_ffn_kernel_name(const bench_ffn_expert *x, const bench_ffn_cho
  * seconds spent in the two GEMMs. Returns 0, or -1 with the library's message in why. */
 int bench_ffn_expert_run(bench_ffn_expert *x, int64_t e, int64_t rows, const bench_ffn_choice *c,
                          double *total_seconds, double *gemm_seconds, char *why, size_t why_size);
+
+/* ---- the roofline of --plot (bench_ffn_plot.c) ---- */
+
+/* One measured (format, hidden, rows) point of the registry's kernels, N threads. */
+typedef struct bench_ffn_point {
+    bench_ffn_format format;
+    int64_t hidden, rows;
+    double intensity; /* FLOPs per weight byte */
+    double flops;     /* achieved FLOP/s */
+} bench_ffn_point;
+
+typedef struct bench_ffn_plot {
+    const char *path;
+    int threads;
+    double peak_bf16, peak_int8, bandwidth; /* N threads: ops/s, ops/s, bytes/s; 0 when not measured */
+    int n_hidden;                           /* markers name H when several were measured */
+    bench_ffn_point points[512];
+    int count;
+} bench_ffn_plot;
+
+/* Adds a point (ignored when the table is full). */
+void bench_ffn_plot_add(bench_ffn_plot *p, bench_ffn_point point);
+/* Writes the roofline SVG; 0, or -1 after one error line. */
+int bench_ffn_plot_write(const bench_ffn_plot *p);

@@ -47,6 +47,10 @@ const char *bench_ffn_format_name(bench_ffn_format f) {
 int bench_ffn_format_is_int(bench_ffn_format f) {
     return formats[f].is_int;
 }
+void bench_ffn_format_dtypes(bench_ffn_format f, mm_dtype *activation, mm_dtype *weight) {
+    *activation = formats[f].a;
+    *weight = formats[f].w;
+}
 
 struct bench_ffn_expert {
     bench_ffn_format format;

@@ -25,6 +25,8 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/bench_mega_moe_plot.h"
+#include "common/cli_json.h"
 #include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "ops/mega_moe/compute_only.h"
@@ -56,6 +58,8 @@ static const char usage[] =
     "      --threads N          worker-pool threads of each process, the caller included (default:\n"
     "                           MEGAMOE_NUM_THREADS, else the CPUs of the affinity mask within the\n"
     "                           cgroup CPU quota; docs/threads.md)\n"
+    "      --json               JSON Lines on stdout instead of the table (docs/cli.md)\n"
+    "      --plot FILE.svg      also draw each case's stage times per rank as stacked bars\n"
     "  -h, --help               show this help\n";
 
 typedef struct bench_case {
@@ -66,9 +70,10 @@ typedef struct bench_case {
 
 /* What every rank measures; rank 0's copy holds the reductions over ranks. */
 typedef struct rank_times {
-    double layer[MAX_ITERATIONS][2];   /* [begin, end] of each timed call */
-    double compute[MAX_ITERATIONS][2]; /* [begin, end] of each compute-only run */
-    double comm_share;                 /* mean over calls of (dispatch + combine stages) / call */
+    double layer[MAX_ITERATIONS][2];          /* [begin, end] of each timed call */
+    double compute[MAX_ITERATIONS][2];        /* [begin, end] of each compute-only run */
+    double comm_share;                        /* mean over calls of (dispatch + combine stages) / call */
+    double stage_ms[MM_MEGA_MOE_STAGE_COUNT]; /* mean over calls of each stage (this rank) */
     int64_t recv_rows;
 } rank_times;
 
@@ -94,6 +99,8 @@ static mm_status time_layer(mm_comm *comm, const bench_case *bc, mm_mega_moe_buf
     double call = t1 - t0;
     double comm_s = stats.seconds[MM_MEGA_MOE_STAGE_DISPATCH] + stats.seconds[MM_MEGA_MOE_STAGE_COMBINE];
     out->comm_share += call > 0 ? comm_s / call / (double)bc->cfg.iterations : 0;
+    for (int s = 0; s < MM_MEGA_MOE_STAGE_COUNT; s++)
+        out->stage_ms[s] += stats.seconds[s] * 1e3 / (double)bc->cfg.iterations;
     return MM_OK;
 }
 
@@ -137,6 +144,7 @@ static mm_status measure(mm_comm *comm, const bench_case *bc, mm_mega_moe_buffer
     mm_mega_moe_inputs in = {&x, NULL, &ids, &gates, NULL};
     mm_mega_moe_outputs outs = {&y_t, &etn_t};
     out->comm_share = 0;
+    memset(out->stage_ms, 0, sizeof out->stage_ms);
     if ((st = time_layer(comm, bc, buffer, weights, &attrs, &in, &outs, -1, out, err)) != MM_OK) goto done;
     out->recv_rows = 0;
     for (int64_t j = 0; j < local; j++) out->recv_rows += rows[j] = etn[j];
@@ -189,7 +197,17 @@ static double call_flops(const run_moe_config *cfg, int64_t routed_rows) {
     return per_row * ((double)routed_rows + shared_rows);
 }
 
-static void print_header(const char *backend, int64_t ranks) {
+typedef struct bench_options {
+    const char *backend;
+    int64_t ranks, prefill_tokens, iterations, decode[MAX_DECODE_SIZES];
+    int n_decode;
+    const char *preset, *phase, *scenario;
+    uint64_t seed;
+    int json;
+    bench_stage_plot *plot; /* --plot: the cases drawn, else NULL */
+} bench_options;
+
+static void print_header(const char *backend, int64_t ranks, const bench_case *cases, int n) {
     printf(
         "megamoe bench mega-moe: MegaMoE layer (mm_mega_moe_run) on %lld rank%s (%s) vs its expert compute "
         "alone\n(same FFN batches on pre-placed rows, no communication); times are medians over the "
@@ -198,7 +216,17 @@ static void print_header(const char *backend, int64_t ranks) {
         (long long)ranks, cli_plural_s(ranks), backend);
     char threads[160];
     cli_threads_describe(threads, sizeof threads);
-    printf("worker pool: %s\n\n", threads);
+    printf("worker pool: %s\n", threads);
+    for (int i = 0; i < n; i++)
+        if (i == 0 || cases[i].sc != cases[i - 1].sc) run_moe_print_kernels(cases[i].sc);
+    printf("\n");
+    if (cli_json_out()) {
+        cli_json j = cli_json_header("bench", "bench", "mega-moe");
+        cli_json_str(&j, "backend", backend);
+        cli_json_int(&j, "ranks", ranks);
+        cli_json_int(&j, "iterations", n > 0 ? cases[0].cfg.iterations : 0);
+        cli_json_end(&j);
+    }
     printf("%-14s %-12s %-8s %7s %6s %10s %10s %7s %8s %8s %10s %8s %10s\n", "preset", "scenario", "phase",
            "tok/rk", "rows", "layer ms", "compute", "ratio", "non-exp", "disp+cmb", "tokens/s", "GFLOP/s",
            "pair q1-q3");
@@ -218,7 +246,8 @@ static double quantile(double *v, int64_t n, double q) {
 }
 
 /* Reduces (over ranks: first begin, last end) and prints one case. times[0..n) are per rank. */
-static void report(const bench_case *bc, const rank_times *times, int64_t n) {
+static void report(const bench_options *o, const bench_case *bc, const rank_times *times, int64_t n,
+                   const double (*stages)[MM_MEGA_MOE_STAGE_COUNT], int64_t stage_ranks) {
     const run_moe_config *cfg = &bc->cfg;
     double layer[MAX_ITERATIONS], compute[MAX_ITERATIONS], share = 0;
     int64_t rows = 0;
@@ -249,6 +278,33 @@ static void report(const bench_case *bc, const rank_times *times, int64_t n) {
            1e3 * l.median, 1e3 * c.median, ratio, 100.0 * (1.0 - c.median / l.median), 100.0 * share,
            (double)(cfg->tokens * cfg->ranks) / l.median, call_flops(cfg, rows) / l.median * 1e-9, q1, q3);
     fflush(stdout);
+    if (cli_json_out()) {
+        cli_json j = cli_json_row("row");
+        cli_json_str(&j, "preset", cfg->preset->name);
+        cli_json_str(&j, "scenario", bc->sc->name);
+        cli_json_str(&j, "phase", bc->phase);
+        cli_json_int(&j, "tokens_per_rank", cfg->tokens);
+        cli_json_int(&j, "ranks", cfg->ranks);
+        cli_json_int(&j, "rows", rows);
+        cli_json_num(&j, "layer_ms", 1e3 * l.median);
+        cli_json_num(&j, "compute_ms", 1e3 * c.median);
+        cli_json_num(&j, "ratio", ratio);
+        cli_json_num(&j, "non_expert_pct", 100.0 * (1.0 - c.median / l.median));
+        cli_json_num(&j, "dispatch_combine_pct", 100.0 * share);
+        cli_json_num(&j, "tokens_per_s", (double)(cfg->tokens * cfg->ranks) / l.median);
+        cli_json_num(&j, "gflop_per_s", call_flops(cfg, rows) / l.median * 1e-9);
+        cli_json_num(&j, "pair_q1", q1);
+        cli_json_num(&j, "pair_q3", q3);
+        cli_json_end(&j);
+    }
+    if (o->plot && o->plot->count < BENCH_PLOT_MAX_CASES) {
+        bench_stage_case *k = &o->plot->cases[o->plot->count++];
+        snprintf(k->label, sizeof k->label, "%s %s, %s, %lld token%s per rank", cfg->preset->name,
+                 bc->sc->name, bc->phase, (long long)cfg->tokens, cli_plural_s(cfg->tokens));
+        k->ranks = stage_ranks < BENCH_PLOT_MAX_RANKS ? stage_ranks : BENCH_PLOT_MAX_RANKS;
+        k->layer_ms = 1e3 * l.median;
+        for (int64_t r = 0; r < k->ranks; r++) memcpy(k->ms[r], stages[r], sizeof k->ms[r]);
+    }
 }
 
 /* One rank per process (mpi): rank 0 gets the first begin and last end of every call over all ranks, the
@@ -273,14 +329,6 @@ static mm_status reduce_over_comm(mm_comm *comm, const bench_case *bc, rank_time
     t->recv_rows = rows;
     return st;
 }
-
-typedef struct bench_options {
-    const char *backend;
-    int64_t ranks, prefill_tokens, iterations, decode[MAX_DECODE_SIZES];
-    int n_decode;
-    const char *preset, *phase, *scenario;
-    uint64_t seed;
-} bench_options;
 
 /* The cases of the options for `ranks` ranks, at most max; returns the count or -1 (usage printed). */
 static int make_cases(const bench_options *o, int64_t ranks, bench_case *cases, int max) {
@@ -352,7 +400,13 @@ static int run_threads(const bench_options *o) {
         cli_error(cmd, "out of memory");
         return MM_CLI_EXIT_FAILURE;
     }
-    print_header("threads", o->ranks);
+    print_header("threads", o->ranks, cases, n);
+    double(*stages)[MM_MEGA_MOE_STAGE_COUNT] = calloc((size_t)o->ranks, sizeof *stages);
+    if (!stages) {
+        free(arg);
+        cli_error(cmd, "out of memory");
+        return MM_CLI_EXIT_FAILURE;
+    }
     int rc = MM_CLI_EXIT_OK;
     for (int i = 0; i < n && rc == MM_CLI_EXIT_OK; i++) {
         mm_error err;
@@ -360,9 +414,14 @@ static int run_threads(const bench_options *o) {
         arg->bc = &cases[i];
         if (mm_comm_run_threads((int)o->ranks, threads_rank, arg, NULL, NULL, &err) != MM_OK)
             rc = cli_report(cmd, &err);
-        else
-            report(&cases[i], arg->times, o->ranks);
+        else {
+            for (int64_t r = 0; r < o->ranks; r++)
+                memcpy(stages[r], arg->times[r].stage_ms, sizeof stages[r]);
+            report(o, &cases[i], arg->times, o->ranks, (const double(*)[MM_MEGA_MOE_STAGE_COUNT])stages,
+                   o->ranks);
+        }
     }
+    free(stages);
     free(arg);
     return rc;
 }
@@ -382,16 +441,23 @@ static mm_status bench_process(mm_comm *comm, void *arg, mm_error *err) {
     bench_case cases[2 * (MAX_DECODE_SIZES + 1)];
     int n = make_cases(o, size, cases, (int)(sizeof cases / sizeof cases[0]));
     if (n < 0) rc = MM_CLI_EXIT_USAGE;
-    if (rc == MM_CLI_EXIT_OK && rank == 0) print_header(what, size);
+    if (rc == MM_CLI_EXIT_OK && rank == 0) print_header(what, size, cases, n);
     for (int i = 0; i < n && rc == MM_CLI_EXIT_OK; i++) {
         rank_times t;
         memset(&t, 0, sizeof t);
         mm_status st = rank_main(comm, &cases[i], &t, err);
         if (st == MM_OK) st = reduce_over_comm(comm, &cases[i], &t, err);
+        /* --plot: every rank's stage times to rank 0 (a sum where each rank fills its own row). */
+        static double stages[BENCH_PLOT_MAX_RANKS][MM_MEGA_MOE_STAGE_COUNT];
+        memset(stages, 0, sizeof stages);
+        if (rank < BENCH_PLOT_MAX_RANKS) memcpy(stages[rank], t.stage_ms, sizeof stages[rank]);
+        if (st == MM_OK && o->plot)
+            st = mm_comm_allreduce_f64(comm, &stages[0][0], BENCH_PLOT_MAX_RANKS * MM_MEGA_MOE_STAGE_COUNT,
+                                       MM_REDUCE_SUM, err);
         if (st != MM_OK)
             rc = rank == 0 ? cli_report(cmd, err) : cli_exit_status(st);
         else if (rank == 0)
-            report(&cases[i], &t, 1);
+            report(o, &cases[i], &t, 1, (const double(*)[MM_MEGA_MOE_STAGE_COUNT])stages, size);
     }
     lb->rc = rc;
     mm_error_clear(err); /* reported above by rank 0; the exit status carries the rest */
@@ -417,7 +483,9 @@ int mm_bench_mega_moe_main(int argc, char **argv) {
         OPT_SCENARIO,
         OPT_ITER,
         OPT_SEED,
-        OPT_THREADS
+        OPT_THREADS,
+        OPT_JSON,
+        OPT_PLOT
     };
     static const struct option long_opts[] = {{"backend", required_argument, NULL, OPT_BACKEND},
                                               {"ranks", required_argument, NULL, OPT_RANKS},
@@ -429,9 +497,12 @@ int mm_bench_mega_moe_main(int argc, char **argv) {
                                               {"iterations", required_argument, NULL, OPT_ITER},
                                               {"seed", required_argument, NULL, OPT_SEED},
                                               {"threads", required_argument, NULL, OPT_THREADS},
+                                              {"json", no_argument, NULL, OPT_JSON},
+                                              {"plot", required_argument, NULL, OPT_PLOT},
                                               {"help", no_argument, NULL, 'h'},
                                               {NULL, 0, NULL, 0}};
-    bench_options o = {"threads", 4, 0, 9, {1, 8}, 2, "all", "all", NULL, 1};
+    bench_options o = {"threads", 4, 0, 9, {1, 8}, 2, "all", "all", NULL, 1, 0, NULL};
+    const char *plot_path = NULL;
     int64_t v = 0;
     optind = 1;
     opterr = 0;
@@ -474,6 +545,8 @@ int mm_bench_mega_moe_main(int argc, char **argv) {
         case OPT_THREADS:
             if (cli_parse_threads(cmd, optarg)) return MM_CLI_EXIT_USAGE;
             break;
+        case OPT_JSON: o.json = 1; break;
+        case OPT_PLOT: plot_path = optarg; break;
         case 'h': fputs(usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);
         }
@@ -482,5 +555,16 @@ int mm_bench_mega_moe_main(int argc, char **argv) {
     if (strcmp(o.preset, "all") != 0 && strcmp(o.preset, "qwen3-30b-a3b") != 0 &&
         strcmp(o.preset, "deepseek-v3") != 0)
         return cli_usage_error(cmd, "--preset '%s' is not qwen3-30b-a3b, deepseek-v3 or all", o.preset);
-    return cli_backend_is_threads(o.backend) ? run_threads(&o) : run_launched(&o);
+    if (o.json && cli_json_redirect(cmd) != 0) return MM_CLI_EXIT_FAILURE;
+    if (plot_path && !(o.plot = calloc(1, sizeof *o.plot))) {
+        cli_error(cmd, "out of memory");
+        return MM_CLI_EXIT_FAILURE;
+    }
+    if (o.plot) o.plot->path = plot_path;
+    int rc = cli_backend_is_threads(o.backend) ? run_threads(&o) : run_launched(&o);
+    /* Under a launcher only rank 0 reports, so only it has cases to draw. */
+    if (rc == MM_CLI_EXIT_OK && o.plot && o.plot->count > 0 && bench_stage_plot_write(o.plot, cmd) != 0)
+        rc = MM_CLI_EXIT_FAILURE;
+    free(o.plot);
+    return rc;
 }

@@ -11,6 +11,7 @@
 
 #include "bench/bench.h"
 #include "common/cli_threads.h"
+#include "common/cli_json.h"
 #include "common/cli_util.h"
 #include "common/demo_data.h"
 #include "common/timing.h"
@@ -28,6 +29,7 @@ static const char bench_re_routing_usage[] =
     "      --threads T       threads of the pool (mm_re_routing) and of the multi-threaded memcpy\n"
     "                        (default MEGAMOE_NUM_THREADS, else the CPUs of the affinity mask within the\n"
     "                        cgroup CPU quota; docs/threads.md)\n"
+    "      --json            JSON Lines on stdout instead of the table (docs/cli.md)\n"
     "  -h, --help            show this help\n";
 
 enum { METHOD_REROUTING, METHOD_MEMCPY_1, METHOD_MEMCPY_N, METHOD_COUNT };
@@ -45,17 +47,18 @@ static mm_status run_method(int method, cli_rerouting_buffers *b, int threads, m
 }
 
 int mm_bench_re_routing_main(int argc, char **argv) {
-    enum { OPT_ITERATIONS = 400, OPT_WARMUP, OPT_THREADS };
+    enum { OPT_ITERATIONS = 400, OPT_WARMUP, OPT_THREADS, OPT_JSON };
     static const struct option long_options[] = {CLI_REROUTING_SHAPE_OPTIONS,
                                                  {"iterations", required_argument, NULL, OPT_ITERATIONS},
                                                  {"warmup", required_argument, NULL, OPT_WARMUP},
                                                  {"threads", required_argument, NULL, OPT_THREADS},
+                                                 {"json", no_argument, NULL, OPT_JSON},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
     const char *cmd = "bench re-routing";
     cli_rerouting_shape shape = cli_rerouting_default_shape();
     int64_t repetitions = 10, warmup = 2, threads = mm_bench_default_threads();
-    int opt;
+    int opt, json = 0;
     optind = 0;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
@@ -72,12 +75,14 @@ int mm_bench_re_routing_main(int argc, char **argv) {
             bad =
                 cli_parse_int64(cmd, "--threads", optarg, 1, 256, &threads) || cli_parse_threads(cmd, optarg);
             break;
+        case OPT_JSON: json = 1; break;
         case 'h': fputs(bench_re_routing_usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);
         }
         if (bad) return MM_CLI_EXIT_USAGE;
     }
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (json && cli_json_redirect(cmd) != 0) return MM_CLI_EXIT_FAILURE;
 
     mm_error err;
     mm_error_clear(&err);
@@ -130,6 +135,15 @@ int mm_bench_re_routing_main(int argc, char **argv) {
     for (int m = 0; m < METHOD_COUNT; m++)
         printf("%-20s %12.3f %12.3f %12.3f %10.2f\n", names[m], stats[m].median * 1e3, stats[m].min * 1e3,
                stats[m].max * 1e3, gb / stats[m].median);
+    if (cli_json_out()) {
+        cli_json j;
+        cli_rerouting_json_header(&j, "bench", "bench", "re-routing", &shape, b.token_bytes);
+        cli_json_int(&j, "iterations", repetitions);
+        cli_json_int(&j, "warmup", warmup);
+        cli_json_bool(&j, "check_ok", 1);
+        cli_json_end(&j);
+        for (int m = 0; m < METHOD_COUNT; m++) cli_json_time_row("method", names[m], stats[m], gb);
+    }
     printf("ratio (speed of re-routing / speed of memcpy, medians): %.2f vs %s, %.2f vs %s\n",
            stats[METHOD_MEMCPY_1].median / stats[METHOD_REROUTING].median, names[METHOD_MEMCPY_1],
            stats[METHOD_MEMCPY_N].median / stats[METHOD_REROUTING].median, names[METHOD_MEMCPY_N]);

@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "common/cli_json.h"
+#include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "common/timing.h"
 #include "core/cpu.h"
@@ -52,6 +54,7 @@ static const char usage[] =
     "      --empty-calls N      empty calls per repetition on the world (default 2000; launcher: N / 10)\n"
     "      --iterations K       timed repetitions of each method (default 7; one warm-up first)\n"
     "      --seed S             seed of weights and tokens (default 1)\n"
+    "      --json               JSON Lines on stdout instead of the table (docs/cli.md)\n"
     "  -h, --help               show this help\n";
 
 typedef struct bench_options {
@@ -240,6 +243,20 @@ static int bench_ranks(const bench_options *o, int64_t R) {
                1e3 * med[M_LAUNCH], 1e6 * (med[M_WORLD] - med[M_SPMD]), 1e6 * (med[M_LAUNCH] - med[M_SPMD]),
                identical ? "yes" : "NO", t_setup);
         fflush(stdout);
+        if (cli_json_out()) {
+            cli_json j = cli_json_row("row");
+            cli_json_int(&j, "ranks", R);
+            cli_json_num(&j, "empty_world_us", 1e6 * med[M_EMPTY_WORLD]);
+            cli_json_num(&j, "empty_launch_us", 1e6 * med[M_EMPTY_LAUNCH]);
+            cli_json_num(&j, "moe_spmd_ms", 1e3 * med[M_SPMD]);
+            cli_json_num(&j, "moe_world_ms", 1e3 * med[M_WORLD]);
+            cli_json_num(&j, "moe_launch_ms", 1e3 * med[M_LAUNCH]);
+            cli_json_num(&j, "world_overhead_us", 1e6 * (med[M_WORLD] - med[M_SPMD]));
+            cli_json_num(&j, "launch_overhead_us", 1e6 * (med[M_LAUNCH] - med[M_SPMD]));
+            cli_json_bool(&j, "y_world_equals_launch", identical);
+            cli_json_num(&j, "setup_s", t_setup);
+            cli_json_end(&j);
+        }
         if (!identical) {
             cli_error(cmd, "the world's y differs from the launcher's at %lld ranks", (long long)R);
             rc = MM_CLI_EXIT_FAILURE;
@@ -248,25 +265,6 @@ static int bench_ranks(const bench_options *o, int64_t R) {
     moe_setup_free(s);
     free(s);
     return rc;
-}
-
-/* "AMD EPYC ..." from /proc/cpuinfo, or "unknown CPU". */
-static void cpu_model(char *buf, size_t cap) {
-    snprintf(buf, cap, "unknown CPU");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) != 0) continue;
-        const char *v = strchr(line, ':');
-        if (!v) break;
-        for (v++; *v == ' ' || *v == '\t'; v++) {
-        }
-        snprintf(buf, cap, "%s", v);
-        buf[strcspn(buf, "\n")] = '\0';
-        break;
-    }
-    fclose(f);
 }
 
 static int parse_ranks(const char *text, bench_options *o) {
@@ -290,7 +288,8 @@ int mm_bench_world_main(int argc, char **argv) {
         OPT_LAUNCHES,
         OPT_EMPTY,
         OPT_REPS,
-        OPT_SEED
+        OPT_SEED,
+        OPT_JSON
     };
     static const struct option long_opts[] = {{"ranks", required_argument, NULL, OPT_RANKS},
                                               {"experts", required_argument, NULL, OPT_EXPERTS},
@@ -300,13 +299,14 @@ int mm_bench_world_main(int argc, char **argv) {
                                               {"empty-calls", required_argument, NULL, OPT_EMPTY},
                                               {"iterations", required_argument, NULL, OPT_REPS},
                                               {"seed", required_argument, NULL, OPT_SEED},
+                                              {"json", no_argument, NULL, OPT_JSON},
                                               {"help", no_argument, NULL, 'h'},
                                               {NULL, 0, NULL, 0}};
     bench_options o = {{1, 2, 4}, 3, 128, 20, 10, 2000, 7, "a16w16", 1};
     int64_t v = 0;
     optind = 1;
     opterr = 0;
-    int opt;
+    int opt, json = 0;
     while ((opt = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
         switch (opt) {
         case OPT_RANKS:
@@ -337,6 +337,7 @@ int mm_bench_world_main(int argc, char **argv) {
             if (cli_parse_int64(cmd, "--seed", optarg, 0, INT64_MAX, &v)) return MM_CLI_EXIT_USAGE;
             o.seed = (uint64_t)v;
             break;
+        case OPT_JSON: json = 1; break;
         case 'h': fputs(usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);
         }
@@ -346,21 +347,36 @@ int mm_bench_world_main(int argc, char **argv) {
         if (o.experts % o.ranks[i] != 0 || o.experts / o.ranks[i] < 1)
             return cli_usage_error(cmd, "%lld ranks do not divide --experts %lld", (long long)o.ranks[i],
                                    (long long)o.experts);
-    char cpu[256];
-    cpu_model(cpu, sizeof cpu);
+    if (json && cli_json_redirect(cmd) != 0) return MM_CLI_EXIT_FAILURE;
+    char cpu[256], pool[160];
+    cli_cpu_model(cpu, sizeof cpu);
+    cli_threads_describe(pool, sizeof pool);
     printf("megamoe bench world: per-call cost of driving R thread ranks from one host thread\n"
-           "CPU: %s, %ld online CPUs, ISA %s, pool threads %d\n"
+           "CPU: %s, %ld online CPUs, ISA %s\nworker pool: %s\n"
            "MegaMoE: Qwen3-30B-A3B shape (H 2048, I 768, top-8), %lld routed experts loaded, %s, decode: 1 "
            "token "
            "per rank\n"
            "medians over %lld repetitions (interleaved); empty: %lld world calls / %lld launches per "
            "repetition; "
            "MegaMoE: %lld calls (spmd, world) / %lld launches per repetition\n"
-           "spmd = ranks call mm_mega_moe_run back to back (no hand-off); overhead = method - spmd\n\n",
-           cpu, sysconf(_SC_NPROCESSORS_ONLN), mm_isa_name(mm_cpu_isa()), mm_bench_default_threads(),
+           "spmd = ranks call mm_mega_moe_run back to back (no hand-off); overhead = method - spmd\n",
+           cpu[0] ? cpu : "unknown CPU", sysconf(_SC_NPROCESSORS_ONLN), mm_isa_name(mm_cpu_isa()), pool,
            (long long)o.experts, o.scenario, (long long)o.reps, (long long)o.empty_calls,
            (long long)(o.empty_calls / 10 > 0 ? o.empty_calls / 10 : 1), (long long)o.calls,
            (long long)o.launches);
+    run_moe_print_kernels(run_moe_find_scenario(o.scenario));
+    printf("\n");
+    if (cli_json_out()) {
+        cli_json j = cli_json_header("bench", "bench", "world");
+        cli_json_str(&j, "scenario", o.scenario);
+        cli_json_int(&j, "experts", o.experts);
+        cli_json_int(&j, "calls", o.calls);
+        cli_json_int(&j, "launches", o.launches);
+        cli_json_int(&j, "empty_calls", o.empty_calls);
+        cli_json_int(&j, "iterations", o.reps);
+        cli_json_int(&j, "seed", (int64_t)o.seed);
+        cli_json_end(&j);
+    }
     printf("%5s %10s %11s %10s %10s %10s %10s %11s %9s %8s\n", "ranks",
            "empty:", "empty:", "moe:", "moe:", "moe:", "world", "launch", "y world", "setup");
     printf("%5s %10s %11s %10s %10s %10s %10s %11s %9s %8s\n", "", "world us", "launch us", "spmd ms",

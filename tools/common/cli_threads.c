@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* tools/common/cli_threads.c: --threads and the thread line of the headers (cli_threads.h). The line
- * reports the CPU budget's parts (core/cpu_budget.h, internal API for tools) so that a run in a
- * container or under taskset shows why it got the threads it got. */
+/* tools/common/cli_threads.c: --threads and the thread and kernel lines of the headers (cli_threads.h).
+ * The thread line reports the CPU budget's parts (core/cpu_budget.h, internal API for tools) so that a
+ * run in a container or under taskset shows why it got the threads it got; the kernel line asks the GEMM
+ * registry (gemm/kernel_registry.h, internal API for tools). */
 #include "common/cli_threads.h"
 
 #include <stdint.h>
@@ -10,6 +11,7 @@
 
 #include "common/cli_util.h"
 #include "core/cpu_budget.h"
+#include "gemm/kernel_registry.h"
 #include "megamoe/threads.h"
 
 static int set_by_option; /* --threads was given */
@@ -52,4 +54,17 @@ void cli_threads_describe(char *buf, size_t size) {
     int nodes = mm_threads_numa_nodes();
     if (nodes > 1 && len > 0 && (size_t)len < size)
         snprintf(buf + len, size - (size_t)len, ", weights interleaved over %d NUMA nodes", nodes);
+}
+
+void cli_kernels_describe(char *buf, size_t size, const char *label, mm_dtype gemm1_input,
+                          mm_dtype gemm2_input, mm_dtype weight) {
+    const mm_dtype inputs[2] = {gemm1_input, gemm2_input};
+    int len = snprintf(buf, size, "gemm kernels of %s:", label);
+    for (int g = 0; g < 2 && len > 0 && (size_t)len < size; g++) {
+        const mm_gemm_kernel *k1 = mm_gemm_kernel_select_rows(inputs[g], weight, 1);
+        const mm_gemm_kernel *kn = mm_gemm_kernel_select(inputs[g], weight);
+        len += snprintf(buf + len, size - (size_t)len, "%s GEMM%d %s x %s %s (1 row) / %s (many rows)",
+                        g ? ";" : "", g + 1, mm_dtype_name(inputs[g]), mm_dtype_name(weight),
+                        k1 ? k1->name : "-", kn ? kn->name : "-");
+    }
 }

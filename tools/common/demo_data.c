@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli_json.h"
 #include "common/cli_util.h"
 #include "megamoe/re_routing.h"
 
@@ -182,4 +183,16 @@ mm_status cli_rerouting_call(cli_rerouting_buffers *b, mm_error *err) {
     mm_re_routing_inputs in = {&b->tokens, &b->counts, NULL};
     mm_re_routing_outputs out = {&b->permute_tokens, NULL, &b->permute_idx, &b->expert_num};
     return mm_re_routing(&in, &attrs, &out, err);
+}
+
+void cli_rerouting_json_header(struct cli_json *j, const char *command, const char *key, const char *name,
+                               const cli_rerouting_shape *shape, int64_t token_bytes) {
+    *j = cli_json_header(command, key, name);
+    cli_json_int(j, "tokens", shape->tokens);
+    cli_json_int(j, "hidden", shape->hidden);
+    cli_json_str(j, "dtype", mm_dtype_name(shape->dtype));
+    cli_json_int(j, "ranks", shape->ranks);
+    cli_json_int(j, "experts", shape->experts);
+    cli_json_int(j, "seed", (int64_t)shape->seed);
+    cli_json_int(j, "bytes", token_bytes);
 }

@@ -38,6 +38,11 @@ typedef struct cli_rerouting_buffers {
 
 /* The realistic default: 8 ranks x 16 local experts, A = 16384 tokens of H = 7168 BF16 (235 MB). */
 cli_rerouting_shape cli_rerouting_default_shape(void);
+/* --json: the header object of a re-routing command (`command`, `key`: `name`) with the shape, the seed and
+ * the token bytes; the caller adds its own options and ends it. */
+struct cli_json;
+void cli_rerouting_json_header(struct cli_json *j, const char *command, const char *key, const char *name,
+                               const cli_rerouting_shape *shape, int64_t token_bytes);
 
 /* getopt_long values and rows of the options every re-routing workload takes (--tokens, --hidden,
  * --ranks, --experts, --dtype, --seed). */

@@ -9,6 +9,9 @@
 
 #include "common/cli_util.h"
 #include "common/commands.h"
+#include "common/timing.h"
+#include "layer/layer_json.h"
+#include "layer/layer_trace.h"
 #include "megamoe/formats.h"
 #include "megamoe/model.h"
 #include "megamoe/safetensors.h"
@@ -32,6 +35,8 @@ static const char layer_usage[] =
     "      --ranks R          ranks (default 1; --backend mpi: the processes of mpirun -n R)\n"
     "      --backend NAME     threads (default) or mpi (one rank per MPI process)\n"
     "      --timeout SECONDS  how long a rank waits for its peers before failing (0 = library default)\n"
+    "      --json             on success, one JSON object on stdout: tokens, ranks, times, output\n"
+    "      --trace FILE       write a Chrome/Perfetto JSON trace of the phases (read, load + run + write)\n"
     "  -h, --help             show this help\n"
     "\n"
     "Exit status: 0 success; 2 a broken or unsupported checkpoint or input (one line on stderr names the\n"
@@ -160,19 +165,22 @@ static mm_status read_x(const char *path, int64_t hidden, uint16_t **x, int64_t 
 }
 
 int mm_cli_layer_main(int argc, char **argv) {
-    enum { OPT_MODEL = 256, OPT_LAYER, OPT_RANKS, OPT_BACKEND, OPT_TIMEOUT };
+    enum { OPT_MODEL = 256, OPT_LAYER, OPT_RANKS, OPT_BACKEND, OPT_TIMEOUT, OPT_JSON = 300, OPT_TRACE };
     static const struct option long_options[] = {{"model", required_argument, NULL, OPT_MODEL},
                                                  {"layer", required_argument, NULL, OPT_LAYER},
                                                  {"output", required_argument, NULL, 'o'},
                                                  {"ranks", required_argument, NULL, OPT_RANKS},
                                                  {"backend", required_argument, NULL, OPT_BACKEND},
                                                  {"timeout", required_argument, NULL, OPT_TIMEOUT},
+                                                 {"json", no_argument, NULL, OPT_JSON},
+                                                 {"trace", required_argument, NULL, OPT_TRACE},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
     const char *model_dir = NULL, *out_path = NULL, *backend = "threads";
     int64_t layer = -1, ranks = 0;
     double timeout = 0.0;
-    int opt;
+    int opt, json = 0;
+    const char *trace_path = NULL;
     optind = 0;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":o:h", long_options, NULL)) != -1) {
@@ -192,6 +200,8 @@ int mm_cli_layer_main(int argc, char **argv) {
         case OPT_TIMEOUT:
             if (cli_parse_double(cmd, "--timeout", optarg, 0.0, 1e9, &timeout) != 0) return MM_CLI_EXIT_USAGE;
             break;
+        case OPT_JSON: json = 1; break;
+        case OPT_TRACE: trace_path = optarg; break;
         case 'h': fputs(layer_usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);
         }
@@ -212,6 +222,7 @@ int mm_cli_layer_main(int argc, char **argv) {
     mm_model *model = NULL;
     uint16_t *x = NULL;
     layer_job job = {NULL, layer, 0, 0, 0, NULL, out_path, timeout};
+    double t_begin = cli_now_seconds(), t_read = t_begin;
     mm_status st = mm_model_open(model_dir, &model, &err);
     if (!st) st = mm_model_check_layer(model, layer, &err);
     if (!st) {
@@ -222,13 +233,23 @@ int mm_cli_layer_main(int argc, char **argv) {
         st = read_x(argv[optind], c->hidden_size, &x, &job.tokens, &err);
         job.x = x;
     }
+    if (!st) t_read = cli_now_seconds();
     if (!st) st = mm_comm_launch(backend, (int)ranks, layer_rank, &job, &err);
+    double t_end = cli_now_seconds();
+    int trace_failed = !st && trace_path && speaker &&
+                       layer_trace_write(trace_path, job.tokens, ranks > 0 ? ranks : world.size, t_begin,
+                                         t_read, t_end) != 0; /* said in one line */
+    if (!st && json && speaker)
+        layer_json_print(&(layer_json_facts){model_dir, backend, argv[optind], out_path, layer, job.tokens,
+                                             ranks > 0 ? ranks : world.size, job.hidden, job.topk,
+                                             t_read - t_begin, t_end - t_read});
     int rc = MM_CLI_EXIT_OK;
     if (st) {
         err.status = st;
         rc = cli_exit_status(st);
         if (speaker || st == MM_ERR_TIMEOUT || st == MM_ERR_PEER) cli_report(cmd, &err);
     }
+    if (trace_failed) rc = MM_CLI_EXIT_FAILURE;
     free(x);
     mm_model_close(model);
     return rc;

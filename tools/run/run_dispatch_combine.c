@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli_json.h"
 #include "common/cli_threads.h"
+#include "common/cli_trace.h"
 #include "common/cli_util.h"
 #include "common/dc_world.h"
 #include "megamoe/formats.h"
@@ -40,6 +42,11 @@ static const char run_usage[] =
                            "                                 MEGAMOE_NUM_THREADS, else the CPUs of the "
                            "affinity mask\n"
                            "                                 within the cgroup CPU quota; docs/threads.md)\n"
+                           "      --json                     JSON Lines on stdout instead of the report "
+                           "(docs/cli.md)\n"
+                           "      --trace FILE               write a Chrome/Perfetto JSON trace: setup, each "
+                           "rank's stages\n"
+                           "                                 per iteration, the check\n"
                            "  -h, --help                     show this help\n";
 
 enum { ST_DISPATCH, ST_FFN, ST_COMBINE, ST_COUNT };
@@ -48,7 +55,9 @@ static const char *const stage_names[ST_COUNT] = {"dispatch", "expert FFN", "com
 typedef struct run_ctx {
     const cli_dc_world *w;
     int64_t inter, iterations, check_tokens;
-    double *times; /* [rank][iteration][stage] */
+    double *times;  /* [rank][iteration][stage] */
+    double *stamps; /* --trace: [rank][iteration][stage boundary 0..ST_COUNT], absolute seconds; else NULL */
+    double check_span[MM_COMM_MAX_RANKS][2]; /* --trace: each rank's float64 check */
     int64_t *rows;
     int mismatch, not_finite;
     cli_dc_check_stats check[MM_COMM_MAX_RANKS];
@@ -131,12 +140,18 @@ static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
             for (int s = 0; s < ST_COUNT; s++)
                 run->times[((size_t)g * (size_t)run->iterations + (size_t)(it - 1)) * ST_COUNT + (size_t)s] =
                     t[s + 1] - t[s];
+            if (run->stamps)
+                memcpy(run->stamps +
+                           ((size_t)g * (size_t)run->iterations + (size_t)(it - 1)) * (ST_COUNT + 1),
+                       t, sizeof t);
         }
     }
     /* x and rstd of the last iteration equal the first one's (every iteration gives the same bits). */
+    run->check_span[g][0] = cli_now_seconds();
     if (run->check_tokens > 0 && cli_dc_check_supported(w) &&
         (st = cli_dc_check_rank(w, g, run->inter, run->check_tokens, y_first, x, rstd, &run->check[g], err)))
         goto done;
+    run->check_span[g][1] = cli_now_seconds();
     goto done;
 oom:
     st = MM_ERR_OUT_OF_MEMORY;
@@ -149,20 +164,46 @@ done:
     return st;
 }
 
+/* --trace: track 0 the host (setup), track g + 1 rank g: its stages of every timed iteration (with the
+ * rows the rank received) and its float64 check. */
+static void trace_ranks(cli_trace *trace, const run_ctx *run) {
+    const cli_dc_world *w = run->w;
+    for (int64_t g = 0; g < w->nranks; g++) {
+        if (!w->rank[g].alive) continue;
+        char name[32], args[96];
+        snprintf(name, sizeof name, "rank %lld", (long long)g);
+        cli_trace_thread(trace, g + 1, name, g + 1);
+        for (int64_t it = 0; it < run->iterations; it++) {
+            const double *t =
+                run->stamps + ((size_t)g * (size_t)run->iterations + (size_t)it) * (ST_COUNT + 1);
+            snprintf(args, sizeof args, "\"iteration\":%lld,\"rows\":%lld", (long long)it,
+                     (long long)run->rows[g]);
+            for (int s = 0; s < ST_COUNT; s++)
+                cli_trace_slice(trace, g + 1, stage_names[s], "run", t[s], t[s + 1], args);
+        }
+        if (run->check_span[g][1] > run->check_span[g][0] && run->check_tokens > 0)
+            cli_trace_slice(trace, g + 1, "check", "check", run->check_span[g][0], run->check_span[g][1],
+                            NULL);
+    }
+}
+
 int cli_run_dispatch_combine_main(int argc, char **argv) {
-    enum { OPT_INTER = 700, OPT_ITERATIONS, OPT_CHECK_TOKENS, OPT_THREADS };
+    enum { OPT_INTER = 700, OPT_ITERATIONS, OPT_CHECK_TOKENS, OPT_THREADS, OPT_JSON, OPT_TRACE };
     static const struct option long_options[] = {CLI_DC_OPTIONS,
                                                  {"intermediate", required_argument, NULL, OPT_INTER},
                                                  {"iterations", required_argument, NULL, OPT_ITERATIONS},
                                                  {"check-tokens", required_argument, NULL, OPT_CHECK_TOKENS},
                                                  {"threads", required_argument, NULL, OPT_THREADS},
+                                                 {"json", no_argument, NULL, OPT_JSON},
+                                                 {"trace", required_argument, NULL, OPT_TRACE},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
     const char *cmd = "run";
     cli_dc_opts o = cli_dc_default_opts();
     o.tokens = 32, o.hidden = 1024; /* --experts and --topk: 0 until given (defaults below) */
     int64_t inter = 512, iterations = 5, check_tokens = 8;
-    int opt;
+    int opt, json = 0;
+    const char *trace_path = NULL;
     optind = 0;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
@@ -184,11 +225,14 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
         case OPT_THREADS:
             if (cli_parse_threads(cmd, optarg)) return MM_CLI_EXIT_USAGE;
             break;
+        case OPT_JSON: json = 1; break;
+        case OPT_TRACE: trace_path = optarg; break;
         case 'h': fputs(run_usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);
         }
     }
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (json && cli_json_redirect(cmd) != 0) return MM_CLI_EXIT_FAILURE;
     if (o.tp == 2 && inter % 2) return cli_usage_error(cmd, "--intermediate must be even with --tp 2");
     int64_t routed_ranks = o.shared_ranks < o.ranks ? o.ranks - o.shared_ranks : 1;
     if (!o.experts) o.experts = o.tp == 2 ? routed_ranks : 4 * routed_ranks;
@@ -196,24 +240,34 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
         return cli_usage_error(cmd,
                                "--tp 2 needs one expert per routed-expert rank: --experts %lld, not %lld",
                                (long long)routed_ranks, (long long)o.experts);
+    cli_trace trace = {NULL, 0, -1.0};
+    if (trace_path && cli_trace_open(&trace, cmd, trace_path, "megamoe run --op dispatch-combine") != 0)
+        return MM_CLI_EXIT_FAILURE;
+    cli_trace_thread(&trace, 0, "host", 0);
+    double t_setup = cli_now_seconds();
     cli_dc_world w;
     int rc = cli_dc_world_make(cmd, &o, &w);
     if (rc) {
         cli_dc_world_free(&w);
+        cli_trace_close(&trace, cmd, trace_path);
         return rc;
     }
+    cli_trace_slice(&trace, 0, "setup", "setup", t_setup, cli_now_seconds(), NULL);
     run_ctx run = {&w,
                    inter,
                    iterations,
                    check_tokens,
                    calloc((size_t)(w.nranks * iterations * ST_COUNT), sizeof(double)),
+                   trace_path ? calloc((size_t)(w.nranks * iterations * (ST_COUNT + 1)), sizeof(double))
+                              : NULL,
+                   {{0}},
                    calloc((size_t)w.nranks, sizeof(int64_t)),
                    0,
                    0,
                    {{0}}};
     mm_error err;
     mm_error_clear(&err);
-    if (!run.times || !run.rows) {
+    if (!run.times || !run.rows || (trace_path && !run.stamps)) {
         cli_error(cmd, "out of memory");
         rc = MM_CLI_EXIT_FAILURE;
         goto done;
@@ -225,6 +279,7 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
     }
     int64_t total_rows = 0;
     for (int64_t g = 0; g < w.nranks; g++) total_rows += run.rows[g];
+    if (trace.file) trace_ranks(&trace, &run);
     printf(
         "dispatch-combine: %lld rank%s (EP %lld x TP %lld%s), Bs %lld, H %lld, K %lld, %lld routed experts "
         "(%lld per rank), %lld shared, I %lld, quant_mode %lld; %lld rows received in all\n",
@@ -235,6 +290,26 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
     char pool[160];
     cli_threads_describe(pool, sizeof pool);
     printf("worker pool: %s\n", pool);
+    char kernels[400];
+    cli_kernels_describe(kernels, sizeof kernels, "the expert FFN", MM_DTYPE_BF16, MM_DTYPE_BF16,
+                         MM_DTYPE_BF16);
+    printf("%s\n", kernels);
+    if (cli_json_out()) {
+        cli_json j = cli_json_header("run", "op", "dispatch-combine");
+        cli_json_int(&j, "ranks", w.nranks);
+        cli_json_int(&j, "ep", o.ranks);
+        cli_json_int(&j, "tp", w.tpw);
+        cli_json_int(&j, "tokens_per_rank", w.o.tokens);
+        cli_json_int(&j, "hidden", w.o.hidden);
+        cli_json_int(&j, "topk", w.o.topk);
+        cli_json_int(&j, "experts", w.M_eff);
+        cli_json_int(&j, "shared_experts", o.shared_experts);
+        cli_json_int(&j, "intermediate", inter);
+        cli_json_int(&j, "quant_mode", o.quant);
+        cli_json_int(&j, "iterations", iterations);
+        cli_json_int(&j, "rows_received", total_rows);
+        cli_json_end(&j);
+    }
     printf("%-20s %12s %12s %12s\n", "stage", "median us", "min us", "max us");
     double *per = malloc((size_t)iterations * sizeof(double)),
            *sum = calloc((size_t)iterations, sizeof(double));
@@ -257,11 +332,25 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
         cli_time_stats ts = cli_time_stats_of(per, (size_t)iterations);
         printf("%-20s %12.1f %12.1f %12.1f\n", s < ST_COUNT ? stage_names[s] : "total (per rank)",
                ts.median * 1e6, ts.min * 1e6, ts.max * 1e6);
+        if (cli_json_out()) {
+            cli_json j = cli_json_row("row");
+            cli_json_str(&j, "stage", s < ST_COUNT ? stage_names[s] : "total");
+            cli_json_num(&j, "median_us", ts.median * 1e6);
+            cli_json_num(&j, "min_us", ts.min * 1e6);
+            cli_json_num(&j, "max_us", ts.max * 1e6);
+            cli_json_end(&j);
+        }
     }
     free(per), free(sum);
     printf("check: every iteration gives the same bits: %s; outputs finite: %s\n",
            run.mismatch ? "NO" : "yes", run.not_finite ? "NO" : "yes");
     rc = run.mismatch || run.not_finite ? MM_CLI_EXIT_FAILURE : MM_CLI_EXIT_OK;
+    cli_json check = {NULL, 0};
+    if (cli_json_out()) {
+        check = cli_json_row("check");
+        cli_json_bool(&check, "same_bits", !run.mismatch);
+        cli_json_bool(&check, "finite", !run.not_finite);
+    }
     if (check_tokens > 0 && cli_dc_check_supported(&w)) {
         cli_dc_check_stats all = {0};
         for (int64_t g = 0; g < w.nranks; g++) {
@@ -274,6 +363,12 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
                "rms(y_ref) %.2e, %.1f%% of y, x, rstd within tolerance\n",
                (long long)all.tokens, (long long)all.inactive, all.max_err_over_rms,
                all.values ? 100.0 * (double)all.within / (double)all.values : 100.0);
+        if (check.out) {
+            cli_json_int(&check, "reference_tokens", all.tokens);
+            cli_json_num(&check, "maxerr_over_rms", all.max_err_over_rms);
+            cli_json_num(&check, "in_tolerance_pct",
+                         all.values ? 100.0 * (double)all.within / (double)all.values : 100.0);
+        }
         if (all.within != all.values) {
             cli_error(cmd, "%lld of %lld checked values are outside the float64 tolerance",
                       (long long)(all.values - all.within), (long long)all.values);
@@ -282,8 +377,11 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
     } else if (check_tokens > 0) {
         printf("check: no float64 check with --tp 2 or --remove (the operator tests pin those)\n");
     }
+    if (check.out) cli_json_end(&check);
+    if (trace.file) printf("trace: %s (one track per rank; open in ui.perfetto.dev)\n", trace_path);
 done:
-    free(run.times), free(run.rows);
+    if (cli_trace_close(&trace, cmd, trace_path) != 0 && rc == MM_CLI_EXIT_OK) rc = MM_CLI_EXIT_FAILURE;
+    free(run.times), free(run.stamps), free(run.rows);
     cli_dc_world_free(&w);
     return rc;
 }

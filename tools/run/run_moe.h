@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/cli_trace.h"
 #include "megamoe/comm.h"
 #include "megamoe/dtype.h"
 #include "megamoe/mega_moe.h"
@@ -167,9 +168,7 @@ mm_status run_moe_check(const run_moe_config *cfg, const run_moe_scenario *sc,
 
 /* Appends the scenario's events (every rank, every timed iteration) to an open trace. */
 typedef struct run_moe_trace {
-    FILE *file;
-    int events_written;
-    double origin;                                  /* seconds subtracted from every timestamp */
+    cli_trace base;                                 /* the writer (common/cli_trace.h) */
     unsigned char lane_named[MM_COMM_MAX_RANKS][4]; /* extra tracks of a rank already named */
 } run_moe_trace;
 
@@ -222,6 +221,8 @@ void run_moe_print_not_run(const run_moe_config *cfg, const char *scenario, cons
  * status (1 when a checked output is outside the tolerance). */
 int run_moe_report_scenario(const run_moe_config *cfg, const run_moe_scenario *sc, run_moe_rank_result *res,
                             run_moe_trace *trace, run_moe_report *report, size_t index);
+/* The banner's kernel line of one scenario (cli_kernels_describe), shared with the benchmarks' headers. */
+void run_moe_print_kernels(const run_moe_scenario *sc);
 /* Prints the notes of the count scenarios (nothing with --json: they are in the rows). */
 void run_moe_print_notes(const run_moe_config *cfg, char notes[][160], size_t count);
 

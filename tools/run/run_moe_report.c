@@ -12,7 +12,6 @@
 #include "common/cli_progress.h"
 #include "common/cli_threads.h"
 #include "common/cli_util.h"
-#include "gemm/kernel_registry.h"
 #include "megamoe/formats.h"
 #include "run/run_moe.h"
 #include "common/timing.h"
@@ -213,18 +212,11 @@ void run_moe_print_not_run(const run_moe_config *cfg, const char *scenario, cons
     }
 }
 
-/* "gemm kernels of a8w8-int: GEMM1 int8 x int8 K1 (1 row) / KN (many rows); GEMM2 ...": what the
- * registry chooses for the scenario's formats at this ISA level (megamoe version --verbose lists all). */
-static void print_kernels(const run_moe_scenario *sc) {
-    printf("gemm kernels of %s:", sc->spec_name);
-    const mm_dtype inputs[2] = {sc->gemm1_input, sc->gemm2_input};
-    for (int g = 0; g < 2; g++) {
-        const mm_gemm_kernel *k1 = mm_gemm_kernel_select_rows(inputs[g], sc->weight_dtype, 1);
-        const mm_gemm_kernel *kn = mm_gemm_kernel_select(inputs[g], sc->weight_dtype);
-        printf("%s GEMM%d %s x %s %s (1 row) / %s (many rows)", g ? ";" : "", g + 1, mm_dtype_name(inputs[g]),
-               mm_dtype_name(sc->weight_dtype), k1 ? k1->name : "-", kn ? kn->name : "-");
-    }
-    printf("\n");
+void run_moe_print_kernels(const run_moe_scenario *sc) {
+    char line[400];
+    cli_kernels_describe(line, sizeof line, sc->spec_name, sc->gemm1_input, sc->gemm2_input,
+                         sc->weight_dtype);
+    printf("%s\n", line);
 }
 
 void run_moe_print_banner(const run_moe_config *cfg, const char *backend, const run_moe_scenario *const *list,
@@ -271,7 +263,7 @@ void run_moe_print_banner(const run_moe_config *cfg, const char *backend, const 
     } else
         printf("no reference check\n");
     printf("worker pool: %s\n", threads);
-    for (size_t i = 0; i < count; i++) print_kernels(list[i]);
+    for (size_t i = 0; i < count; i++) run_moe_print_kernels(list[i]);
     printf("times in ms per call (median); stages: mean over ranks; total: first rank start to last rank "
            "end\n\n");
 }

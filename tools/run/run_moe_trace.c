@@ -14,54 +14,32 @@
 
 enum { TRACE_MAX_LANES = 4, TRACE_LANE_TID_STEP = 1000 };
 
-static void comma(run_moe_trace *t) {
-    if (t->events_written++) fputs(",\n", t->file);
-}
-
-static void thread_name(run_moe_trace *t, int64_t tid, const char *name, int64_t sort) {
-    comma(t);
-    fprintf(t->file,
-            "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":%lld,\"args\":{\"name\":\"%s\"}}",
-            (long long)tid, name);
-    comma(t);
-    fprintf(
-        t->file,
-        "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":1,\"tid\":%lld,\"args\":{\"sort_index\":%lld}}",
-        (long long)tid, (long long)sort);
-}
-
 int run_moe_trace_open(run_moe_trace *t, const char *path, int64_t ranks) {
     memset(t, 0, sizeof *t);
-    t->origin = -1.0;
-    t->file = fopen(path, "w");
-    if (!t->file) return -1;
-    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", t->file);
-    comma(t);
-    fputs("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"args\":{\"name\":\"megamoe run\"}}", t->file);
+    if (cli_trace_open(&t->base, NULL, path, "megamoe run") != 0) return -1;
     for (int64_t r = 0; r < ranks; r++) {
         char name[32];
         snprintf(name, sizeof name, "rank %lld", (long long)r);
-        thread_name(t, r, name, r * TRACE_MAX_LANES);
+        cli_trace_thread(&t->base, r, name, r * TRACE_MAX_LANES);
     }
     return 0;
 }
 
 static void slice(run_moe_trace *t, int64_t tid, const char *name, const char *cat, double begin, double end,
                   int64_t iteration) {
-    comma(t);
-    fprintf(t->file,
-            "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":1,\"tid\":%lld,\"ts\":%.3f,\"dur\":%.3f,"
-            "\"args\":{\"iteration\":%lld}}",
-            name, cat, (long long)tid, (begin - t->origin) * 1e6, (end - begin) * 1e6, (long long)iteration);
+    char args[48];
+    snprintf(args, sizeof args, "\"iteration\":%lld", (long long)iteration);
+    cli_trace_slice(&t->base, tid, name, cat, begin, end, args);
 }
 
 void run_moe_trace_scenario(run_moe_trace *t, const run_moe_config *cfg, const run_moe_scenario *sc,
                             const run_moe_rank_result *results) {
-    if (!t->file) return;
-    if (t->origin < 0.0) {
-        t->origin = results[0].stats[0].total_begin;
+    if (!t->base.file) return;
+    if (t->base.origin < 0.0) {
+        t->base.origin = results[0].stats[0].total_begin;
         for (int64_t r = 1; r < cfg->ranks; r++)
-            if (results[r].stats[0].total_begin < t->origin) t->origin = results[r].stats[0].total_begin;
+            if (results[r].stats[0].total_begin < t->base.origin)
+                t->base.origin = results[r].stats[0].total_begin;
     }
     char run_name[64];
     snprintf(run_name, sizeof run_name, "mega_moe %s", sc->spec_name);
@@ -80,7 +58,7 @@ void run_moe_trace_scenario(run_moe_trace *t, const run_moe_config *cfg, const r
                 if (lane > 0 && !t->lane_named[r][lane]) {
                     char name[48];
                     snprintf(name, sizeof name, "rank %lld overlap %d", (long long)r, lane);
-                    thread_name(t, tid, name, r * TRACE_MAX_LANES + lane);
+                    cli_trace_thread(&t->base, tid, name, r * TRACE_MAX_LANES + lane);
                     t->lane_named[r][lane] = 1;
                 }
                 slice(t, tid, mm_mega_moe_stage_name(ev->stage), sc->spec_name, ev->begin, ev->end, it);
@@ -90,10 +68,5 @@ void run_moe_trace_scenario(run_moe_trace *t, const run_moe_config *cfg, const r
 }
 
 int run_moe_trace_close(run_moe_trace *t) {
-    if (!t->file) return 0;
-    fputs("\n]}\n", t->file);
-    int rc = ferror(t->file) ? -1 : 0;
-    if (fclose(t->file) != 0) rc = -1;
-    t->file = NULL;
-    return rc;
+    return cli_trace_close(&t->base, NULL, NULL);
 }

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli_json.h"
 #include "common/cli_threads.h"
+#include "common/cli_trace.h"
 #include "common/cli_util.h"
 #include "run/run_ops.h"
 #include "common/demo_data.h"
@@ -27,19 +29,24 @@ static const char run_usage[] =
     "      --iterations K    timed calls of each (default 5; one untimed warm-up first)\n"
     "      --threads N       worker-pool threads, the caller included (default: MEGAMOE_NUM_THREADS, else\n"
     "                        the CPUs of the affinity mask within the cgroup CPU quota; docs/threads.md)\n"
+    "      --json            JSON Lines on stdout instead of the report (docs/cli.md)\n"
+    "      --trace FILE      write a Chrome/Perfetto JSON trace: setup, each timed call, the check\n"
     "  -h, --help            show this help\n";
 
 int cli_run_re_routing_main(int argc, char **argv) {
-    enum { OPT_ITERATIONS = 400, OPT_THREADS };
+    enum { OPT_ITERATIONS = 400, OPT_THREADS, OPT_JSON, OPT_TRACE };
     static const struct option long_options[] = {CLI_REROUTING_SHAPE_OPTIONS,
                                                  {"iterations", required_argument, NULL, OPT_ITERATIONS},
                                                  {"threads", required_argument, NULL, OPT_THREADS},
+                                                 {"json", no_argument, NULL, OPT_JSON},
+                                                 {"trace", required_argument, NULL, OPT_TRACE},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
     const char *cmd = "run";
     cli_rerouting_shape shape = cli_rerouting_default_shape();
     int64_t iterations = 5;
-    int opt;
+    int opt, json = 0;
+    const char *trace_path = NULL;
     optind = 0;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
@@ -54,11 +61,19 @@ int cli_run_re_routing_main(int argc, char **argv) {
         case OPT_THREADS:
             if (cli_parse_threads(cmd, optarg)) return MM_CLI_EXIT_USAGE;
             break;
+        case OPT_JSON: json = 1; break;
+        case OPT_TRACE: trace_path = optarg; break;
         case 'h': fputs(run_usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);
         }
     }
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (json && cli_json_redirect(cmd) != 0) return MM_CLI_EXIT_FAILURE;
+    cli_trace trace = {NULL, 0, -1.0};
+    if (trace_path && cli_trace_open(&trace, cmd, trace_path, "megamoe run --op re-routing") != 0)
+        return MM_CLI_EXIT_FAILURE;
+    cli_trace_thread(&trace, 0, "host", 0);
+    double t_setup = cli_now_seconds();
 
     mm_error err;
     mm_error_clear(&err);
@@ -80,9 +95,12 @@ int cli_run_re_routing_main(int argc, char **argv) {
         (long long)shape.tokens, (long long)shape.hidden, mm_dtype_name(shape.dtype), (long long)shape.ranks,
         (long long)shape.experts, (unsigned long long)shape.seed);
 
+    cli_trace_slice(&trace, 0, "setup", "setup", t_setup, cli_now_seconds(), NULL);
     /* Warm-up (not timed): first touch of code paths, the pool's threads and the caches. */
+    double t_warm = cli_now_seconds();
     st = cli_rerouting_call(&b, &err);
     if (st == MM_OK) memcpy(b.permute_tokens.data, b.tokens.data, (size_t)b.token_bytes);
+    cli_trace_slice(&trace, 0, "warm-up", "setup", t_warm, cli_now_seconds(), NULL);
     for (int64_t i = 0; st == MM_OK && i < iterations; i++) {
         /* Alternate the two so that noise from the shared machine hits both alike. */
         double t0 = cli_now_seconds();
@@ -92,6 +110,11 @@ int cli_run_re_routing_main(int argc, char **argv) {
         double t2 = cli_now_seconds();
         t_copy[i] = t1 - t0;
         t_rr[i] = t2 - t1;
+        char args[48];
+        snprintf(args, sizeof args, "\"iteration\":%lld,\"bytes\":%lld", (long long)i,
+                 (long long)b.token_bytes);
+        cli_trace_slice(&trace, 0, "memcpy", "run", t0, t1, args);
+        cli_trace_slice(&trace, 0, "re-routing", "run", t1, t2, args);
     }
     if (st != MM_OK) {
         rc = cli_report(cmd, &err);
@@ -99,7 +122,10 @@ int cli_run_re_routing_main(int argc, char **argv) {
         goto done;
     }
     char why[256];
-    if (cli_rerouting_verify(&b, why, sizeof why) != 0) {
+    double t_check = cli_now_seconds();
+    int bad = cli_rerouting_verify(&b, why, sizeof why) != 0;
+    cli_trace_slice(&trace, 0, "check", "check", t_check, cli_now_seconds(), NULL);
+    if (bad) {
         cli_error(cmd, "verification failed: %s", why);
         cli_rerouting_free(&b);
         goto done;
@@ -114,12 +140,23 @@ int cli_run_re_routing_main(int argc, char **argv) {
            (long long)b.token_bytes, rr.median * 1e3, gb / rr.median);
     printf("%-20s %8lld %12lld %12.3f %8.2f\n", "memcpy (1 thread)", (long long)shape.tokens,
            (long long)b.token_bytes, cp.median * 1e3, gb / cp.median);
+    if (cli_json_out()) {
+        cli_json j;
+        cli_rerouting_json_header(&j, "run", "op", "re-routing", &shape, b.token_bytes);
+        cli_json_int(&j, "iterations", iterations);
+        cli_json_bool(&j, "check_ok", 1);
+        cli_json_end(&j);
+        cli_json_time_row("method", "re-routing", rr, gb);
+        cli_json_time_row("method", "memcpy (1 thread)", cp, gb);
+    }
     printf("\nratio: re-routing reaches %.2fx the speed of memcpy of the same bytes (%lld runs each, same "
            "run)\n",
            cp.median / rr.median, (long long)iterations);
     cli_rerouting_free(&b);
     rc = MM_CLI_EXIT_OK;
+    if (trace_path) printf("\ntrace: %s (open in ui.perfetto.dev)\n", trace_path);
 done:
+    if (cli_trace_close(&trace, cmd, trace_path) != 0) rc = MM_CLI_EXIT_FAILURE;
     free(t_rr);
     free(t_copy);
     return rc;

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* tools/common/cli_trace.c: the trace writer of `--trace FILE` (cli_trace.h). */
+#include "common/cli_trace.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "common/cli_util.h"
+
+static void comma(cli_trace *t) {
+    if (t->events_written++) fputs(",\n", t->file);
+}
+
+int cli_trace_open(cli_trace *t, const char *command, const char *path, const char *process) {
+    memset(t, 0, sizeof *t);
+    t->origin = -1.0;
+    t->file = fopen(path, "w");
+    if (!t->file) {
+        if (command) cli_error(command, "cannot write the trace '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", t->file);
+    comma(t);
+    fprintf(t->file, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"args\":{\"name\":\"%s\"}}",
+            process);
+    return 0;
+}
+
+void cli_trace_thread(cli_trace *t, int64_t tid, const char *name, int64_t sort) {
+    if (!t->file) return;
+    comma(t);
+    fprintf(t->file,
+            "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":%lld,\"args\":{\"name\":\"%s\"}}",
+            (long long)tid, name);
+    comma(t);
+    fprintf(
+        t->file,
+        "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":1,\"tid\":%lld,\"args\":{\"sort_index\":%lld}}",
+        (long long)tid, (long long)sort);
+}
+
+void cli_trace_slice(cli_trace *t, int64_t tid, const char *name, const char *cat, double begin, double end,
+                     const char *args) {
+    if (!t->file) return;
+    if (t->origin < 0.0) t->origin = begin;
+    comma(t);
+    fprintf(t->file,
+            "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":1,\"tid\":%lld,\"ts\":%.3f,\"dur\":%.3f,"
+            "\"args\":{%s}}",
+            name, cat, (long long)tid, (begin - t->origin) * 1e6, (end - begin) * 1e6, args ? args : "");
+}
+
+int cli_trace_close(cli_trace *t, const char *command, const char *path) {
+    if (!t->file) return 0;
+    fputs("\n]}\n", t->file);
+    int rc = ferror(t->file) ? -1 : 0;
+    if (fclose(t->file) != 0) rc = -1;
+    t->file = NULL;
+    if (rc && command) cli_error(command, "error writing the trace '%s'", path);
+    return rc;
+}

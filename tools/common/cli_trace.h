@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* tools/common/cli_trace.h: the Chrome / Perfetto JSON trace of `--trace FILE` (run, every --op, and
+ * layer): a process, named tracks (threads: one per rank, one for the host's setup and check phases) and
+ * complete slices ("ph":"X") on the CLOCK_MONOTONIC time line (cli_now_seconds), shifted so that the
+ * trace starts near 0. Load the file in ui.perfetto.dev or chrome://tracing. */
+#ifndef MEGAMOE_TOOLS_CLI_TRACE_H
+#define MEGAMOE_TOOLS_CLI_TRACE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct cli_trace {
+    FILE *file; /* NULL: no trace (every call does nothing) */
+    int events_written;
+    double origin; /* seconds subtracted from every timestamp; < 0 until the first slice sets it */
+} cli_trace;
+
+/* Opens the file and names the process; 0, or -1 after one error line naming `command` (none when it is
+ * NULL: the caller reports). */
+int cli_trace_open(cli_trace *t, const char *command, const char *path, const char *process);
+/* Names track `tid` and places it at `sort` among the tracks. */
+void cli_trace_thread(cli_trace *t, int64_t tid, const char *name, int64_t sort);
+/* A slice of track `tid` from begin to end (seconds). args: the members of its "args" object as JSON
+ * text (`"iteration":3`), or NULL. */
+void cli_trace_slice(cli_trace *t, int64_t tid, const char *name, const char *cat, double begin, double end,
+                     const char *args);
+/* Ends and closes the file; 0, or -1 after one error line (command NULL: none) when writing failed. */
+int cli_trace_close(cli_trace *t, const char *command, const char *path);
+
+#endif
