@@ -117,7 +117,7 @@ rejected qwen2_moe 2 x_qwen2_moe.st 'layer 2 is outside [0, 2) (config.json num_
 rejected qwen2_moe 1 x_qwen2_moe.st '8 experts (config.json num_experts) do not split evenly over 3 ranks' \
     "experts over ranks" --ranks 3
 rejected q3_family 1 x_qwen3_moe.st 'model_type "deepseek_v3" is not a supported family' "unknown family"
-rejected q3_quant 1 x_qwen3_moe.st '"quantization_config" is present' "quantized checkpoint"
+rejected q3_quant 1 x_qwen3_moe.st 'quantization_config: quant_method "fp8" is not supported' "unsupported quantization"
 rejected q3_act 1 x_qwen3_moe.st '"hidden_act" must be "silu"' "other activation"
 rejected q3_missing 1 x_qwen3_moe.st 'tensor "model.layers.1.mlp.experts.6.up_proj.weight" is missing' "missing tensor" --ranks 2
 rejected q3_shape 1 x_qwen3_moe.st \
