@@ -14,14 +14,16 @@
 static const char where[] = "config.json: quantization_config";
 
 /* The value of the first of two spellings present (AutoAWQ's own files say w_bit / q_group_size). */
-static const mm_json_value *get2(const mm_json_value *q, const char *key, const char *alt, const char **used) {
+static const mm_json_value *get2(const mm_json_value *q, const char *key, const char *alt,
+                                 const char **used) {
     const mm_json_value *v = mm_json_object_get(q, key);
     *used = key;
     if (!v && alt && (v = mm_json_object_get(q, alt))) *used = alt;
     return v;
 }
 
-static mm_status get_int(const mm_json_value *q, const char *key, const char *alt, int64_t *out, mm_error *err) {
+static mm_status get_int(const mm_json_value *q, const char *key, const char *alt, int64_t *out,
+                         mm_error *err) {
     const char *used;
     const mm_json_value *v = get2(q, key, alt, &used);
     if (!v) return mm_fail(err, MM_ERR_INVALID_FILE, "%s: key \"%s\" is missing", where, key);
@@ -73,9 +75,10 @@ static mm_status read_awq(const mm_json_value *q, mm_model_quant *out, mm_error 
     /* version names the packing: "gemv", "gemv_fast", "marlin", "exllama", "ipex" pack otherwise */
     if (strcmp(version, "gemm") != 0 && strcmp(version, "GEMM") != 0) {
         char vq[MM_IO_QUOTE_BUF];
-        return mm_fail(err, MM_ERR_INVALID_FILE,
-                       "%s: awq \"version\" = \"%s\" is not supported (only \"gemm\", AutoAWQ's default packing)",
-                       where, mm_io_quote(vq, sizeof vq, version, strlen(version)));
+        return mm_fail(
+            err, MM_ERR_INVALID_FILE,
+            "%s: awq \"version\" = \"%s\" is not supported (only \"gemm\", AutoAWQ's default packing)", where,
+            mm_io_quote(vq, sizeof vq, version, strlen(version)));
     }
     out->method = MM_MODEL_QUANT_AWQ;
     return MM_OK;
@@ -93,8 +96,8 @@ static mm_status read_gptq(const mm_json_value *q, mm_model_quant *out, mm_error
     if (out->group_size == -1)
         out->group_size = 0; /* one group over the whole input */
     else if (out->group_size < 1)
-        return mm_fail(err, MM_ERR_INVALID_FILE, "%s: gptq \"group_size\" = %lld must be positive or -1", where,
-                       (long long)out->group_size);
+        return mm_fail(err, MM_ERR_INVALID_FILE, "%s: gptq \"group_size\" = %lld must be positive or -1",
+                       where, (long long)out->group_size);
     if (desc_act)
         return mm_fail(err, MM_ERR_INVALID_FILE,
                        "%s: gptq \"desc_act\" is true: act-order checkpoints (g_idx not k / group_size) are "
@@ -138,7 +141,7 @@ mm_status mm_model_quant_read(const mm_json_value *root, mm_model_quant *out, mm
     int64_t bits;
     if ((st = get_int(q, "bits", awq ? "w_bit" : NULL, &bits, err))) return st;
     if (bits != 4)
-        return mm_fail(err, MM_ERR_INVALID_FILE, "%s: %s \"bits\" = %lld is not supported (only 4-bit)", where,
-                       method, (long long)bits);
+        return mm_fail(err, MM_ERR_INVALID_FILE, "%s: %s \"bits\" = %lld is not supported (only 4-bit)",
+                       where, method, (long long)bits);
     return awq ? read_awq(q, out, err) : read_gptq(q, out, err);
 }

@@ -28,8 +28,8 @@ static unsigned nibble(uint32_t word, int i) {
 }
 
 /* prefix.suffix as an I32 / F16 tensor of (rows, cols), dims naming the keys of that shape. */
-static mm_status part(mm_model_files *files, const char *prefix, const char *suffix, mm_dtype dtype, int64_t rows,
-                      int64_t cols, const char *dims, mm_tensor *out, mm_error *err) {
+static mm_status part(mm_model_files *files, const char *prefix, const char *suffix, mm_dtype dtype,
+                      int64_t rows, int64_t cols, const char *dims, mm_tensor *out, mm_error *err) {
     char name[200];
     snprintf(name, sizeof name, "%s.%s", prefix, suffix);
     const mm_dtype allowed[2] = {dtype, MM_DTYPE_INVALID};
@@ -44,8 +44,8 @@ mm_status mm_model_qlinear_read(mm_model_files *files, const char *prefix, int64
     int64_t g = mm_model_quant_group(q, k), groups = k / g;
     if (k % g != 0)
         return mm_fail(err, MM_ERR_INVALID_FILE,
-                       "%s: quantization_config group_size = %lld does not divide the %lld inputs (%s)", prefix,
-                       (long long)g, (long long)k, k_key);
+                       "%s: quantization_config group_size = %lld does not divide the %lld inputs (%s)",
+                       prefix, (long long)g, (long long)k, k_key);
     if (n % 8 != 0 || (!awq && k % 8 != 0))
         return mm_fail(err, MM_ERR_INVALID_FILE,
                        "%s: %s = %lld%s must be a multiple of 8 (eight 4-bit codes per I32 word)", prefix,
@@ -57,7 +57,8 @@ mm_status mm_model_qlinear_read(mm_model_files *files, const char *prefix, int64
     snprintf(sdims, sizeof sdims, "(%s / group_size, %s)", k_key, n_key);
     mm_tensor tw, tz, ts;
     mm_status st;
-    if ((st = part(files, prefix, "qweight", MM_DTYPE_I32, awq ? k : k / 8, awq ? n / 8 : n, wdims, &tw, err)) ||
+    if ((st = part(files, prefix, "qweight", MM_DTYPE_I32, awq ? k : k / 8, awq ? n / 8 : n, wdims, &tw,
+                   err)) ||
         (st = part(files, prefix, "qzeros", MM_DTYPE_I32, groups, n / 8, zdims, &tz, err)) ||
         (st = part(files, prefix, "scales", MM_DTYPE_F16, groups, n, sdims, &ts, err)))
         return st;
@@ -74,7 +75,8 @@ mm_status mm_model_qlinear_read(mm_model_files *files, const char *prefix, int64
     } else {
         for (int64_t kk = 0; kk < k; kk++)
             for (int64_t nn = 0; nn < n; nn++)
-                codes[nn * half + kk / 2] |= (uint8_t)(nibble(w[(kk / 8) * n + nn], (int)(kk % 8)) << (4 * (kk & 1)));
+                codes[nn * half + kk / 2] |=
+                    (uint8_t)(nibble(w[(kk / 8) * n + nn], (int)(kk % 8)) << (4 * (kk & 1)));
     }
     for (int64_t gi = 0; gi < groups; gi++)
         for (int64_t nn = 0; nn < n; nn++) {
@@ -136,8 +138,10 @@ mm_status mm_model_quant_experts_load(mm_model_files *files, int64_t hidden, int
     int64_t c1 = 2 * inter * ((h + 1) / 2), c2 = h * ((inter + 1) / 2), s1 = 2 * inter * (h / g1),
             s2 = h * (inter / g2);
     size_t ncount = (size_t)count;
-    quant_set q = {malloc(ncount * (size_t)c1 + 1), malloc(ncount * (size_t)s1 + 1),
-                   malloc(ncount * (size_t)c2 + 1), malloc(ncount * (size_t)s2 + 1),
+    quant_set q = {malloc(ncount * (size_t)c1 + 1),
+                   malloc(ncount * (size_t)s1 + 1),
+                   malloc(ncount * (size_t)c2 + 1),
+                   malloc(ncount * (size_t)s2 + 1),
                    malloc((ncount * (size_t)s1 + 1) * sizeof(float)),
                    malloc((ncount * (size_t)s2 + 1) * sizeof(float))};
     uint16_t *bf1 = dequant ? malloc((ncount * (size_t)(2 * inter * h) + 1) * 2) : NULL;
@@ -152,10 +156,12 @@ mm_status mm_model_quant_experts_load(mm_model_files *files, int64_t hidden, int
                 *zr2 = q.zeros2 + j * s2;
         float *sc1 = q.scales1 + j * s1, *sc2 = q.scales2 + j * s2;
         /* gate rows [0, I), up rows [I, 2I): each a whole (I, H) linear, so the halves are contiguous */
-        if ((st = mm_model_qlinear_read(files, names[j][0], inter, h, i_key, "hidden_size", cd1, sc1, zr1, err)) ||
+        if ((st = mm_model_qlinear_read(files, names[j][0], inter, h, i_key, "hidden_size", cd1, sc1, zr1,
+                                        err)) ||
             (st = mm_model_qlinear_read(files, names[j][1], inter, h, i_key, "hidden_size", cd1 + c1 / 2,
                                         sc1 + s1 / 2, zr1 + s1 / 2, err)) ||
-            (st = mm_model_qlinear_read(files, names[j][2], h, inter, "hidden_size", i_key, cd2, sc2, zr2, err)))
+            (st = mm_model_qlinear_read(files, names[j][2], h, inter, "hidden_size", i_key, cd2, sc2, zr2,
+                                        err)))
             break;
         int64_t w1s[2] = {2 * inter, h}, w2s[2] = {h, inter}, z1s[2] = {2 * inter, h / g1},
                 z2s[2] = {h, inter / g2};
@@ -170,10 +176,11 @@ mm_status mm_model_quant_experts_load(mm_model_files *files, int64_t hidden, int
         }
         for (int64_t i = 0; i < s1 + s2; i++)
             if ((i < s1 ? zr1[i] : zr2[i - s1]) > 15)
-                st = mm_fail(err, MM_ERR_INVALID_FILE,
-                             "%s: a zero point is 16 (stored 15 in the \"gptq\" v1 format, which stores zero - 1): "
-                             "not a 4-bit code; run it with --weights bf16 (dequantize_to_bf16)",
-                             names[j][i < s1 ? 0 : 2]);
+                st = mm_fail(
+                    err, MM_ERR_INVALID_FILE,
+                    "%s: a zero point is 16 (stored 15 in the \"gptq\" v1 format, which stores zero - 1): "
+                    "not a 4-bit code; run it with --weights bf16 (dequantize_to_bf16)",
+                    names[j][i < s1 ? 0 : 2]);
         t[0] = mm_tensor_make(MM_DTYPE_UINT4, 2, w1s, cd1);
         t[1] = mm_tensor_make(MM_DTYPE_UINT4, 2, w2s, cd2);
         t[2] = mm_tensor_make(MM_DTYPE_F32, 2, z1s, sc1);
@@ -201,10 +208,11 @@ mm_status mm_model_quant_experts_load(mm_model_files *files, int64_t hidden, int
                 routed.scale_block_n = 1;
                 routed.scale_block_k = g1;
                 if (g2 != g1)
-                    st = mm_fail(err, MM_ERR_INVALID_FILE,
-                                 "%s: the group size is %lld over hidden_size but %lld over %s (one group_size "
-                                 "per layer is supported natively; use --weights bf16)",
-                                 names[0][2], (long long)g1, (long long)g2, i_key);
+                    st = mm_fail(
+                        err, MM_ERR_INVALID_FILE,
+                        "%s: the group size is %lld over hidden_size but %lld over %s (one group_size "
+                        "per layer is supported natively; use --weights bf16)",
+                        names[0][2], (long long)g1, (long long)g2, i_key);
             }
             if (!st) st = mm_mega_moe_weights_create(buffer, &routed, NULL, out, err);
         }
