@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/model.h: the MoE layer of a Hugging Face checkpoint run by MegaMoE (docs/models.md).
  *
- * Families (the checkpoint's config.json "model_type"), BF16 weights only:
+ * Families (the checkpoint's config.json "model_type"), BF16 weights or their 4-bit AWQ / GPTQ variants
+ * (quantization_config; docs/models.md "AWQ and GPTQ"):
  *   mixtral    model.layers.N.block_sparse_moe.gate.weight (E, H); experts.M.w1 (gate) / w3 (up) (I, H),
  *              w2 (down) (H, I); softmax over all E logits, top-k, renormalized; every layer sparse.
  *   qwen3_moe  model.layers.N.mlp.gate.weight; mlp.experts.M.gate_proj / up_proj (I, H), down_proj (H, I);
