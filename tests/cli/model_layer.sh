@@ -9,16 +9,8 @@
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 cli_mpi_env
-
-# The checks are numpy programs: the first python3 that has numpy (a pyenv shim may not).
-PY=
-for p in python3 /usr/bin/python3; do
-    if command -v "$p" >/dev/null && "$p" -c "import numpy" 2>/dev/null; then PY=$p; break; fi
-done
-[ -n "$PY" ] || { echo "model_layer: python3 with numpy is required (apt-get install python3-numpy)"; exit 1; }
-PYDIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../python" && pwd)"
-MEGAMOE="$(cd "$(dirname "$MEGAMOE")" && pwd)/$(basename "$MEGAMOE")"
-cd "$WORK"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/model.bash"
+model_test_env model_layer
 # Everything the script needs, written by one Python run (numpy starts slowly on a loaded machine):
 # the three checkpoints, the inputs, and the broken copies (each one edit of a good checkpoint).
 cat >make.py <<'PY'

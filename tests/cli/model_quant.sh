@@ -12,15 +12,8 @@
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 cli_mpi_env
-
-PY=
-for p in python3 /usr/bin/python3; do
-    if command -v "$p" >/dev/null && "$p" -c "import numpy" 2>/dev/null; then PY=$p; break; fi
-done
-[ -n "$PY" ] || { echo "model_quant: python3 with numpy is required (apt-get install python3-numpy)"; exit 1; }
-PYDIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../python" && pwd)"
-MEGAMOE="$(cd "$(dirname "$MEGAMOE")" && pwd)/$(basename "$MEGAMOE")"
-cd "$WORK"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/model.bash"
+model_test_env model_quant
 cat >make.py <<'PY'
 import json, shutil
 import numpy as np
