@@ -120,8 +120,9 @@ static void b_routed_count(call_parts *p) {
 static void b_int4_no_bias(call_parts *p) {
     p->routed->desc.bias2 = NULL;
 }
-static void b_int8_with_bias(call_parts *p) {
-    p->routed->desc.bias1 = &p->routed->s1; /* any (E_l, 2I) F32 tensor */
+static void b_int8_bias_dtype(call_parts *p) {
+    /* biases are accepted for every format (docs/weight_formats.md), but only as (E_l, 2I) F32 */
+    p->routed->desc.bias1 = &p->routed->w1;
 }
 static void b_stacked_and_list(call_parts *p) {
     p->routed->desc.weight1_list = &p->routed->w1;
@@ -228,7 +229,8 @@ static const audit_case cases[] = {
     {"S = 5", MM_DTYPE_BF16, 1, b_shared_five, "shared count = 5 is outside [0, 4]"},
     {"routed count", MM_DTYPE_BF16, 0, b_routed_count, "routed count = 1 must be E / R = 2"},
     {"INT4 without bias2", MM_DTYPE_INT4, 0, b_int4_no_bias, "routed bias2 is missing (required with int4"},
-    {"INT8 with bias", MM_DTYPE_I8, 0, b_int8_with_bias, "routed bias is given with int8 weights"},
+    {"INT8 bias of int8 dtype", MM_DTYPE_I8, 0, b_int8_bias_dtype,
+     "routed bias1 dtype int8 is not accepted here"},
     {"stacked and list", MM_DTYPE_BF16, 0, b_stacked_and_list,
      "routed weight1 is given both stacked and as a list"},
     {"transpose_weight2 flipped", MM_DTYPE_BF16, 0, b_transpose2_flipped,

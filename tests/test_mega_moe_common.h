@@ -41,6 +41,10 @@ typedef struct moe_spec {
     int wide;             /* x elements spread over 2^-6..2^6: F32 sums in the GEMMs round */
     int int_data;         /* x and BF16 weights small integers (-8..8): exact F32 sums, and GEMM1
                            * outputs that are odd integers in 257..511 are exact BF16 ties */
+    /* checkpoint-format extensions (docs/weight_formats.md) */
+    int with_bias;            /* bias1 / bias2 for every weight dtype (INT4 always has them) */
+    int interleave;           /* weight1_interleave */
+    int64_t block_n, block_k; /* block-scaled weights; 0: 1 x 32 for UINT4, 16 x 32 for FP8 */
     uint64_t seed;
 } moe_spec;
 
@@ -60,7 +64,8 @@ static inline uint32_t moe_random_code(mm_dtype t, uint64_t *st) {
     switch (t) {
     case MM_DTYPE_BF16: return mm_f32_to_bf16((float)mm_test_rand_uniform(st, -0.5, 0.5));
     case MM_DTYPE_I8: return (uint32_t)(uint8_t)(int8_t)((int)(mm_test_rand_u64(st) % 255) - 127);
-    case MM_DTYPE_INT4: return (uint32_t)(mm_test_rand_u64(st) % 16);
+    case MM_DTYPE_INT4:
+    case MM_DTYPE_UINT4: return (uint32_t)(mm_test_rand_u64(st) % 16);
     case MM_DTYPE_FP8_E4M3FN: return mm_f32_to_fp8_e4m3fn((float)mm_test_rand_uniform(st, -4.0, 4.0));
     case MM_DTYPE_FP8_E5M2: return mm_f32_to_fp8_e5m2((float)mm_test_rand_uniform(st, -4.0, 4.0));
     case MM_DTYPE_FP4_E2M1: return mm_f32_to_fp4_e2m1((float)mm_test_rand_uniform(st, -4.0, 4.0));
@@ -99,7 +104,25 @@ static inline void moe_fill_weights(const moe_spec *sp, const mm_ref_attrs *a, m
                         b[n] = (float)(mm_test_rand_uniform(st, -100.0, 100.0) * s[n] * sqrt((double)K));
                 }
             }
-            if (mm_format_is_mx(w->dtype)) {
+            if (w->block_scaled) {
+                /* UINT4: (q - z) s with z ~ 8 and s ~ 1 / (3 sqrt(K)) like INT4; FP8: codes in [-4, 4]
+                 * times 2^-5..2^-3 like the MX scales below */
+                int64_t nb, kb;
+                mm_ref_case_block_dims(a, which, &nb, &kb);
+                float *s = (which == 1 ? w->block_scales1 : w->block_scales2) + e * nb * kb;
+                uint8_t *z = w->zeros1 ? (which == 1 ? w->zeros1 : w->zeros2) + e * nb * kb : NULL;
+                for (int64_t b = 0; b < nb * kb; b++) {
+                    s[b] = (float)(w->dtype == MM_DTYPE_UINT4
+                                       ? mm_test_rand_uniform(st, 0.5, 1.5) / (sqrt((double)K) * 3.0)
+                                       : mm_test_rand_uniform(st, 0.03, 0.125));
+                    if (z) z[b] = (uint8_t)(mm_test_rand_u64(st) % 16);
+                }
+            }
+            if (w->bias1 && w->dtype != MM_DTYPE_INT4) { /* outputs are O(1): a bias of that size shows */
+                float *b = (which == 1 ? w->bias1 : w->bias2) + e * N;
+                for (int64_t n = 0; n < N; n++) b[n] = (float)mm_test_rand_uniform(st, -0.5, 0.5);
+            }
+            if (w->mx_scales1) {
                 int64_t groups = (K + 31) / 32;
                 for (int64_t n = 0; n < N; n++)
                     for (int64_t g = 0; g < groups; g++)
@@ -165,6 +188,10 @@ static inline mm_ref_attrs moe_ref_attrs(const moe_spec *sp) {
     a.combine_quant_mode = sp->attrs.combine_quant_mode;
     a.combine_comm_mode = sp->attrs.combine_comm_mode;
     a.rank_num_per_server = sp->attrs.rank_num_per_server;
+    a.with_bias = sp->with_bias;
+    a.weight1_interleave = sp->interleave;
+    a.scale_block_n = sp->block_n ? sp->block_n : sp->routed == MM_DTYPE_UINT4 ? 1 : 16;
+    a.scale_block_k = sp->block_k ? sp->block_k : 32;
     return a;
 }
 
@@ -242,8 +269,8 @@ static inline void moe_case_free(moe_case *c) {
 /* ---- operator side ---- */
 
 typedef struct moe_tensors {
-    mm_tensor w1, w2, s1, s2, b1, b2;
-    mm_tensor l_w1[8], l_w2[8], l_s1[8], l_s2[8], l_b1[8], l_b2[8];
+    mm_tensor w1, w2, s1, s2, b1, b2, z1, z2;
+    mm_tensor l_w1[8], l_w2[8], l_s1[8], l_s2[8], l_b1[8], l_b2[8], l_z1[8], l_z2[8];
     mm_mega_moe_expert_weights desc;
 } moe_tensors;
 
@@ -259,10 +286,25 @@ static inline void moe_make_weights(const moe_case *c, const mm_ref_case_weights
     t->desc.transpose_weight1 = sp->transpose1;
     t->desc.transpose_weight2 = sp->transpose2;
     if (n == 0) return;
+    t->desc.weight1_interleave = sp->interleave;
     t->w1 = mm_tensor_make(w->dtype, 3, s1, w->weight1);
     t->w2 = mm_tensor_make(w->dtype, 3, s2, w->weight2);
-    int has_scales = 0, has_bias = w->dtype == MM_DTYPE_INT4;
-    if (mm_format_is_int_quant(w->dtype)) {
+    int has_scales = 0, has_bias = w->bias1 != NULL, has_zeros = w->zeros1 != NULL;
+    if (w->block_scaled) {
+        const mm_ref_attrs *ra = &c->ref.attrs;
+        int64_t a1[3] = {n, 0, 0}, a2[3] = {n, 0, 0};
+        mm_ref_case_block_dims(ra, 1, &a1[1], &a1[2]);
+        mm_ref_case_block_dims(ra, 2, &a2[1], &a2[2]);
+        t->s1 = mm_tensor_make(MM_DTYPE_F32, 3, a1, w->block_scales1);
+        t->s2 = mm_tensor_make(MM_DTYPE_F32, 3, a2, w->block_scales2);
+        if (has_zeros) {
+            t->z1 = mm_tensor_make(MM_DTYPE_U8, 3, a1, w->zeros1);
+            t->z2 = mm_tensor_make(MM_DTYPE_U8, 3, a2, w->zeros2);
+        }
+        t->desc.scale_block_n = ra->scale_block_n;
+        t->desc.scale_block_k = ra->scale_block_k;
+        has_scales = 1;
+    } else if (mm_format_is_int_quant(w->dtype)) {
         int64_t a1[2] = {n, 2 * I}, a2[2] = {n, H};
         t->s1 = mm_tensor_make(MM_DTYPE_F32, 2, a1, w->scales1);
         t->s2 = mm_tensor_make(MM_DTYPE_F32, 2, a2, w->scales2);
@@ -289,12 +331,16 @@ static inline void moe_make_weights(const moe_case *c, const mm_ref_case_weights
             t->desc.bias1 = &t->b1;
             t->desc.bias2 = &t->b2;
         }
+        if (has_zeros) {
+            t->desc.weight_zeros1 = &t->z1;
+            t->desc.weight_zeros2 = &t->z2;
+        }
         return;
     }
     /* per-expert lists: slices of the stacked buffers */
-    mm_tensor *stk[6] = {&t->w1, &t->w2, &t->s1, &t->s2, &t->b1, &t->b2};
-    mm_tensor *lst[6] = {t->l_w1, t->l_w2, t->l_s1, t->l_s2, t->l_b1, t->l_b2};
-    for (int q = 0; q < 6; q++) {
+    mm_tensor *stk[8] = {&t->w1, &t->w2, &t->s1, &t->s2, &t->b1, &t->b2, &t->z1, &t->z2};
+    mm_tensor *lst[8] = {t->l_w1, t->l_w2, t->l_s1, t->l_s2, t->l_b1, t->l_b2, t->l_z1, t->l_z2};
+    for (int q = 0; q < 8; q++) {
         if (!stk[q]->data) continue;
         mm_tensor one = *stk[q];
         one.ndim -= 1;
@@ -314,6 +360,10 @@ static inline void moe_make_weights(const moe_case *c, const mm_ref_case_weights
     if (has_bias) {
         t->desc.bias1_list = t->l_b1;
         t->desc.bias2_list = t->l_b2;
+    }
+    if (has_zeros) {
+        t->desc.weight_zeros1_list = t->l_z1;
+        t->desc.weight_zeros2_list = t->l_z2;
     }
 }
 
@@ -558,6 +608,15 @@ static inline float moe_dequant_weight(const mm_ref_attrs *a, const mm_ref_case_
                                        int64_t e, int64_t k, int64_t n) {
     uint32_t code = moe_get_code(a, w, which, e, k, n);
     int64_t K = mm_ref_case_gemm_k(a, which), N = mm_ref_case_gemm_n(a, which);
+    if (w->block_scaled) { /* the A16 rule: BF16(F32(F32(value - zero) * scale)), as a BF16 value */
+        int64_t nb, kb;
+        mm_ref_case_block_dims(a, which, &nb, &kb);
+        int64_t at = e * nb * kb + (n / a->scale_block_n) * kb + k / a->scale_block_k;
+        float v = w->dtype == MM_DTYPE_UINT4 ? (float)code : mm_dtype_to_f32(w->dtype, code);
+        float z = w->zeros1 ? (float)(which == 1 ? w->zeros1 : w->zeros2)[at] : 0.0f;
+        volatile float prod = (v - z) * (which == 1 ? w->block_scales1 : w->block_scales2)[at];
+        return mm_bf16_to_f32(mm_f32_to_bf16(prod));
+    }
     switch (w->dtype) {
     case MM_DTYPE_BF16: return mm_bf16_to_f32((uint16_t)code);
     case MM_DTYPE_I8: return (float)(int8_t)code * (which == 1 ? w->scales1 : w->scales2)[e * N + n];
@@ -619,6 +678,10 @@ static inline double moe_case_error_vs_a16w16(const moe_case *q) {
         for (int g = 0; g < 2; g++)
             for (int which = 1; which <= 2; which++) {
                 int64_t KK = mm_ref_case_gemm_k(qa, which), NN = mm_ref_case_gemm_n(qa, which);
+                const float *bs_src = which == 1 ? gs[g]->bias1 : gs[g]->bias2;
+                float *bs_dst = which == 1 ? gd[g]->bias1 : gd[g]->bias2;
+                if (bs_src && bs_dst && gs[g]->dtype != MM_DTYPE_INT4) /* the F32 bias is the same bias */
+                    memcpy(bs_dst, bs_src, (size_t)(gs[g]->count * NN) * sizeof *bs_dst);
                 for (int64_t e = 0; e < gs[g]->count; e++)
                     for (int64_t k = 0; k < KK; k++)
                         for (int64_t n = 0; n < NN; n++)

@@ -97,7 +97,11 @@ static void check_scenario_row(int i) {
     CHECK(mm_format_traits_of(r->weight_dtype) != NULL);
     CHECK(mm_format_traits_of(r->gemm1_input) != NULL && mm_format_traits_of(r->gemm2_input) != NULL);
     CHECK(mm_format_is_mx(r->weight_dtype) || mm_format_is_int_quant(r->weight_dtype) ||
-          r->weight_dtype == MM_DTYPE_BF16);
+          r->weight_dtype == MM_DTYPE_BF16 || (r->block_scales && r->weight_dtype == MM_DTYPE_UINT4));
+    /* block-scaled weights are the A16 weight-only rows: BF16 activations, FP8 E4M3 or UINT4 codes */
+    if (r->block_scales)
+        CHECK(r->dispatch_dtype == MM_DTYPE_INVALID &&
+              (r->weight_dtype == MM_DTYPE_FP8_E4M3FN || r->weight_dtype == MM_DTYPE_UINT4));
     switch (r->dispatch_quant_mode) {
     case 0: CHECK_EQ_INT(r->dispatch_dtype, MM_DTYPE_INVALID); break;
     case 2: CHECK(mm_format_is_int_quant(r->dispatch_dtype)); break;
@@ -124,7 +128,7 @@ static void check_scenario_row(int i) {
     for (int j = 0; j < mm_moe_scenario_count; j++) {
         const mm_moe_scenario_row *o = &mm_moe_scenario_table[j];
         if (o->weight_dtype == r->weight_dtype &&
-            mm_dtype_bits(o->dispatch_dtype) < mm_dtype_bits(r->dispatch_dtype))
+            mm_dtype_bits(o->gemm1_input) < mm_dtype_bits(r->gemm1_input)) /* no dispatch dtype: BF16 */
             CHECK(o->test_tolerance >= r->test_tolerance);
     }
 }

@@ -71,7 +71,7 @@ void mm_ffn_scratch_init(mm_ffn_scratch *s, void *mem, int64_t rows, int64_t hid
 }
 
 typedef struct act_task {
-    int64_t row0, rows;
+    int64_t group, row0, rows;
 } act_task;
 
 typedef struct ffn_ctx {
@@ -111,6 +111,9 @@ static void act_rows(void *ctx_, int64_t t) {
     for (int64_t r = ctx->tasks[t].row0; r < ctx->tasks[t].row0 + ctx->tasks[t].rows; r++) {
         float *h = s->h + r * 2 * I;
         if (!ctx->fused) {
+            const float *b1 = job->groups[ctx->tasks[t].group].bias1;
+            if (b1)
+                for (int64_t j = 0; j < 2 * I; j++) h[j] = h[j] + b1[j];
             if (job->round_h_bf16) ops->round_bf16(h, 2 * I);
             mm_ffn_act_row(job->act, h, I, h); /* in place: output j only reads inputs j and I + j */
             if (job->row_weights) {
@@ -137,11 +140,17 @@ static void gemm1_act_epilogue(void *ctx_, int64_t group, int64_t row0, int64_t 
     int n = (int)(I - j0 < 16 ? I - j0 : 16);
     int a16 = job->round_h_bf16, bf16_out = job->gemm2_dtype == MM_DTYPE_BF16;
     const mm_rowops *ops = mm_rowops_get();
+    const float *b1 = job->groups[group].bias1;
     float act[16];
     (void)cols;
     for (int r = 0; r < rows; r++) {
         int64_t row = job->groups[group].row0 + row0 + r;
         float *t = tile + r * ld;
+        if (b1) /* packed order: gate columns j0.., then the matching up columns */
+            for (int c = 0; c < n; c++) {
+                t[c] = t[c] + b1[j0 + c];
+                t[16 + c] = t[16 + c] + b1[I + j0 + c];
+            }
         if (a16) ops->round_bf16(t, 32);
         mm_ffn_act_rows(job->act, t, t + 16, act, n);
         if (job->row_weights) {
@@ -164,9 +173,15 @@ static void gemm2_epilogue(void *ctx_, int64_t group, int64_t row0, int64_t col0
     const mm_ffn_job *job = ctx_;
     const mm_rowops *ops = mm_rowops_get();
     int64_t base = job->groups[group].row0 + row0;
+    const float *b2 = job->groups[group].bias2;
     for (int r = 0; r < rows; r++) {
         uint16_t *dst = job->row_dst && job->row_dst[base + r] ? job->row_dst[base + r]
                                                                : job->out + (base + r) * job->hidden;
+        if (b2) {
+            float *t = tile + r * ld;
+            float w = job->row_weights ? job->row_weights[base + r] : 1.0f;
+            for (int c = 0; c < cols; c++) t[c] = t[c] + (job->row_weights ? w * b2[col0 + c] : b2[col0 + c]);
+        }
         ops->to_bf16(dst + col0, tile + r * ld, cols);
     }
 }
@@ -221,7 +236,7 @@ mm_status mm_ffn_run(const mm_ffn_job *job, mm_error *err) {
         for (int64_t r = 0; r < job->groups[i].rows; r += ACT_ROWS_PER_TASK) {
             int64_t left = job->groups[i].rows - r;
             tasks[t++] =
-                (act_task){job->groups[i].row0 + r, left < ACT_ROWS_PER_TASK ? left : ACT_ROWS_PER_TASK};
+                (act_task){i, job->groups[i].row0 + r, left < ACT_ROWS_PER_TASK ? left : ACT_ROWS_PER_TASK};
         }
     ffn_ctx ctx = {job, tasks, fused};
     if (!fused || (job->gemm2_dtype != MM_DTYPE_BF16 && !ectx.quantize))

@@ -37,6 +37,11 @@ typedef struct mm_ffn_group {
     const uint8_t *a_mx;       /* MX: the rows' E8M0 scales */
     int64_t a_mx_stride;
     const mm_gemm_packed_weights *w1, *w2;
+    /* Optional F32 biases (NULL = none; docs/weight_formats.md): bias1 (2I, gate [0, I) then up) is added
+     * to GEMM1's F32 output before any rounding or the activation, bias2 (H) to GEMM2's F32 output before
+     * its BF16 rounding, times the row's weight when row_weights scale the activation output (so the bias
+     * is weighted like the rest of the expert's output). */
+    const float *bias1, *bias2;
 } mm_ffn_group;
 
 /* Scratch of a job: row r (global index) has its F32 / quantized intermediates at index r. */

@@ -121,6 +121,9 @@ static void run_task(void *ctx, int64_t task) {
     if (w->col_sum_x128) args.col_sum_x128 = w->col_sum_x128 + col0;
     if (w->mx_scale) args.b_mx_scale = w->mx_scale + panel * w->k_blocks * MM_GEMM_NR;
     if (w->mx_scale_e8m0) args.b_mx_e8m0 = w->mx_scale_e8m0 + panel * w->k_blocks * MM_GEMM_NR;
+    if (w->block_scale) args.b_block_scale = w->block_scale + panel * w->scale_blocks * MM_GEMM_NR;
+    if (w->block_zero) args.b_block_zero = w->block_zero + panel * w->scale_blocks * MM_GEMM_NR;
+    args.block_k = w->block_k;
     /* K outer, M tiles inner: the panel's K block stays in cache while the tiles stream past it. */
     for (int64_t k_begin = 0; k_begin < w->k; k_begin += kc) {
         args.k_begin = k_begin;
@@ -168,6 +171,13 @@ static mm_status validate_group(mm_dtype a_dtype, int64_t gi, const mm_gemm_grou
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "groups[%lld]: activation dtype %s with weight dtype %s is not a supported GEMM pair",
                        (long long)gi, mm_dtype_name(a_dtype), mm_dtype_name(w->dtype));
+    /* FP8 E4M3 weights come packed with MX scales (FP8/FP4 activations) or with block scales (the
+     * weight-only pair with BF16 activations); the two are not interchangeable. */
+    if (w->dtype == MM_DTYPE_FP8_E4M3FN && (a_dtype == MM_DTYPE_BF16) != (w->block_scale != NULL))
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "groups[%lld]: %s activations with fp8_e4m3fn weights packed with %s scales: bf16 "
+                       "activations take block-scaled fp8 weights, MX activations take MX-scaled ones",
+                       (long long)gi, mm_dtype_name(a_dtype), w->block_scale ? "block" : "MX");
     if ((*kernel)->kc < 0 || (*kernel)->kc % MM_GEMM_KC != 0)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "kernel %s has kc = %d, not a multiple of %d",
                        (*kernel)->name, (*kernel)->kc, MM_GEMM_KC);

@@ -49,6 +49,9 @@ typedef struct mm_ukernel_args {
     const int32_t *col_sum_x128; /* I8/INT4: NR corrections */
     const float *b_mx_scale;     /* MX: [k_block][NR] F32 scales of the panel */
     const uint8_t *b_mx_e8m0;    /* MX: the same scales as E8M0 bytes */
+    const float *b_block_scale;  /* weight-only block scales: [k / block_k][NR] F32 scales of the panel */
+    const uint8_t *b_block_zero; /* UINT4: the zero points, same layout */
+    int64_t block_k;             /* K per block scale */
     float *c;                    /* output element (row 0, column 0) of the tile */
     int64_t ldc;                 /* floats between output rows */
 } mm_ukernel_args;

@@ -36,6 +36,13 @@ typedef struct registration {
             mm_gemm_mx_row_to_bf16, MM_X86_ONLY(prepare_panel), 0, 0                                         \
     }
 
+/* Weight-only pairs: the caller's BF16 rows, panel blocks dequantized to BF16 (weight_only_avx512.c). */
+#define AVX512_WEIGHT_ONLY(prepare_panel, label)                                                             \
+    {                                                                                                        \
+        label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR,                                              \
+            MM_X86_ONLY(mm_ukernel_bf16_prepared_avx512), NULL, MM_X86_ONLY(prepare_panel), 0, 0             \
+    }
+
 /* AMX tiles pay off from a few rows on (INT8 from fewer than BF16, since the AMX kernels take long K
  * blocks, grouped.c; the min_rows of the registrations below are the measured crossovers: docs/gemm.md,
  * 'AMX row thresholds'); fewer rows stream weights faster through the AVX-512 kernels. */
@@ -66,6 +73,9 @@ static const registration registrations[] = {
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, REF(mm_ukernel_fp8_fp4_ref, "e4m3xfp4")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, REF(mm_ukernel_fp8_fp4_ref, "e5m2xfp4")},
     {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, REF(mm_ukernel_fp4_fp4_ref, "fp4xfp4")},
+    {MM_DTYPE_BF16, MM_DTYPE_FP8_E4M3FN, REF(mm_ukernel_bf16_weight_only_ref, "bf16xe4m3b")},
+    {MM_DTYPE_BF16, MM_DTYPE_FP4_E2M1, REF(mm_ukernel_bf16_weight_only_ref, "bf16xfp4")},
+    {MM_DTYPE_BF16, MM_DTYPE_UINT4, REF(mm_ukernel_bf16_weight_only_ref, "bf16xuint4")},
     {MM_DTYPE_BF16, MM_DTYPE_BF16, AVX512(mm_ukernel_bf16_bf16_avx512, "bf16xbf16")},
     {MM_DTYPE_I8, MM_DTYPE_I8, AVX512_INT(mm_ukernel_i8_i8_avx512, "i8xi8")},
     {MM_DTYPE_I8, MM_DTYPE_INT4, AVX512_INT(mm_ukernel_i8_i4_avx512, "i8xi4")},
@@ -76,6 +86,9 @@ static const registration registrations[] = {
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, AVX512_MX(mm_prepare_panel_fp4_avx512, "e4m3xfp4")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, AVX512_MX(mm_prepare_panel_fp4_avx512, "e5m2xfp4")},
     {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, AVX512_MX(mm_prepare_panel_fp4_avx512, "fp4xfp4")},
+    {MM_DTYPE_BF16, MM_DTYPE_FP8_E4M3FN, AVX512_WEIGHT_ONLY(mm_prepare_panel_fp8_block_avx512, "bf16xe4m3b")},
+    {MM_DTYPE_BF16, MM_DTYPE_FP4_E2M1, AVX512_WEIGHT_ONLY(mm_prepare_panel_fp4_avx512, "bf16xfp4")},
+    {MM_DTYPE_BF16, MM_DTYPE_UINT4, AVX512_WEIGHT_ONLY(mm_prepare_panel_uint4_avx512, "bf16xuint4")},
     {MM_DTYPE_BF16, MM_DTYPE_BF16, AMX(mm_ukernel_bf16_bf16_amx, "bf16xbf16", 4)},
     {MM_DTYPE_I8,
      MM_DTYPE_I8,

@@ -18,7 +18,8 @@ int mm_gemm_k_group(mm_dtype dtype) {
     case MM_DTYPE_INT4: return 8;
     case MM_DTYPE_FP8_E4M3FN:
     case MM_DTYPE_FP8_E5M2:
-    case MM_DTYPE_FP4_E2M1: return 2;
+    case MM_DTYPE_FP4_E2M1:
+    case MM_DTYPE_UINT4: return 2;
     default: return 0;
     }
 }
@@ -51,10 +52,53 @@ static void store_code(mm_dtype dtype, uint8_t *panel, int64_t k, int c, uint32_
         panel[((k >> 3) * MM_GEMM_NR + c) * 4 + (k & 3)] |= (uint8_t)(code << ((k & 4) ? 4 : 0));
         break;
     case MM_DTYPE_FP4_E2M1:
+    case MM_DTYPE_UINT4:
         panel[(k >> 1) * MM_GEMM_NR + 2 * (c & 15) + (k & 1)] |= (uint8_t)(code << ((c & 16) ? 4 : 0));
         break;
     default: panel[((k >> 1) * MM_GEMM_NR + c) * 2 + (k & 1)] = (uint8_t)code; break;
     }
+}
+
+/* Scale blocks of a block-scaled matrix: ceil(N / block_n) x ceil(K / block_k). */
+static int64_t block_count(const mm_gemm_weight_desc *d) {
+    return (d->n + d->block_n - 1) / d->block_n * ((d->k + d->block_k - 1) / d->block_k);
+}
+
+/* The weight-only formats (BF16 activations): FP8 E4M3 with F32 block scales, UINT4 with F32 group scales
+ * and U8 zero points 0..15. */
+static mm_status validate_block_scales(const mm_gemm_weight_desc *d, mm_error *err) {
+    if (d->dtype != MM_DTYPE_FP8_E4M3FN && d->dtype != MM_DTYPE_UINT4)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "weight block_scales are given for %s weights: only fp8_e4m3fn and uint4 take block "
+                       "scales",
+                       mm_dtype_name(d->dtype));
+    if (!d->block_scales)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "weight block_scales are NULL: uint4 weights need F32 group scales (and zeros)");
+    if (d->mx_scales)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "weight mx_scales and block_scales are both given: a matrix has one kind of scale");
+    if (d->block_n < 1 || d->block_k < 1)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "weight block_n = %lld, block_k = %lld: both must be >= 1 with block_scales",
+                       (long long)d->block_n, (long long)d->block_k);
+    if (d->dtype != MM_DTYPE_UINT4) {
+        if (d->zeros)
+            return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                           "weight zeros are given for %s weights: only uint4 takes zero points",
+                           mm_dtype_name(d->dtype));
+        return MM_OK;
+    }
+    if (!d->zeros)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "weight zeros are NULL: uint4 weights need one zero point (0..15) per scale block");
+    int64_t count = block_count(d);
+    for (int64_t i = 0; i < count; i++)
+        if (d->zeros[i] > 15)
+            return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                           "weight zeros[%lld] = %u: uint4 zero points must be in 0..15", (long long)i,
+                           (unsigned)d->zeros[i]);
+    return MM_OK;
 }
 
 static mm_status validate(const mm_gemm_weight_desc *d, mm_error *err) {
@@ -62,7 +106,7 @@ static mm_status validate(const mm_gemm_weight_desc *d, mm_error *err) {
     if (mm_gemm_k_group(d->dtype) == 0)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "weight dtype %s is not a GEMM weight type (bf16, int8, int4, fp8_e4m3fn, fp8_e5m2, "
-                       "fp4_e2m1)",
+                       "fp4_e2m1, uint4)",
                        mm_dtype_name(d->dtype));
     if (d->k < 1 || d->n < 1)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "weight shape K = %lld, N = %lld: both must be >= 1",
@@ -80,10 +124,15 @@ static mm_status validate(const mm_gemm_weight_desc *d, mm_error *err) {
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "weight bias is given for %s weights: only int4 takes a bias",
                        mm_dtype_name(d->dtype));
+    if (d->block_scales || d->dtype == MM_DTYPE_UINT4) return validate_block_scales(d, err);
+    if (d->zeros)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "weight zeros are given without block_scales: zero points belong to uint4 weights");
     if (mm_format_is_mx(d->dtype) && !d->mx_scales)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                       "weight mx_scales are NULL: %s weights need (N, ceil(K/64), 2) E8M0 scales",
-                       mm_dtype_name(d->dtype));
+                       "weight mx_scales are NULL: %s weights need (N, ceil(K/64), 2) E8M0 scales%s",
+                       mm_dtype_name(d->dtype),
+                       d->dtype == MM_DTYPE_FP8_E4M3FN ? " (or F32 block_scales, for bf16 activations)" : "");
     return MM_OK;
 }
 
@@ -144,6 +193,21 @@ static void fill_mx_scales(const mm_gemm_weight_desc *d, mm_gemm_packed_weights 
     }
 }
 
+/* Block scales (and zeros) per (panel, K block, column); padding columns keep scale 0 and zero 0, so
+ * their weights (code 0) decode to 0. */
+static void fill_block_scales(const mm_gemm_weight_desc *d, mm_gemm_packed_weights *w) {
+    for (int64_t pc = 0; pc < w->n_panels * MM_GEMM_NR; pc++) {
+        int64_t n = source_column(d, w, pc);
+        if (n < 0) continue;
+        int64_t at = (pc / MM_GEMM_NR) * w->scale_blocks * MM_GEMM_NR + pc % MM_GEMM_NR;
+        const int64_t from = (n / d->block_n) * w->scale_blocks;
+        for (int64_t g = 0; g < w->scale_blocks; g++) {
+            w->block_scale[at + g * MM_GEMM_NR] = d->block_scales[from + g];
+            if (w->block_zero) w->block_zero[at + g * MM_GEMM_NR] = d->zeros[from + g];
+        }
+    }
+}
+
 mm_status mm_gemm_pack_weights(const mm_gemm_weight_desc *desc, mm_gemm_packed_weights **out, mm_error *err) {
     return mm_gemm_pack_weights_with(desc, NULL, out, err);
 }
@@ -190,7 +254,17 @@ mm_status mm_gemm_pack_weights_with(const mm_gemm_weight_desc *desc, const mm_ge
     }
     fill_panels(desc, w, col_sums);
     if (col_sums) fill_int_columns(desc, w, col_sums);
-    if (mm_format_is_mx(desc->dtype)) {
+    if (desc->block_scales) {
+        w->block_k = desc->block_k;
+        w->scale_blocks = (desc->k + desc->block_k - 1) / desc->block_k;
+        w->block_scale = calloc((size_t)(padded_n * w->scale_blocks), sizeof *w->block_scale);
+        if (!w->block_scale) goto oom;
+        if (desc->zeros) {
+            w->block_zero = calloc((size_t)(padded_n * w->scale_blocks), 1);
+            if (!w->block_zero) goto oom;
+        }
+        fill_block_scales(desc, w);
+    } else if (mm_format_is_mx(desc->dtype)) {
         w->k_blocks = (desc->k + 31) / 32;
         w->mx_scale = calloc((size_t)(padded_n * w->k_blocks), sizeof *w->mx_scale);
         w->mx_scale_e8m0 = malloc((size_t)(padded_n * w->k_blocks));
@@ -218,6 +292,8 @@ void mm_gemm_packed_free(mm_gemm_packed_weights *w) {
     free(w->col_sum_x128);
     free(w->mx_scale);
     free(w->mx_scale_e8m0);
+    free(w->block_scale);
+    free(w->block_zero);
     free(w);
 }
 

@@ -13,8 +13,12 @@
  *                      the high nibbles: byte (k/2)*NR + 2*(c%16) + k%2, low nibble if c < 16; so
  *                      "and 0x0F" / ">> 4" of the zero-extended bytes give columns 0..15 / 16..31 already
  *                      in the (column, k%2) word order of a BF16 pair vector
+ *   UINT4 (k_group 2): the FP4 layout (codes 0..15, decoded as (q - zero) * scale)
  * K is zero-padded to a multiple of k_group, so kernels may read whole groups. Per-column data (scales,
- * column sums, MX scales) is stored per panel in the same column order.
+ * column sums, MX scales) is stored per panel in the same column order; so are the block scales and zero
+ * points of the weight-only formats (FP8 E4M3 with F32 block scales, UINT4 with F32 group scales and U8
+ * zeros; docs/gemm.md "Weight-only formats"): one entry per (panel, K block of block_k, column), i.e.
+ * [panel][k / block_k][NR], whatever block_n is (4 bytes per block_k weights of a column).
  *
  * Internal API for tools: `megamoe bench ffn` (tools/bench/bench_ffn_expert.c) reads the packed layout; not
  * part of include/megamoe/. */
@@ -44,6 +48,10 @@ struct mm_gemm_packed_weights {
     int64_t k_blocks;       /* MX: ceil(k / 32) */
     float *mx_scale;        /* MX: 2^(b-127) as F32, [panel][k_block][NR] */
     uint8_t *mx_scale_e8m0; /* MX: the same scales as E8M0 bytes b, [panel][k_block][NR] */
+    int64_t block_k;        /* weight-only block scales: K per scale (0: none) */
+    int64_t scale_blocks;   /* ceil(k / block_k) */
+    float *block_scale;     /* F32 scales, [panel][k / block_k][NR], 0 in the padding columns */
+    uint8_t *block_zero;    /* UINT4: zero points 0..15, same layout (NULL otherwise) */
 };
 
 static inline const uint8_t *mm_packed_panel(const mm_gemm_packed_weights *w, int64_t panel) {
@@ -61,6 +69,7 @@ static inline uint32_t mm_packed_code(mm_dtype dtype, const uint8_t *panel, int6
     case MM_DTYPE_INT4:
         return (uint32_t)(panel[((k >> 3) * MM_GEMM_NR + c) * 4 + (k & 3)] >> ((k & 4) ? 4 : 0)) & 0x0Fu;
     case MM_DTYPE_FP4_E2M1:
+    case MM_DTYPE_UINT4:
         return (uint32_t)(panel[(k >> 1) * MM_GEMM_NR + 2 * (c & 15) + (k & 1)] >> ((c & 16) ? 4 : 0)) &
                0x0Fu;
     default: /* FP8 */ return panel[((k >> 1) * MM_GEMM_NR + c) * 2 + (k & 1)];

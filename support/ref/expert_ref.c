@@ -24,6 +24,9 @@ const char *mm_ref_scenario_name(mm_ref_scenario scenario) {
     case MM_REF_SCENARIO_A8W8_FP: return "A8W8-FP";
     case MM_REF_SCENARIO_A8W4_FP: return "A8W4-FP";
     case MM_REF_SCENARIO_A4W4_FP: return "A4W4-FP";
+    case MM_REF_SCENARIO_A16W8_FP8: return "A16W8-FP8";
+    case MM_REF_SCENARIO_A16W4_MX: return "A16W4-MX";
+    case MM_REF_SCENARIO_A16W4_INT: return "A16W4-INT";
     default: return "invalid";
     }
 }
@@ -36,12 +39,17 @@ mm_ref_scenario mm_ref_scenario_of(mm_dtype weight_dtype, mm_dtype input_dtype) 
     case MM_DTYPE_INT4:
         return input_dtype == MM_DTYPE_I8 ? MM_REF_SCENARIO_A8W4_INT : MM_REF_SCENARIO_INVALID;
     case MM_DTYPE_FP8_E4M3FN:
+        if (input_dtype == MM_DTYPE_INVALID) return MM_REF_SCENARIO_A16W8_FP8;
+        return input_dtype == weight_dtype ? MM_REF_SCENARIO_A8W8_FP : MM_REF_SCENARIO_INVALID;
     case MM_DTYPE_FP8_E5M2:
         return input_dtype == weight_dtype ? MM_REF_SCENARIO_A8W8_FP : MM_REF_SCENARIO_INVALID;
     case MM_DTYPE_FP4_E2M1:
+        if (input_dtype == MM_DTYPE_INVALID) return MM_REF_SCENARIO_A16W4_MX;
         if (input_dtype == MM_DTYPE_FP8_E4M3FN) return MM_REF_SCENARIO_A8W4_FP;
         if (input_dtype == MM_DTYPE_FP4_E2M1) return MM_REF_SCENARIO_A4W4_FP;
         return MM_REF_SCENARIO_INVALID;
+    case MM_DTYPE_UINT4:
+        return input_dtype == MM_DTYPE_INVALID ? MM_REF_SCENARIO_A16W4_INT : MM_REF_SCENARIO_INVALID;
     default: return MM_REF_SCENARIO_INVALID;
     }
 }
@@ -54,7 +62,10 @@ mm_status mm_ref_plan_make(mm_dtype weight_dtype, mm_dtype input_dtype, mm_dtype
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "%s weight dtype %s does not pair with quantization dtype %s (spec scenario table)",
                        what, mm_dtype_name(weight_dtype), dtype_or_none(input_dtype));
-    case MM_REF_SCENARIO_A16W16: p.gemm2_dtype = MM_DTYPE_BF16; break;
+    case MM_REF_SCENARIO_A16W16:
+    case MM_REF_SCENARIO_A16W8_FP8:
+    case MM_REF_SCENARIO_A16W4_MX:
+    case MM_REF_SCENARIO_A16W4_INT: p.gemm2_dtype = MM_DTYPE_BF16; break;
     case MM_REF_SCENARIO_A8W8_INT:
     case MM_REF_SCENARIO_A8W4_INT: p.gemm2_dtype = MM_DTYPE_I8; break;
     case MM_REF_SCENARIO_A8W8_FP: p.gemm2_dtype = input_dtype; break;
@@ -128,6 +139,9 @@ static void decode_row(mm_dtype dtype, const uint8_t *row, int64_t len, double *
     case MM_DTYPE_INT4:
         for (int64_t i = 0; i < len; i++) out[i] = mm_ref_fmt_int4_value(mm_ref_fmt_nibble(row, i));
         break;
+    case MM_DTYPE_UINT4:
+        for (int64_t i = 0; i < len; i++) out[i] = mm_ref_fmt_nibble(row, i);
+        break;
     case MM_DTYPE_FP4_E2M1:
         for (int64_t i = 0; i < len; i++) out[i] = mm_ref_fmt_decode(dtype, mm_ref_fmt_nibble(row, i));
         break;
@@ -137,10 +151,19 @@ static void decode_row(mm_dtype dtype, const uint8_t *row, int64_t len, double *
     }
 }
 
+/* The scales of one GEMM's weights (as stored: channel n is the stored channel). */
+typedef struct weight_scales {
+    const uint8_t *mx;   /* MX: (N, ceil(K/64), 2) E8M0 per expert */
+    const float *block;  /* A16W8-FP8 / A16W4-INT: (ceil(N/bn), ceil(K/bk)) F32 per expert */
+    const uint8_t *zero; /* A16W4-INT: zero points, the same layout */
+    int64_t bn, bk;
+    int weight_only; /* the A16 rule: w' = BF16(F32(F32(value - zero) * scale)) */
+} weight_scales;
+
 /* Decodes the (k_len x n_len) weight matrix of expert `index` into w[n * k_len + k]; stored as
  * (k_len, n_len) rows, or (n_len, k_len) when transposed. MX element values are multiplied by the
- * E8M0 scale of their K-group (exact in double). */
-static mm_status decode_matrix(mm_dtype dtype, const void *data, const uint8_t *mx_scales, int64_t index,
+ * E8M0 scale of their K-group (exact in double); the A16 weight-only scenarios apply their rule. */
+static mm_status decode_matrix(mm_dtype dtype, const void *data, const weight_scales *sc, int64_t index,
                                int64_t k_len, int64_t n_len, int transposed, double *w, mm_error *err) {
     int64_t rows = transposed ? n_len : k_len, row_len = transposed ? k_len : n_len;
     int64_t row_bytes = mm_dtype_row_bytes(dtype, row_len);
@@ -156,16 +179,57 @@ static mm_status decode_matrix(mm_dtype dtype, const void *data, const uint8_t *
             w[n * k_len + k] = line[c];
         }
     }
-    if (mm_format_is_mx(dtype)) {
-        int64_t pairs = (k_len + 63) / 64;
-        const uint8_t *scales = mx_scales + index * n_len * pairs * 2;
+    if (sc->block) {
+        int64_t kb = (k_len + sc->bk - 1) / sc->bk, nb = (n_len + sc->bn - 1) / sc->bn;
+        const float *s = sc->block + index * nb * kb;
+        const uint8_t *z = sc->zero ? sc->zero + index * nb * kb : NULL;
         for (int64_t n = 0; n < n_len; n++)
-            for (int64_t k = 0; k < k_len; k++)
-                w[n * k_len + k] *=
-                    (double)mm_ref_fmt_e8m0_to_f32(mm_ref_fmt_mx_weight_scale(scales, n, k_len, k / 32));
+            for (int64_t k = 0; k < k_len; k++) {
+                int64_t at = (n / sc->bn) * kb + k / sc->bk;
+                w[n * k_len + k] = mm_ref_fmt_weight_only(w[n * k_len + k], z ? z[at] : 0, s[at]);
+            }
+    } else if (mm_format_is_mx(dtype)) {
+        int64_t pairs = (k_len + 63) / 64;
+        const uint8_t *scales = sc->mx + index * n_len * pairs * 2;
+        for (int64_t n = 0; n < n_len; n++)
+            for (int64_t k = 0; k < k_len; k++) {
+                float s = mm_ref_fmt_e8m0_to_f32(mm_ref_fmt_mx_weight_scale(scales, n, k_len, k / 32));
+                if (sc->weight_only)
+                    w[n * k_len + k] = mm_ref_fmt_weight_only(w[n * k_len + k], 0, s);
+                else
+                    w[n * k_len + k] *= (double)s;
+            }
     }
     free(line);
     return MM_OK;
+}
+
+/* weight1_interleave: the channels of a decoded (n1 x k_len) matrix and of a per-channel vector from stored
+ * order (gate i at 2i, up i at 2i + 1) to gate [0, I) then up [I, 2I). */
+static int64_t stored_channel(int64_t n, int64_t n1) {
+    return n < n1 / 2 ? 2 * n : 2 * (n - n1 / 2) + 1;
+}
+
+static int deinterleave(double *w, int64_t n1, int64_t k_len) {
+    double *tmp = malloc((size_t)(n1 * k_len) * sizeof *tmp);
+    if (!tmp) return 0;
+    memcpy(tmp, w, (size_t)(n1 * k_len) * sizeof *tmp);
+    for (int64_t n = 0; n < n1; n++)
+        memcpy(w + n * k_len, tmp + stored_channel(n, n1) * k_len, (size_t)k_len * sizeof *w);
+    free(tmp);
+    return 1;
+}
+
+/* A copy of a per-channel vector of weight1 in channel order (NULL when src is NULL; *ok = 0 on OOM). */
+static float *channel_copy(const float *src, int64_t n1, int interleave, int *ok) {
+    if (!src) return NULL;
+    float *v = malloc((size_t)n1 * sizeof *v);
+    if (!v) {
+        *ok = 0;
+        return NULL;
+    }
+    for (int64_t n = 0; n < n1; n++) v[n] = src[interleave ? stored_channel(n, n1) : n];
+    return v;
 }
 
 static double *column_sums(const double *w, int64_t k_len, int64_t n_len) {
@@ -177,6 +241,8 @@ static double *column_sums(const double *w, int64_t k_len, int64_t n_len) {
 }
 
 void mm_ref_expert_free(mm_ref_expert *ex) {
+    free(ex->own_scales1);
+    free(ex->own_bias1);
     free(ex->w1);
     free(ex->w2);
     free(ex->colsum1);
@@ -214,19 +280,40 @@ mm_status mm_ref_expert_load(mm_ref_expert *ex, const mm_ref_plan *plan, const m
     if (!ex->w1 || !ex->w2 || !ex->h || !ex->a || !ex->a_deq || !ex->a_q || !ex->a_mx || !ex->a_mx_scales ||
         !ex->x2)
         goto oom;
-    st = decode_matrix(weights->dtype, weights->weight1, weights->mx_scales1, index, ex->hidden, ex->n1,
+    mm_ref_scenario sc = plan->scenario;
+    int weight_only =
+        sc == MM_REF_SCENARIO_A16W8_FP8 || sc == MM_REF_SCENARIO_A16W4_MX || sc == MM_REF_SCENARIO_A16W4_INT;
+    int block = sc == MM_REF_SCENARIO_A16W8_FP8 || sc == MM_REF_SCENARIO_A16W4_INT;
+    weight_scales sc1 = {weights->mx_scales1,
+                         block ? weights->block_scales1 : NULL,
+                         sc == MM_REF_SCENARIO_A16W4_INT ? weights->zeros1 : NULL,
+                         attrs->scale_block_n,
+                         attrs->scale_block_k,
+                         weight_only};
+    weight_scales sc2 = {weights->mx_scales2,
+                         block ? weights->block_scales2 : NULL,
+                         sc == MM_REF_SCENARIO_A16W4_INT ? weights->zeros2 : NULL,
+                         attrs->scale_block_n,
+                         attrs->scale_block_k,
+                         weight_only};
+    st = decode_matrix(weights->dtype, weights->weight1, &sc1, index, ex->hidden, ex->n1,
                        attrs->transpose_weight1, ex->w1, err);
     if (st == MM_OK)
-        st = decode_matrix(weights->dtype, weights->weight2, weights->mx_scales2, index, ex->act_width,
-                           ex->hidden, attrs->transpose_weight2, ex->w2, err);
+        st = decode_matrix(weights->dtype, weights->weight2, &sc2, index, ex->act_width, ex->hidden,
+                           attrs->transpose_weight2, ex->w2, err);
     if (st != MM_OK) goto fail;
-    if (plan->scenario == MM_REF_SCENARIO_A8W8_INT || plan->scenario == MM_REF_SCENARIO_A8W4_INT) {
-        ex->scales1 = weights->scales1 + index * ex->n1;
+    int il = attrs->weight1_interleave, ok = 1;
+    if (il && !deinterleave(ex->w1, ex->n1, ex->hidden)) goto oom;
+    if (sc == MM_REF_SCENARIO_A8W8_INT || sc == MM_REF_SCENARIO_A8W4_INT) {
+        ex->scales1 = ex->own_scales1 = channel_copy(weights->scales1 + index * ex->n1, ex->n1, il, &ok);
         ex->scales2 = weights->scales2 + index * ex->hidden;
     }
-    if (plan->scenario == MM_REF_SCENARIO_A8W4_INT) {
-        ex->bias1 = weights->bias1 + index * ex->n1;
-        ex->bias2 = weights->bias2 + index * ex->hidden;
+    /* biases: A8W4-INT's formula (required), or the F32 bias of any other scenario (optional) */
+    ex->bias1 = ex->own_bias1 =
+        channel_copy(weights->bias1 ? weights->bias1 + index * ex->n1 : NULL, ex->n1, il, &ok);
+    ex->bias2 = weights->bias2 ? weights->bias2 + index * ex->hidden : NULL;
+    if (!ok) goto oom;
+    if (sc == MM_REF_SCENARIO_A8W4_INT) {
         ex->colsum1 = column_sums(ex->w1, ex->hidden, ex->n1);
         ex->colsum2 = column_sums(ex->w2, ex->act_width, ex->hidden);
         if (!ex->colsum1 || !ex->colsum2) goto oom;
@@ -241,17 +328,21 @@ fail:
 }
 
 /* The GEMM output of channel n from its float64 dot product, evaluated in double in the order the
- * spec writes it and rounded once to F32. row_scale is the per-row INT8 scale (INT scenarios). */
+ * spec writes it and rounded once to F32. row_scale is the per-row INT8 scale (INT scenarios). Outside
+ * A8W4-INT a bias (when given) is added before that rounding, times bias_weight. */
 static float gemm_output(mm_ref_scenario scenario, double dot, const float *scales, const float *bias,
-                         const double *colsum, int64_t n, float row_scale) {
+                         const double *colsum, int64_t n, float row_scale, float bias_weight) {
+    double v;
     switch (scenario) {
-    case MM_REF_SCENARIO_A8W8_INT: return (float)(dot * (double)scales[n] * (double)row_scale);
+    case MM_REF_SCENARIO_A8W8_INT: v = dot * (double)scales[n] * (double)row_scale; break;
     case MM_REF_SCENARIO_A8W4_INT: {
         double s = scales[n];
         return (float)((dot * s + ((double)bias[n] - 8.0 * s * colsum[n])) * (double)row_scale);
     }
-    default: return (float)dot;
+    default: v = dot; break;
     }
+    if (bias) v += (double)bias_weight * (double)bias[n];
+    return (float)v;
 }
 
 static double dot(const double *a, const double *b, int64_t len) {
@@ -267,8 +358,8 @@ mm_status mm_ref_expert_row(mm_ref_expert *ex, const mm_ref_row *row, int weight
     /* GEMM1 (step 2) */
     for (int64_t n = 0; n < ex->n1; n++) {
         double d = dot(row->values, ex->w1 + n * ex->hidden, ex->hidden);
-        float h = gemm_output(sc, d, ex->scales1, ex->bias1, ex->colsum1, n, row->scale);
-        if (sc == MM_REF_SCENARIO_A16W16) h = mm_ref_fmt_bf16_round(h);
+        float h = gemm_output(sc, d, ex->scales1, ex->bias1, ex->colsum1, n, row->scale, 1.0f);
+        if (ex->plan.input_dtype == MM_DTYPE_INVALID) h = mm_ref_fmt_bf16_round(h); /* A16W16 and the A16 */
         ex->h[n] = h;
     }
     /* activation (step 3) and the early gating weight (step 4) */
@@ -290,7 +381,8 @@ mm_status mm_ref_expert_row(mm_ref_expert *ex, const mm_ref_row *row, int weight
     /* GEMM2 (step 6): F32, then the BF16 expert output row */
     for (int64_t n = 0; n < ex->hidden; n++) {
         double d = dot(ex->x2, ex->w2 + n * ex->act_width, ex->act_width);
-        out[n] = mm_ref_fmt_f32_to_bf16(gemm_output(sc, d, ex->scales2, ex->bias2, ex->colsum2, n, a_scale));
+        out[n] = mm_ref_fmt_f32_to_bf16(
+            gemm_output(sc, d, ex->scales2, ex->bias2, ex->colsum2, n, a_scale, weighted ? weight : 1.0f));
     }
     return MM_OK;
 }

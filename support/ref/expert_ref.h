@@ -44,7 +44,9 @@ typedef struct mm_ref_expert {
     int64_t hidden, inter, n1, act_width;           /* n1 = 2I outputs of GEMM1; act_width = GEMM2 inputs */
     double *w1;                                     /* (n1, hidden): w1[n * hidden + k] */
     double *w2;                                     /* (hidden, act_width): w2[n * act_width + k] */
-    const float *scales1, *scales2, *bias1, *bias2; /* INT: this expert's slices (bias INT4 only) */
+    const float *scales1, *scales2, *bias1, *bias2; /* this expert's slices (scales INT only; bias1 / scales1
+                                                       in channel order) */
+    float *own_scales1, *own_bias1;                 /* the channel-order copies behind scales1 / bias1 */
     double *colsum1, *colsum2; /* INT4: sum over k of the raw weight integers of each output channel */
     /* scratch for one row */
     float *h, *a, *a_deq;

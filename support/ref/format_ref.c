@@ -49,6 +49,14 @@ float mm_ref_fmt_bf16_round(float x) {
     return mm_ref_fmt_bf16_to_f32(mm_ref_fmt_f32_to_bf16(x));
 }
 
+float mm_ref_fmt_weight_only(double value, int zero, float scale) {
+    /* value - zero is exact in F32 (E4M3 / E2M1 values, or integers in [-15, 15]); the product is one
+     * F32 rounding (volatile: no contraction, no wider evaluation), then one BF16 rounding */
+    volatile float centred = (float)(value - (double)zero);
+    volatile float product = centred * scale;
+    return mm_ref_fmt_bf16_round(product);
+}
+
 /* ---- FP8 / FP4 elements ---- */
 
 typedef struct elem_fmt {

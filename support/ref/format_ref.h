@@ -26,6 +26,11 @@ double mm_ref_fmt_decode(mm_dtype elem, uint32_t code);
  * beyond the largest finite value the largest finite code; the sign is kept (also for zero). */
 uint32_t mm_ref_fmt_encode(mm_dtype elem, double v);
 
+/* The A16 weight-only rule (docs/weight_formats.md): the BF16 value BF16(F32(F32(value - zero) * scale))
+ * of a weight element whose code decodes to `value` (E4M3 / E2M1 value, or the UINT4 integer), with its
+ * zero point (0 except UINT4) and F32 scale (the block scale, or 2^(e - 127) of an E8M0 scale). */
+float mm_ref_fmt_weight_only(double value, int zero, float scale);
+
 /* E8M0: 2^(b - 127) (b = 0 is the F32 subnormal 2^-127); 0xFF is NaN. */
 float mm_ref_fmt_e8m0_to_f32(uint8_t b);
 /* The E8M0 scale byte of an MX block whose largest BF16 magnitude is amax (finite). */

@@ -16,6 +16,12 @@
  *       A16W16 / MX: dot;   INT8: dot * s_W1[n] * s_X;
  *       A8W4-INT:   (dot * s_W1[n] + (bias1[n] - 8 * s_W1[n] * colsum_W1[n])) * s_X.
  *     A16W16 then rounds that F32 to BF16.
+ *     A16 weight-only (A16W8-FP8, A16W4-MX, A16W4-INT; docs/weight_formats.md): every weight element is
+ *     first w' = BF16(F32(F32(decode(q) - zero) * scale)) (ref/format_ref.h), then exactly A16W16.
+ *     A bias given for any other scenario than A8W4-INT is added in double before that one rounding:
+ *     F32(dot [* scales] + bias[n]) (GEMM2 with topk_weights_type 1: + w * bias2[n], the bias weighted
+ *     like the expert's output). weight1_interleave: weight1's stored channel 2i is gate i, 2i + 1 up i
+ *     (bias1, scales1, zeros1 alike).
  *  3. Activation (activation_ref.h): F32 inputs, evaluated in double, rounded once to F32.
  *  4. topk_weights_type 1: a = F32(a * w) (one F32 product).
  *  5. GEMM2 input: A16W16 rounds to BF16; INT: mm_int8_quantize_row_mul_even (scale amax / 127); FP:
@@ -62,8 +68,12 @@ typedef struct mm_ref_weights {
     const float *scales2;      /* INT8/INT4: (count, H) */
     const uint8_t *mx_scales1; /* MX: (count, N1, ceil(H/64), 2) E8M0 */
     const uint8_t *mx_scales2; /* MX: (count, H, ceil(K2/64), 2) E8M0 */
-    const float *bias1;        /* INT4 only (required): (count, N1) */
-    const float *bias2;        /* INT4 only (required): (count, H) */
+    const float *bias1;        /* INT4 (required) or any other dtype (optional, NULL = none): (count, N1) */
+    const float *bias2;        /* likewise (count, H) */
+    /* A16W8-FP8 / A16W4-INT: F32 block scales (count, ceil(N/bn), ceil(K/bk)) of attrs' block sizes, and
+     * for UINT4 the zero points, U8 0..15 of the same shape (N, K of that GEMM, channels as stored). */
+    const float *block_scales1, *block_scales2;
+    const uint8_t *zeros1, *zeros2;
 } mm_ref_weights;
 
 /* Attributes, equal for all ranks. */
@@ -84,6 +94,10 @@ typedef struct mm_ref_attrs {
     int combine_quant_mode;                   /* 0, 3 (MX E5M2) or 4 (MX E4M3) */
     int combine_comm_mode;                    /* 0, 1 (flat) or 2 (layered) */
     int64_t rank_num_per_server;              /* domain size; layered when 0 < value < world_size */
+    /* checkpoint-format extensions, for routed and shared weights alike */
+    int64_t scale_block_n, scale_block_k; /* block sizes of block-scaled weights (>= 1 when used) */
+    int weight1_interleave;               /* weight1's gate/up channels alternate (see above) */
+    int with_bias;                        /* ref_case only: allocate bias1/bias2 for every dtype */
 } mm_ref_attrs;
 
 /* One rank's inputs. */
@@ -118,7 +132,10 @@ typedef enum mm_ref_scenario {
     MM_REF_SCENARIO_A8W4_INT,
     MM_REF_SCENARIO_A8W8_FP,
     MM_REF_SCENARIO_A8W4_FP,
-    MM_REF_SCENARIO_A4W4_FP
+    MM_REF_SCENARIO_A4W4_FP,
+    MM_REF_SCENARIO_A16W8_FP8, /* FP8 E4M3 weights with F32 block scales, BF16 activations */
+    MM_REF_SCENARIO_A16W4_MX,  /* FP4 E2M1 weights with E8M0 MX scales, BF16 activations */
+    MM_REF_SCENARIO_A16W4_INT  /* UINT4 weights with F32 group scales and zero points, BF16 activations */
 } mm_ref_scenario;
 
 const char *mm_ref_scenario_name(mm_ref_scenario scenario);

@@ -77,12 +77,15 @@ static mm_status check_attrs(const mm_ref_attrs *a, mm_error *err) {
     return MM_OK;
 }
 
-/* Pointers a weight group needs for its scenario; bias exactly for A8W4-INT. */
+/* Pointers a weight group needs for its scenario; bias required for A8W4-INT (optional elsewhere), block
+ * scales for A16W8-FP8 / A16W4-INT, zero points for A16W4-INT. */
 static mm_status check_weights(const mm_ref_weights *w, const mm_ref_plan *plan, int64_t rank,
                                const char *what, mm_error *err) {
     int is_int = plan->scenario == MM_REF_SCENARIO_A8W8_INT || plan->scenario == MM_REF_SCENARIO_A8W4_INT;
     int is_int4 = plan->scenario == MM_REF_SCENARIO_A8W4_INT;
-    int is_mx = !is_int && plan->scenario != MM_REF_SCENARIO_A16W16;
+    int is_int4u = plan->scenario == MM_REF_SCENARIO_A16W4_INT;
+    int is_block = is_int4u || plan->scenario == MM_REF_SCENARIO_A16W8_FP8;
+    int is_mx = !is_int && !is_block && plan->scenario != MM_REF_SCENARIO_A16W16;
     const char *missing = NULL;
     if (!w->weight1)
         missing = "weight1";
@@ -100,13 +103,13 @@ static mm_status check_weights(const mm_ref_weights *w, const mm_ref_plan *plan,
         missing = "bias1";
     else if (is_int4 && !w->bias2)
         missing = "bias2";
+    else if (is_block && (!w->block_scales1 || !w->block_scales2))
+        missing = w->block_scales1 ? "weight_scales2 (F32 blocks)" : "weight_scales1 (F32 blocks)";
+    else if (is_int4u && (!w->zeros1 || !w->zeros2))
+        missing = w->zeros1 ? "weight_zeros2" : "weight_zeros1";
     if (missing)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "rank %lld: %s %s is missing (scenario %s)",
                        (long long)rank, what, missing, mm_ref_scenario_name(plan->scenario));
-    if (!is_int4 && (w->bias1 || w->bias2))
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
-                       "rank %lld: %s bias is given but the scenario is %s (bias only with A8W4-INT)",
-                       (long long)rank, what, mm_ref_scenario_name(plan->scenario));
     return MM_OK;
 }
 

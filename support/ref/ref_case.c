@@ -7,6 +7,7 @@
 
 #include "format/format_table.h"
 #include "core/error.h"
+#include "ref/mega_moe_ref_check.h"
 
 int64_t mm_ref_case_gemm_k(const mm_ref_attrs *attrs, int which) {
     return which == 1 ? attrs->hidden : mm_ref_activation_out_width(attrs->activation.kind, attrs->inter);
@@ -37,10 +38,35 @@ static float *filled_f32(int64_t count, float value) {
     return p;
 }
 
-static int alloc_weights(const mm_ref_attrs *a, mm_ref_case_weights *w, mm_dtype dtype, int64_t count) {
+void mm_ref_case_block_dims(const mm_ref_attrs *attrs, int which, int64_t *nb, int64_t *kb) {
+    int64_t bn = attrs->scale_block_n > 0 ? attrs->scale_block_n : 1;
+    int64_t bk = attrs->scale_block_k > 0 ? attrs->scale_block_k : 1;
+    *nb = (mm_ref_case_gemm_n(attrs, which) + bn - 1) / bn;
+    *kb = (mm_ref_case_gemm_k(attrs, which) + bk - 1) / bk;
+}
+
+int mm_ref_case_block_scaled(mm_dtype dtype, mm_dtype input_dtype) {
+    return dtype == MM_DTYPE_UINT4 || (dtype == MM_DTYPE_FP8_E4M3FN && input_dtype == MM_DTYPE_INVALID);
+}
+
+static int alloc_weights(const mm_ref_attrs *a, mm_ref_case_weights *w, mm_dtype dtype, int64_t count,
+                         mm_dtype input_dtype) {
     w->dtype = dtype;
     w->count = count;
     if (count == 0) return 1;
+    w->block_scaled = mm_ref_case_block_scaled(dtype, input_dtype);
+    if (w->block_scaled) { /* scales 1.0, zero points 0 */
+        for (int which = 1; which <= 2; which++) {
+            int64_t nb, kb;
+            mm_ref_case_block_dims(a, which, &nb, &kb);
+            float **s = which == 1 ? &w->block_scales1 : &w->block_scales2;
+            if (!(*s = filled_f32(count * nb * kb, 1.0f))) return 0;
+            if (dtype == MM_DTYPE_UINT4) {
+                uint8_t **z = which == 1 ? &w->zeros1 : &w->zeros2;
+                if (!(*z = zeroed(count * nb * kb, 1))) return 0;
+            }
+        }
+    }
     w->weight1 = zeroed(count * matrix_bytes(a, dtype, 1), 1);
     w->weight2 = zeroed(count * matrix_bytes(a, dtype, 2), 1);
     if (!w->weight1 || !w->weight2) return 0;
@@ -49,12 +75,12 @@ static int alloc_weights(const mm_ref_attrs *a, mm_ref_case_weights *w, mm_dtype
         w->scales2 = filled_f32(count * mm_ref_case_gemm_n(a, 2), 1.0f);
         if (!w->scales1 || !w->scales2) return 0;
     }
-    if (dtype == MM_DTYPE_INT4) {
+    if (dtype == MM_DTYPE_INT4 || a->with_bias) {
         w->bias1 = zeroed(count * mm_ref_case_gemm_n(a, 1), sizeof(float));
         w->bias2 = zeroed(count * mm_ref_case_gemm_n(a, 2), sizeof(float));
         if (!w->bias1 || !w->bias2) return 0;
     }
-    if (mm_format_is_mx(dtype)) {
+    if (mm_format_is_mx(dtype) && !w->block_scaled) {
         w->mx_scales1 = zeroed(count * mx_scale_bytes(a, 1), 1);
         w->mx_scales2 = zeroed(count * mx_scale_bytes(a, 2), 1);
         if (!w->mx_scales1 || !w->mx_scales2) return 0;
@@ -73,11 +99,16 @@ static void free_weights(mm_ref_case_weights *w) {
     free(w->bias2);
     free(w->mx_scales1);
     free(w->mx_scales2);
+    free(w->block_scales1);
+    free(w->block_scales2);
+    free(w->zeros1);
+    free(w->zeros2);
 }
 
 static mm_ref_weights weights_view(const mm_ref_case_weights *w) {
-    mm_ref_weights v = {w->dtype,   w->count,      w->weight1,    w->weight2, w->scales1,
-                        w->scales2, w->mx_scales1, w->mx_scales2, w->bias1,   w->bias2};
+    mm_ref_weights v = {w->dtype,         w->count,         w->weight1,    w->weight2, w->scales1,
+                        w->scales2,       w->mx_scales1,    w->mx_scales2, w->bias1,   w->bias2,
+                        w->block_scales1, w->block_scales2, w->zeros1,     w->zeros2};
     return v;
 }
 
@@ -142,8 +173,10 @@ mm_status mm_ref_case_alloc(mm_ref_case *c, const mm_ref_attrs *attrs, const int
             !k->expert_token_nums)
             goto oom;
         memset(k->x_active_mask, 1, (size_t)n);
-        if (!alloc_weights(attrs, &k->routed, routed_dtype, attrs->expert_num / R)) goto oom;
-        if (!alloc_weights(attrs, &k->shared, shared_dtype, shared_count)) goto oom;
+        if (!alloc_weights(attrs, &k->routed, routed_dtype, attrs->expert_num / R, attrs->dispatch_dtype))
+            goto oom;
+        if (!alloc_weights(attrs, &k->shared, shared_dtype, shared_count, mm_ref_shared_input_dtype(attrs)))
+            goto oom;
         c->inputs[r] = (mm_ref_rank_input){n,
                                            k->x_bf16,
                                            k->x_quant,

@@ -19,6 +19,10 @@ typedef struct mm_ref_case_weights {
     uint8_t *weight1, *weight2;
     float *scales1, *scales2, *bias1, *bias2;
     uint8_t *mx_scales1, *mx_scales2;
+    /* block-scaled weights (mm_ref_case_block_scaled): (count, nb, kb) of mm_ref_case_block_dims */
+    int block_scaled;
+    float *block_scales1, *block_scales2;
+    uint8_t *zeros1, *zeros2; /* UINT4 only */
 } mm_ref_case_weights;
 
 typedef struct mm_ref_case_rank {
@@ -41,9 +45,16 @@ typedef struct mm_ref_case {
     mm_ref_rank_output *outputs; /* world_size */
 } mm_ref_case;
 
+/* Weights of dtype fed input_dtype (MM_DTYPE_INVALID = BF16) carry F32 block scales: UINT4, and FP8 E4M3
+ * with BF16 activations (A16W8-FP8). */
+int mm_ref_case_block_scaled(mm_dtype dtype, mm_dtype input_dtype);
+/* Blocks along N and K of GEMM `which` for attrs' scale_block_n / scale_block_k. */
+void mm_ref_case_block_dims(const mm_ref_attrs *attrs, int which, int64_t *nb, int64_t *kb);
+
 /* Allocates every buffer the attributes and dtypes need: bs[r] rows on rank r, routed weights of
- * routed_dtype, shared_count shared experts of shared_dtype per rank. INT scales are set to 1.0 and MX
- * scales to 127 (2^0), so a test only writes what it cares about. */
+ * routed_dtype, shared_count shared experts of shared_dtype per rank. INT and block scales are set to
+ * 1.0, zero points to 0 and MX scales to 127 (2^0), so a test only writes what it cares about; biases
+ * (zero) for every dtype when attrs->with_bias, else for INT4 only. */
 mm_status mm_ref_case_alloc(mm_ref_case *c, const mm_ref_attrs *attrs, const int64_t *bs,
                             mm_dtype routed_dtype, int64_t shared_count, mm_dtype shared_dtype,
                             mm_error *err);

@@ -39,7 +39,8 @@ static const char bench_ffn_usage[] =
     "      --hidden LIST        hidden sizes H (default 2048,7168)\n"
     "      --intermediate I     intermediate size I (default 2048)\n"
     "      --rows LIST          rows per expert (default 1,2,4,8,64,256)\n"
-    "      --format LIST        bf16,int8,int8xint4,mxfp8,mxfp8xmxfp4,mxfp4 (default all)\n"
+    "      --format LIST        bf16,int8,int8xint4,mxfp8,mxfp8xmxfp4,mxfp4, and the weight-only\n"
+    "                           a16-fp8b,a16-mxfp4,a16-uint4 (default all)\n"
     "      --isa LIST           auto,avx512,amx (default all the CPU has; auto = the registry's choice)\n"
     "      --threads N          the N of the N-thread columns (default: MEGAMOE_NUM_THREADS, else the CPUs\n"
     "                           of the affinity mask within the cgroup CPU quota; docs/threads.md)\n"
@@ -457,9 +458,10 @@ int mm_bench_ffn_main(int argc, char **argv) {
                                                  {"quick", no_argument, NULL, OPT_QUICK},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
-    static const char *const format_names[] = {"bf16", "int8", "int8xint4", "mxfp8", "mxfp8xmxfp4", "mxfp4"};
-    static const int format_values[] = {FFN_BF16,  FFN_INT8,        FFN_INT8_INT4,
-                                        FFN_MXFP8, FFN_MXFP8_MXFP4, FFN_MXFP4};
+    static const char *const format_names[] = {"bf16",  "int8",     "int8xint4", "mxfp8",    "mxfp8xmxfp4",
+                                               "mxfp4", "a16-fp8b", "a16-mxfp4", "a16-uint4"};
+    static const int format_values[] = {FFN_BF16,  FFN_INT8,     FFN_INT8_INT4, FFN_MXFP8,    FFN_MXFP8_MXFP4,
+                                        FFN_MXFP4, FFN_A16_FP8B, FFN_A16_MXFP4, FFN_A16_UINT4};
     static const char *const level_names[] = {"auto", "avx512", "amx"};
     static const int level_values[] = {LEVEL_AUTO, MM_ISA_AVX512, MM_ISA_AMX};
     const char *cmd = "bench ffn";

@@ -58,6 +58,9 @@ typedef enum bench_ffn_format {
     FFN_MXFP8,
     FFN_MXFP8_MXFP4,
     FFN_MXFP4,
+    FFN_A16_FP8B,  /* BF16 activations x FP8 E4M3 with 128 x 128 F32 block scales (DeepSeek-V3) */
+    FFN_A16_MXFP4, /* BF16 activations x MXFP4 (gpt-oss experts) */
+    FFN_A16_UINT4, /* BF16 activations x UINT4 with group-128 scales and zeros (AWQ / GPTQ) */
     FFN_FORMAT_COUNT
 } bench_ffn_format;
 

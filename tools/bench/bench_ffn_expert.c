@@ -3,9 +3,10 @@
  * (src/ffn/ffn.h, as MegaMoE runs it) on one expert: GEMM1 (rows x H . H x 2I, gate/up interleaved so
  * each tile holds both halves and SwiGLU runs in its epilogue), the quantization of the activation to
  * the format's activation dtype, GEMM2 (rows x I . I x H) rounded to BF16 rows. Weights are
- * random codes of the format (no NaN codes; MX scales near 1) packed once; the content does not change the
- * speed. Several experts rotate so that each run reads weights that are not in cache, as in a MoE layer with
- * many experts. */
+ * random codes of the format (no NaN codes; MX scales near 1; the weight-only formats with their block
+ * scales: FP8 128 x 128, UINT4 groups of 128 along K with zero points) packed once; the content does not
+ * change the speed. Several experts rotate so that each run reads weights that are not in cache, as in a MoE
+ * layer with many experts. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "gemm/gemm.h"
 #include "gemm/kernel_registry.h"
 #include "gemm/packed.h"
+#include "format/format_table.h"
 #include "megamoe/formats.h"
 #include "common/timing.h"
 
@@ -24,15 +26,19 @@ typedef struct format_info {
     const char *name;
     mm_dtype a, w;
     int is_int;
+    int64_t block_n, block_k; /* F32 block scales (weight-only FP8 / UINT4), 0: none */
 } format_info;
 
 static const format_info formats[FFN_FORMAT_COUNT] = {
-    {"bf16", MM_DTYPE_BF16, MM_DTYPE_BF16, 0},
-    {"int8", MM_DTYPE_I8, MM_DTYPE_I8, 1},
-    {"int8xint4", MM_DTYPE_I8, MM_DTYPE_INT4, 1},
-    {"mxfp8", MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, 0},
-    {"mxfp8xmxfp4", MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, 0},
-    {"mxfp4", MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, 0},
+    {"bf16", MM_DTYPE_BF16, MM_DTYPE_BF16, 0, 0, 0},
+    {"int8", MM_DTYPE_I8, MM_DTYPE_I8, 1, 0, 0},
+    {"int8xint4", MM_DTYPE_I8, MM_DTYPE_INT4, 1, 0, 0},
+    {"mxfp8", MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, 0, 0, 0},
+    {"mxfp8xmxfp4", MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, 0, 0, 0},
+    {"mxfp4", MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, 0, 0, 0},
+    {"a16-fp8b", MM_DTYPE_BF16, MM_DTYPE_FP8_E4M3FN, 0, 128, 128},
+    {"a16-mxfp4", MM_DTYPE_BF16, MM_DTYPE_FP4_E2M1, 0, 0, 0},
+    {"a16-uint4", MM_DTYPE_BF16, MM_DTYPE_UINT4, 0, 1, 128},
 };
 
 const char *bench_ffn_format_name(bench_ffn_format f) {
@@ -89,19 +95,30 @@ static mm_gemm_packed_weights *make_weights(const format_info *f, int64_t k, int
     mm_gemm_packed_weights *packed = NULL;
     int64_t bytes = mm_dtype_row_bytes(f->w, k * n);
     int64_t mx_bytes = n * ((k + 63) / 64) * 2;
+    /* Block scales: at least n entries (per-channel scales use the first n). */
+    int64_t blocks = f->block_k ? (n + f->block_n - 1) / f->block_n * ((k + f->block_k - 1) / f->block_k) : 0;
+    int64_t n_scales = blocks > n ? blocks : n;
     uint8_t *data = malloc((size_t)bytes);
-    float *scales = malloc((size_t)n * sizeof *scales);
+    float *scales = malloc((size_t)n_scales * sizeof *scales);
     uint8_t *mx = malloc((size_t)mx_bytes);
-    if (data && scales && mx) {
+    uint8_t *zeros = calloc((size_t)n_scales, 1);
+    if (data && scales && mx && zeros) {
         fill_codes(f->w, data, bytes, s, 1.0f / sqrtf((float)k));
-        for (int64_t i = 0; i < n; i++) scales[i] = 1.0f / (127.0f * sqrtf((float)k));
+        for (int64_t i = 0; i < n_scales; i++) scales[i] = 1.0f / (127.0f * sqrtf((float)k));
+        for (int64_t i = 0; i < n_scales; i++) zeros[i] = 8;
         fill_mx_scales(mx, mx_bytes, s);
-        mm_gemm_weight_desc desc = {
-            .dtype = f->w, .k = k, .n = n, .data = data, .scales = scales, .mx_scales = mx};
+        mm_gemm_weight_desc desc = {.dtype = f->w, .k = k, .n = n, .data = data};
+        if (f->block_k) {
+            desc.block_scales = scales, desc.block_n = f->block_n, desc.block_k = f->block_k;
+            if (f->w == MM_DTYPE_UINT4) desc.zeros = zeros;
+        } else {
+            desc.scales = mm_format_is_int_quant(f->w) ? scales : NULL;
+            desc.mx_scales = mm_format_is_mx(f->w) ? mx : NULL;
+        }
         mm_gemm_pack_options opts = {gated};
         if (mm_gemm_pack_weights_with(&desc, &opts, &packed, NULL) != MM_OK) packed = NULL;
     }
-    free(data), free(scales), free(mx);
+    free(data), free(scales), free(mx), free(zeros);
     return packed;
 }
 
@@ -156,6 +173,8 @@ static double weight_bytes(const mm_gemm_packed_weights *w) {
     double b = (double)w->n_panels * (double)w->panel_bytes;
     if (w->mx_scale_e8m0) b += (double)w->n_panels * (double)w->k_blocks * MM_GEMM_NR;
     if (w->col_scale) b += (double)w->n_panels * MM_GEMM_NR * 4.0;
+    if (w->block_scale) b += (double)w->n_panels * (double)w->scale_blocks * MM_GEMM_NR * 4.0;
+    if (w->block_zero) b += (double)w->n_panels * (double)w->scale_blocks * MM_GEMM_NR;
     return b;
 }
 
@@ -205,7 +224,9 @@ int bench_ffn_expert_run(bench_ffn_expert *x, int64_t e, int64_t rows, const ben
                           mx ? x->x_mx : NULL,
                           (x->hidden + 31) / 32,
                           x->w1[e],
-                          x->w2[e]};
+                          x->w2[e],
+                          NULL,
+                          NULL};
     double gemm = 0.0;
     mm_ffn_job job = {f->a, f->a,        0,      &x->act, x->hidden,     x->inter, x->inter, 1,    &group,
                       NULL, &x->scratch, x->out, NULL,    add_gemm_time, &gemm,    c->k1,    c->k2};

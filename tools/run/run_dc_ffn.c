@@ -105,8 +105,9 @@ mm_status cli_dc_ffn_run(cli_dc_ffn *f, const void *rows, const float *row_scale
     int64_t at = 0, n = 0;
     for (int64_t e = 0; e < E; e++) {
         if (counts[e] > 0)
-            g[n++] = (mm_ffn_group){at,       counts[e], (const uint8_t *)(a + at * H), H * 2, NULL, NULL, 0,
-                                    f->w1[e], f->w2[e]};
+            g[n++] = (mm_ffn_group){
+                at,   counts[e], (const uint8_t *)(a + at * H), H * 2, NULL, NULL, 0, f->w1[e], f->w2[e],
+                NULL, NULL};
         at += counts[e];
     }
     mm_ffn_scratch scratch;

@@ -14,6 +14,9 @@ void mm_ukernel_i8_i4_ref(const mm_ukernel_args *args);
 void mm_ukernel_fp8_fp8_ref(const mm_ukernel_args *args);
 void mm_ukernel_fp8_fp4_ref(const mm_ukernel_args *args);
 void mm_ukernel_fp4_fp4_ref(const mm_ukernel_args *args);
+/* Weight-only pairs (BF16 activations x block-scaled FP8 E4M3, MX FP4, UINT4 with zeros): weights
+ * dequantized to BF16, then the BF16 tile (ref_weight_only.c). */
+void mm_ukernel_bf16_weight_only_ref(const mm_ukernel_args *args);
 
 /* Activation preparation (portable, prepare_rows.c): an MX row to BF16 with its scales folded in. */
 void mm_gemm_mx_row_to_bf16(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
@@ -33,6 +36,11 @@ void mm_ukernel_i8_i4_avx512(const mm_ukernel_args *args);
 void mm_ukernel_mx_avx512(const mm_ukernel_args *args);
 void mm_prepare_panel_fp8_avx512(const mm_ukernel_args *args, uint8_t *block);
 void mm_prepare_panel_fp4_avx512(const mm_ukernel_args *args, uint8_t *block);
+/* Weight-only pairs (weight_only_avx512.c): BF16 activation rows as given, panel blocks prepared to
+ * BF16 w' by the prepare functions (FP4 MX: mm_prepare_panel_fp4_avx512), then bf16_avx512.c's tile. */
+void mm_ukernel_bf16_prepared_avx512(const mm_ukernel_args *args);
+void mm_prepare_panel_fp8_block_avx512(const mm_ukernel_args *args, uint8_t *block);
+void mm_prepare_panel_uint4_avx512(const mm_ukernel_args *args, uint8_t *block);
 /* MX pairs with few rows (m <= MM_GEMM_MX_SMALL_MR, mx_small_avx512.c): BF16 dot products over prepared
  * rows and the raw packed panel (FP8 or FP4 codes looked up to BF16 in registers, scales per K block).
  * Also needs AVX512_VBMI. */

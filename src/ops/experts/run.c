@@ -220,7 +220,9 @@ static mm_status run_experts(call *c, const mm_experts *ex, mm_error *err) {
                                              a + c->mx_off,
                                              (int64_t)c->slot,
                                              ex->routed.w1[j],
-                                             ex->routed.w2[j]};
+                                             ex->routed.w2[j],
+                                             mm_moe_expert_bias(&ex->routed, 1, j),
+                                             mm_moe_expert_bias(&ex->routed, 2, j)};
             r0 += cnt;
         }
         mm_ffn_job job;
@@ -246,7 +248,9 @@ static mm_status run_experts(call *c, const mm_experts *ex, mm_error *err) {
                                    base + c->mx_off,
                                    (int64_t)c->slot,
                                    ex->shared.w1[e],
-                                   ex->shared.w2[e]};
+                                   ex->shared.w2[e],
+                                   mm_moe_expert_bias(&ex->shared, 1, e),
+                                   mm_moe_expert_bias(&ex->shared, 2, e)};
     mm_ffn_job job;
     mm_moe_ffn_job_init(&job, &p->c.shared, &p->c.act, &ex->shared, c->H, ex->I, NULL);
     job.n_groups = c->S;

@@ -11,6 +11,17 @@
 #include "format/format_table.h"
 #include "ops/mega_moe/plan.h"
 
+/* FP8 E4M3 weights come MX-scaled (A8W8-FP) or block-scaled (A16W8-FP8): the dispatch dtype picks the
+ * scenario, and the weights must carry that scenario's scales. */
+static mm_status scales_fit(const char *what, const mm_moe_expert_set *set, const mm_moe_path *path,
+                            mm_error *err) {
+    if (set->block_scaled == path->block_scales) return MM_OK;
+    return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                   "%s %s weights have %s scales but scenario %s takes %s scales (docs/weight_formats.md)",
+                   what, mm_dtype_name(set->dtype), set->block_scaled ? "F32 block" : "E8M0 MX",
+                   mm_moe_scenario_name(path->scenario), path->block_scales ? "F32 block" : "E8M0 MX");
+}
+
 mm_status mm_moe_check_compute_attrs(const mm_moe_expert_set *routed, const mm_moe_expert_set *shared,
                                      int64_t H, int64_t I, const mm_mega_moe_attrs *a, mm_moe_call *c,
                                      mm_error *err) {
@@ -78,10 +89,12 @@ mm_status mm_moe_check_compute_attrs(const mm_moe_expert_set *routed, const mm_m
                        "activation_out_dtype = %s: only undefined, fp8_e4m3fn or fp8_e5m2",
                        mm_dtype_name(a->activation_out_dtype));
     st = mm_moe_path_make(routed->dtype, dd, a->activation_out_dtype, "routed", &c->routed, err);
+    if (st == MM_OK) st = scales_fit("routed", routed, &c->routed, err);
     if (st != MM_OK) return st;
     c->has_shared = shared->count > 0;
     if (c->has_shared) {
         st = mm_moe_path_make(shared->dtype, sd, a->activation_out_dtype, "shared", &c->shared, err);
+        if (st == MM_OK) st = scales_fit("shared", shared, &c->shared, err);
         if (st != MM_OK) return st;
     }
     int64_t k2 = mm_ffn_act_k2(a->activation, I); /* the activation table's GEMM2 K factor */

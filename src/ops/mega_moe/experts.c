@@ -61,7 +61,9 @@ static mm_status run_ready(run_state *s, const int64_t *ready, int64_t n_ready,
                                    a + s->b->recv_scale_offset,
                                    (int64_t)s->b->recv_slot_bytes,
                                    s->w->routed.w1[j],
-                                   s->w->routed.w2[j]};
+                                   s->w->routed.w2[j],
+                                   mm_moe_expert_bias(&s->w->routed, 1, j),
+                                   mm_moe_expert_bias(&s->w->routed, 2, j)};
     }
     mm_ffn_job job;
     mm_moe_ffn_job_init(&job, &s->c->routed, &s->c->act, &s->w->routed, s->H,

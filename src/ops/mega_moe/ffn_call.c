@@ -20,7 +20,9 @@ void mm_moe_ffn_job_init(mm_ffn_job *job, const mm_moe_path *path, const mm_ffn_
     *job = (mm_ffn_job){0};
     job->input_dtype = path->input_dtype;
     job->gemm2_dtype = path->gemm2_dtype;
-    job->round_h_bf16 = path->scenario == MM_MOE_SCENARIO_A16W16; /* spec step 3: H in BF16 for A16W16 */
+    /* spec step 3: H in BF16 for A16W16, and for the A16 weight-only scenarios, which are A16W16 on the
+     * dequantized weights (docs/weight_formats.md) */
+    job->round_h_bf16 = path->input_dtype == MM_DTYPE_BF16;
     job->act = act;
     job->hidden = hidden;
     job->inter = inter;

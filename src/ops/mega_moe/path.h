@@ -13,6 +13,7 @@ typedef struct mm_moe_path {
     mm_moe_scenario scenario;
     mm_dtype input_dtype; /* BF16, I8 or an MX element type */
     mm_dtype gemm2_dtype; /* BF16, I8 or an MX element type */
+    int block_scales;     /* the scenario takes block-scaled weights (scenario_table.h) */
 } mm_moe_path;
 
 /* Path of weights of weight_dtype fed with input_dtype (MM_DTYPE_INVALID = unquantized BF16); fails

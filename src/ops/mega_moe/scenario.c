@@ -14,10 +14,10 @@ mm_status mm_moe_path_make(mm_dtype weight_dtype, mm_dtype input_dtype, mm_dtype
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "%s weight dtype %s does not pair with dispatch dtype %s (scenario table: bf16 with "
                        "none, int8/int4 with int8, fp8 with the same fp8, fp4_e2m1 with fp8_e4m3fn or "
-                       "fp4_e2m1)",
+                       "fp4_e2m1; the weight-only fp8_e4m3fn, fp4_e2m1 and uint4 with none)",
                        what, mm_dtype_name(weight_dtype),
                        input_dtype == MM_DTYPE_INVALID ? "none" : mm_dtype_name(input_dtype));
-    mm_moe_path p = {row->kind, row->gemm1_input, row->gemm2_input};
+    mm_moe_path p = {row->kind, row->gemm1_input, row->gemm2_input, row->block_scales};
     if (activation_out_dtype != MM_DTYPE_INVALID) {
         int fp = mm_format_is_mx(p.gemm2_dtype);
         if (!fp || (activation_out_dtype != MM_DTYPE_FP8_E4M3FN && activation_out_dtype != MM_DTYPE_FP8_E5M2))

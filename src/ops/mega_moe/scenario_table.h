@@ -19,7 +19,12 @@ typedef enum mm_moe_scenario {
     MM_MOE_SCENARIO_A8W4_INT,
     MM_MOE_SCENARIO_A8W8_FP,
     MM_MOE_SCENARIO_A8W4_FP,
-    MM_MOE_SCENARIO_A4W4_FP
+    MM_MOE_SCENARIO_A4W4_FP,
+    /* The A16 weight-only scenarios of checkpoint formats (docs/weight_formats.md): BF16 activations,
+     * weights dequantized to BF16 by the rule there, then the A16W16 GEMMs. */
+    MM_MOE_SCENARIO_A16W8_FP8,
+    MM_MOE_SCENARIO_A16W4_MX,
+    MM_MOE_SCENARIO_A16W4_INT
 } mm_moe_scenario;
 
 typedef struct mm_moe_scenario_row {
@@ -36,6 +41,8 @@ typedef struct mm_moe_scenario_row {
     double test_tolerance;     /* tests: max |y - y_ref| / max |y_ref| over one rank (see tolerance.h) */
     double tolerance_relative; /* `megamoe run` check: |y - y_ref| <= a |y_ref| + b rms(y_ref): a */
     double tolerance_rms;      /* b */
+    int block_scales; /* weights carry F32 block scales (scale_block_n x scale_block_k; UINT4 also zero
+                         points) instead of per-channel F32 or E8M0 MX scales */
 } mm_moe_scenario_row;
 
 extern const mm_moe_scenario_row mm_moe_scenario_table[];

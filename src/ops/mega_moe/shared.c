@@ -26,7 +26,9 @@ mm_status mm_moe_shared_experts(run_state *s, mm_error *err) {
                                    base + s->b->recv_scale_offset,
                                    (int64_t)s->b->recv_slot_bytes,
                                    s->w->shared.w1[e],
-                                   s->w->shared.w2[e]};
+                                   s->w->shared.w2[e],
+                                   mm_moe_expert_bias(&s->w->shared, 1, e),
+                                   mm_moe_expert_bias(&s->w->shared, 2, e)};
     mm_ffn_job job;
     mm_moe_ffn_job_init(&job, &c->shared, &c->act, &s->w->shared, s->H, s->b->sizing.intermediate_hidden,
                         NULL);

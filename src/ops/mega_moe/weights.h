@@ -12,9 +12,20 @@
 typedef struct mm_moe_expert_set {
     int64_t count;
     mm_dtype dtype;
-    int64_t k2; /* GEMM2 reduction length: I, or 2I for gelu weights */
+    int64_t k2;       /* GEMM2 reduction length: I, or 2I for gelu weights */
+    int block_scaled; /* F32 block scales (FP8 E4M3 / UINT4): only the A16 weight-only scenarios take them */
     mm_gemm_packed_weights **w1, **w2;
+    /* Biases added in F32 to the GEMM outputs (docs/weight_formats.md), per expert, bias1 in channel
+     * order (gate [0, I), up [I, 2I), whatever weight1_interleave was); NULL when not given, and for
+     * A8W4-INT, whose bias is part of the GEMM's formula. */
+    float **bias1, **bias2;
 } mm_moe_expert_set;
+
+/* Expert e's bias of GEMM `which` (1 or 2), or NULL. */
+static inline const float *mm_moe_expert_bias(const mm_moe_expert_set *set, int which, int64_t e) {
+    float **b = which == 1 ? set->bias1 : set->bias2;
+    return b ? b[e] : NULL;
+}
 
 struct mm_mega_moe_weights {
     int64_t hidden, inter, local_experts;

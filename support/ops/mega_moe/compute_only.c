@@ -110,7 +110,9 @@ mm_status mm_moe_compute_only_create(const mm_mega_moe_buffer *b, const mm_mega_
                                        a + b->recv_scale_offset,
                                        (int64_t)b->recv_slot_bytes,
                                        w->routed.w1[j],
-                                       w->routed.w2[j]};
+                                       w->routed.w2[j],
+                                       mm_moe_expert_bias(&w->routed, 1, j),
+                                       mm_moe_expert_bias(&w->routed, 2, j)};
         r0 += rows_per_expert[j];
     }
     if (co->n_shared) {
@@ -135,7 +137,9 @@ mm_status mm_moe_compute_only_create(const mm_mega_moe_buffer *b, const mm_mega_
                                                           co->shared_rows_mem + b->recv_scale_offset,
                                                           (int64_t)b->recv_slot_bytes,
                                                           w->shared.w1[e],
-                                                          w->shared.w2[e]};
+                                                          w->shared.w2[e],
+                                                          mm_moe_expert_bias(&w->shared, 1, e),
+                                                          mm_moe_expert_bias(&w->shared, 2, e)};
     }
     *out = co;
     return MM_OK;

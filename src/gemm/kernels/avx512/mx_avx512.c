@@ -19,6 +19,7 @@
 #include "format/decode_tables.h"
 #include "format/format_table.h"
 #include "gemm/kernels/avx512/bf16_tile_avx512.h"
+#include "gemm/kernels/avx512/panel_codes_avx512.h"
 
 void mm_ukernel_mx_avx512(const mm_ukernel_args *p) {
     /* Prepared rows are BF16 padded with zeros to an even K, the prepared block holds whole pairs. */
@@ -43,23 +44,6 @@ static weight_format weight_format_of(mm_dtype dtype) {
     return f;
 }
 
-/* Scale of column (base + lane / 2) for each of 16 lanes holding 8 columns x 2 K values. */
-static inline __m512 pair_scales(__m512 scales16, int base) {
-    const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-    return _mm512_permutexvar_ps(_mm512_add_epi32(dup, _mm512_set1_epi32(base)), scales16);
-}
-
-/* Fast path: 32 codes (16-bit lanes) -> BF16 patterns of the unscaled values. */
-static inline __m512i decode_fp8(__m512i codes, const __m512i table[4]) {
-    __m512i magnitude = _mm512_and_si512(codes, _mm512_set1_epi16(0x7F));
-    __m512i low = _mm512_permutex2var_epi16(table[0], magnitude, table[1]);  /* magnitudes 0..63 */
-    __m512i high = _mm512_permutex2var_epi16(table[2], magnitude, table[3]); /* 64..127 */
-    __m512i v =
-        _mm512_mask_blend_epi16(_mm512_test_epi16_mask(magnitude, _mm512_set1_epi16(0x40)), low, high);
-    return _mm512_or_si512(v,
-                           _mm512_and_si512(_mm512_slli_epi16(codes, 8), _mm512_set1_epi16((short)0x8000)));
-}
-
 /* Fast path: multiply by 2^delta (delta << 7 per lane) by exponent addition on finite nonzero values. */
 static inline __m512i scale_bf16(__m512i v, __m512i delta_shifted) {
     __m512i magnitude_minus_1 =
@@ -76,24 +60,9 @@ static inline __m512i decode_scaled_f32(__m512i codes, const weight_format *f, _
         __m512i idx = _mm512_cvtepu16_epi32(words);
         __m512 decoded = f->is_fp4 ? _mm512_permutexvar_ps(idx, _mm512_loadu_ps(f->f32))
                                    : _mm512_i32gather_ps(idx, f->f32, 4);
-        v[half] = _mm512_mul_ps(decoded, pair_scales(scales16, half * 8));
+        v[half] = _mm512_mul_ps(decoded, panel_pair_scales(scales16, half * 8));
     }
     return (__m512i)_mm512_cvtne2ps_pbh(v[1], v[0]);
-}
-
-/* The codes of one K pair as two vectors of 32 16-bit lanes in BF16 pair order: [0] columns 0..15,
- * [1] columns 16..31 (see the panel layouts in gemm/packed.h). */
-static inline void pair_codes(const uint8_t *panel, int64_t kp, int is_fp4, __m512i codes[2]) {
-    if (is_fp4) {
-        __m512i bytes =
-            _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(panel + kp * 32)));
-        codes[0] = _mm512_and_si512(bytes, _mm512_set1_epi16(0x0F));
-        codes[1] = _mm512_srli_epi16(bytes, 4);
-    } else {
-        const __m256i *at = (const __m256i *)(const void *)(panel + kp * 64);
-        codes[0] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(at));
-        codes[1] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(at + 1));
-    }
 }
 
 static inline __attribute__((always_inline)) void prepare_panel(const mm_ukernel_args *p, uint8_t *block,
@@ -124,13 +93,13 @@ static inline __attribute__((always_inline)) void prepare_panel(const mm_ukernel
             /* Few rows make this a streaming loop over the weights: fetch ahead of the hardware prefetcher.
              */
             _mm_prefetch((const char *)(p->b + (kp + 128) * (is_fp4 ? 32 : 64)), _MM_HINT_T0);
-            pair_codes(p->b, kp, is_fp4, codes);
+            panel_pair_codes(p->b, kp, is_fp4, codes);
             __m512i *dst = (__m512i *)(void *)(block + (kp - first_pair) * 128);
             for (int h = 0; h < 2; h++) {
                 __m512i v;
                 if (safe)
                     v = scale_bf16(is_fp4 ? _mm512_permutexvar_epi16(codes[h], table[0])
-                                          : decode_fp8(codes[h], table),
+                                          : panel_decode_fp8(codes[h], table),
                                    delta_pairs[h]);
                 else
                     v = decode_scaled_f32(codes[h], &f, scales[h]);

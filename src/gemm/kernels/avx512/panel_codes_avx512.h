@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* gemm/kernels/avx512/panel_codes_avx512.h: reading the codes of one K pair of an FP8 or 4-bit panel
+ * (gemm/packed.h) as BF16-pair-ordered 16-bit lanes, and the FP8 -> BF16 table decode; shared by the MX
+ * kernels (mx_avx512.c) and the weight-only ones (weight_only_avx512.c). Included only by *_avx512.c
+ * files, which are compiled with AVX-512 flags. */
+#ifndef MEGAMOE_GEMM_PANEL_CODES_AVX512_H
+#define MEGAMOE_GEMM_PANEL_CODES_AVX512_H
+
+#include <immintrin.h>
+#include <stdint.h>
+
+/* The codes of K pair kp as two vectors of 32 16-bit lanes in BF16 pair order (lane 2c + k%2): [0]
+ * columns 0..15, [1] columns 16..31. nibbles: the FP4 / UINT4 layout, else one byte per code. */
+static inline void panel_pair_codes(const uint8_t *panel, int64_t kp, int nibbles, __m512i codes[2]) {
+    if (nibbles) {
+        __m512i bytes =
+            _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(panel + kp * 32)));
+        codes[0] = _mm512_and_si512(bytes, _mm512_set1_epi16(0x0F));
+        codes[1] = _mm512_srli_epi16(bytes, 4);
+    } else {
+        const __m256i *at = (const __m256i *)(const void *)(panel + kp * 64);
+        codes[0] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(at));
+        codes[1] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(at + 1));
+    }
+}
+
+/* 32 FP8 codes (16-bit lanes) -> BF16 patterns of their exact values; table: the format's 128 BF16
+ * magnitudes (format/decode_tables.h) in four vectors. */
+static inline __m512i panel_decode_fp8(__m512i codes, const __m512i table[4]) {
+    __m512i magnitude = _mm512_and_si512(codes, _mm512_set1_epi16(0x7F));
+    __m512i low = _mm512_permutex2var_epi16(table[0], magnitude, table[1]);  /* magnitudes 0..63 */
+    __m512i high = _mm512_permutex2var_epi16(table[2], magnitude, table[3]); /* 64..127 */
+    __m512i v =
+        _mm512_mask_blend_epi16(_mm512_test_epi16_mask(magnitude, _mm512_set1_epi16(0x40)), low, high);
+    return _mm512_or_si512(v,
+                           _mm512_and_si512(_mm512_slli_epi16(codes, 8), _mm512_set1_epi16((short)0x8000)));
+}
+
+/* F32 scale of column (base + lane / 2) for each of 16 lanes holding 8 columns x 2 K values. */
+static inline __m512 panel_pair_scales(__m512 scales16, int base) {
+    const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    return _mm512_permutexvar_ps(_mm512_add_epi32(dup, _mm512_set1_epi32(base)), scales16);
+}
+
+#endif
