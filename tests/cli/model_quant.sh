@@ -126,7 +126,7 @@ stderr_is_one_line "--weights 'int4' is not native or bf16"
 # every routed (token, k) pair is counted once: the counts sum to tokens x ranks x K
 expect 0 "run --model json" run --model qwen3_moe_gptq --tokens 8 --iterations 2 --json
 stdout_has '"family":"qwen3_moe","layer":1,"weights":"native","ranks":1,"tokens":8'
-stdout_has '"expert_tokens_mean":2,'
+stdout_has '"expert_tokens_mean":2}'
 expect 0 "run --model text" run --model qwen2_moe_awq --weights bf16 --tokens 6 --ranks 2 --iterations 2
 stdout_has "ranks 2, 12 tokens (6 per rank)"
 sum=$(awk '/^tokens per expert/ {on = 1; next} on {for (i = 1; i <= NF; i++) s += $i} END {print s}' "$WORK/out")
