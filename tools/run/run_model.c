@@ -23,7 +23,8 @@ static const char cmd[] = "run";
 
 static void print_usage(void) {
     printf("usage: megamoe run --model DIR [--layer N] [--tokens T] [--ranks R] [--backend threads|mpi]\n"
-           "                   [--iterations N] [--seed S] [--weights native|bf16] [--json] [--timeout SECONDS]\n"
+           "                   [--iterations N] [--seed S] [--weights native|bf16] [--json]\n"
+           "                   [--timeout SECONDS]\n"
            "\n"
            "Runs the MoE block of layer N of the Hugging Face checkpoint in DIR (docs/models.md: mixtral,\n"
            "qwen3_moe, qwen2_moe, BF16 or AWQ/GPTQ) on seeded random BF16 tokens: load, one warm-up call,\n"
@@ -94,7 +95,8 @@ static mm_status model_rank(mm_comm *comm, void *arg, mm_error *err) {
     int64_t *counts = calloc((size_t)e, sizeof *counts);
     mm_error local;
     mm_error_clear(&local);
-    mm_status st = x && y && ids && w && counts ? MM_OK : cli_fail(&local, MM_ERR_OUT_OF_MEMORY, "out of memory");
+    mm_status st =
+        x && y && ids && w && counts ? MM_OK : cli_fail(&local, MM_ERR_OUT_OF_MEMORY, "out of memory");
     if ((st = mm_comm_agree_as_written(comm, st, &local))) *err = local;
     mm_moe_layer *layer = NULL;
     double t0 = cli_now_seconds();
@@ -172,27 +174,44 @@ static void report(const model_job *j, const char *dir, int ranks, int json) {
     printf("model %s: %s layer %lld, H %lld, I %lld, %lld experts, top-%lld, weights %s\n", dir,
            mm_model_family_name(c->family), (long long)j->layer, (long long)c->hidden_size,
            (long long)c->moe_intermediate_size, (long long)e, (long long)c->topk, weights);
-    printf("ranks %d, %lld tokens (%lld per rank), load %.3f s\n", ranks, (long long)total, (long long)j->tokens,
-           j->load_s);
-    printf("call: median %.3f ms, min %.3f ms, max %.3f ms over %lld iterations; %.0f tokens/s\n", ts.median * 1e3,
-           ts.min * 1e3, ts.max * 1e3, (long long)j->iterations, (double)total / ts.median);
-    printf("routing: %lld of %lld experts used; tokens per expert min %lld, mean %.1f, max %lld (max/mean %.2f)\n",
-           (long long)used, (long long)e, (long long)lo, mean, (long long)hi, mean > 0 ? (double)hi / mean : 0.0);
+    printf("ranks %d, %lld tokens (%lld per rank), load %.3f s\n", ranks, (long long)total,
+           (long long)j->tokens, j->load_s);
+    printf("call: median %.3f ms, min %.3f ms, max %.3f ms over %lld iterations; %.0f tokens/s\n",
+           ts.median * 1e3, ts.min * 1e3, ts.max * 1e3, (long long)j->iterations, (double)total / ts.median);
+    printf("routing: %lld of %lld experts used; tokens per expert min %lld, mean %.1f, max %lld (max/mean "
+           "%.2f)\n",
+           (long long)used, (long long)e, (long long)lo, mean, (long long)hi,
+           mean > 0 ? (double)hi / mean : 0.0);
     printf("tokens per expert:");
     for (int64_t i = 0; i < e; i++) printf("%s%lld", i % 16 ? " " : "\n  ", (long long)j->expert_count[i]);
     printf("\n");
 }
 
 int cli_run_model_main(int argc, char **argv) {
-    enum { OPT_MODEL = 600, OPT_LAYER, OPT_TOKENS, OPT_RANKS, OPT_BACKEND, OPT_ITER, OPT_SEED, OPT_WEIGHTS,
-           OPT_JSON, OPT_TIMEOUT };
-    static const struct option long_options[] = {
-        {"model", required_argument, NULL, OPT_MODEL},     {"layer", required_argument, NULL, OPT_LAYER},
-        {"tokens", required_argument, NULL, OPT_TOKENS},   {"ranks", required_argument, NULL, OPT_RANKS},
-        {"backend", required_argument, NULL, OPT_BACKEND}, {"iterations", required_argument, NULL, OPT_ITER},
-        {"seed", required_argument, NULL, OPT_SEED},       {"weights", required_argument, NULL, OPT_WEIGHTS},
-        {"json", no_argument, NULL, OPT_JSON},             {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"help", no_argument, NULL, 'h'},                  {NULL, 0, NULL, 0}};
+    enum {
+        OPT_MODEL = 600,
+        OPT_LAYER,
+        OPT_TOKENS,
+        OPT_RANKS,
+        OPT_BACKEND,
+        OPT_ITER,
+        OPT_SEED,
+        OPT_WEIGHTS,
+        OPT_JSON,
+        OPT_TIMEOUT
+    };
+    static const struct option long_options[] = {{"model", required_argument, NULL, OPT_MODEL},
+                                                 {"layer", required_argument, NULL, OPT_LAYER},
+                                                 {"tokens", required_argument, NULL, OPT_TOKENS},
+                                                 {"ranks", required_argument, NULL, OPT_RANKS},
+                                                 {"backend", required_argument, NULL, OPT_BACKEND},
+                                                 {"iterations", required_argument, NULL, OPT_ITER},
+                                                 {"seed", required_argument, NULL, OPT_SEED},
+                                                 {"weights", required_argument, NULL, OPT_WEIGHTS},
+                                                 {"json", no_argument, NULL, OPT_JSON},
+                                                 {"timeout", required_argument, NULL, OPT_TIMEOUT},
+                                                 {"help", no_argument, NULL, 'h'},
+                                                 {NULL, 0, NULL, 0}};
     const char *dir = NULL, *backend = "threads";
     int64_t layer = -1, tokens = 64, ranks = 0, iterations = 3, seed = 1;
     double timeout = 0.0;
