@@ -109,8 +109,9 @@ static void check_twin_bits(const moe_spec *sp, const char *label) {
                 for (int64_t e = 0; e < gs[g]->count; e++)
                     for (int64_t k = 0; k < K; k++)
                         for (int64_t n = 0; n < N; n++)
-                            mm_ref_case_set_weight(ta, gd[g], which, e, k, n,
-                                                   mm_f32_to_bf16(moe_dequant_weight(qa, gs[g], which, e, k, n)));
+                            mm_ref_case_set_weight(
+                                ta, gd[g], which, e, k, n,
+                                mm_f32_to_bf16(moe_dequant_weight(qa, gs[g], which, e, k, n)));
                 const float *bsrc = which == 1 ? gs[g]->bias1 : gs[g]->bias2;
                 float *bdst = which == 1 ? gd[g]->bias1 : gd[g]->bias2;
                 if (bsrc) memcpy(bdst, bsrc, (size_t)(gs[g]->count * N) * sizeof *bdst);
@@ -194,8 +195,10 @@ static void e_block_for_bf16(moe_tensors *t, moe_case *c) {
 static const ext_break breaks[] = {
     {"scale_block_n 0", "a16w4-int", e_block_n0, "routed scale_block_n = 0 must be >= 1"},
     {"scale_block_k -3", "a16w8-fp8", e_block_k_neg, "routed scale_block_k = -3 must be >= 1"},
-    {"zero point 16", "a16w4-int", e_zero_16, "routed weight_zeros2 of expert 0 [1][1] = 16 is outside [0, 15]"},
-    {"zeros missing", "a16w4-int", e_no_zeros, "routed weight_zeros1 is missing (required with uint4 weights)"},
+    {"zero point 16", "a16w4-int", e_zero_16,
+     "routed weight_zeros2 of expert 0 [1][1] = 16 is outside [0, 15]"},
+    {"zeros missing", "a16w4-int", e_no_zeros,
+     "routed weight_zeros1 is missing (required with uint4 weights)"},
     {"scale shape", "a16w4-int", e_scale_shape, "routed weight_scales1 shape (2, 80, 4) must be (2, 80, 3)"},
     {"zeros dtype", "a16w4-int", e_zeros_dtype, "routed weight_zeros1 dtype int8 is not accepted here"},
     {"interleave 2", "a16w16", e_interleave_2, "routed weight1_interleave = 2 is not 0 or 1"},
@@ -270,8 +273,9 @@ int main(void) {
                 sp.block_k = v == 4 ? 40 : 7;
             }
             char label[160];
-            snprintf(label, sizeof label, "%s R=%d bias=%d interleave=%d t1=%d t2=%d S=%lld", sc->label, ranks,
-                     sp.with_bias, sp.interleave, sp.transpose1, sp.transpose2, (long long)sp.shared_count);
+            snprintf(label, sizeof label, "%s R=%d bias=%d interleave=%d t1=%d t2=%d S=%lld", sc->label,
+                     ranks, sp.with_bias, sp.interleave, sp.transpose1, sp.transpose2,
+                     (long long)sp.shared_count);
             run_check(&sp, label);
             if (v == 3 && sp.with_bias) check_bias_matters(&sp, label);
             if (a16) check_twin_bits(&sp, label);

@@ -40,6 +40,30 @@ static const char *const mega_moe_inputs[] = {"x",
                                               "shared_bias2",
                                               "x_active_mask",
                                               NULL};
+/* mega_moe_ext (docs/weight_formats.md): the seed's tensors plus the zero points of UINT4 weights; biases
+ * for every weight format and the A16 weight-only scenarios are accepted. */
+static const char *const mega_moe_ext_inputs[] = {"x",
+                                                  "scales",
+                                                  "topk_ids",
+                                                  "topk_weights",
+                                                  "weight1",
+                                                  "weight2",
+                                                  "weight_scales1",
+                                                  "weight_scales2",
+                                                  "bias1",
+                                                  "bias2",
+                                                  "shared_weight1",
+                                                  "shared_weight2",
+                                                  "shared_weight_scales1",
+                                                  "shared_weight_scales2",
+                                                  "shared_bias1",
+                                                  "shared_bias2",
+                                                  "x_active_mask",
+                                                  "weight_zeros1",
+                                                  "weight_zeros2",
+                                                  "shared_weight_zeros1",
+                                                  "shared_weight_zeros2",
+                                                  NULL};
 static const char *const mega_moe_attributes[] = {"moe_expert_num",
                                                   "ep_world_size",
                                                   "num_max_tokens_per_rank",
@@ -57,6 +81,26 @@ static const char *const mega_moe_attributes[] = {"moe_expert_num",
                                                   "combine_comm_mode",
                                                   "rank_num_per_server",
                                                   NULL};
+static const char *const mega_moe_ext_attributes[] = {"moe_expert_num",
+                                                      "ep_world_size",
+                                                      "num_max_tokens_per_rank",
+                                                      "max_recv_token_num",
+                                                      "dispatch_quant_mode",
+                                                      "dispatch_quant_out_dtype",
+                                                      "shared_expert_quant_out_dtype",
+                                                      "combine_quant_mode",
+                                                      "activation",
+                                                      "activation_params",
+                                                      "activation_out_dtype",
+                                                      "transpose_weight1",
+                                                      "transpose_weight2",
+                                                      "topk_weights_type",
+                                                      "combine_comm_mode",
+                                                      "rank_num_per_server",
+                                                      "scale_block_n",
+                                                      "scale_block_k",
+                                                      "weight1_interleave",
+                                                      NULL};
 
 #define ANY_DTYPE (~UINT64_C(0) & ~MM_CASE_DTYPE(MM_DTYPE_INVALID))
 
@@ -64,8 +108,9 @@ static const char *const mega_moe_attributes[] = {"moe_expert_num",
 typedef struct moe_rank_case {
     mm_tensor x, scales, ids, weights, mask;
     int has_scales, has_mask;
-    mm_tensor t[12]; /* weight1, weight2, weight_scales1, weight_scales2, bias1, bias2, then shared_* */
-    int has[12];
+    mm_tensor t[16]; /* weight1, weight2, weight_scales1, weight_scales2, bias1, bias2, then shared_*, then
+                        weight_zeros1/2, shared_weight_zeros1/2 (mega_moe_ext) */
+    int has[16];
     mm_tensor y, etn;
 } moe_rank_case;
 
@@ -73,17 +118,32 @@ typedef struct moe_case_run {
     mm_mega_moe_sizing sizing;
     mm_mega_moe_attrs attrs;
     int transpose1, transpose2;
+    int ext; /* op mega_moe_ext: the checkpoint-format extensions (docs/weight_formats.md) */
+    int64_t scale_block_n, scale_block_k;
+    int weight1_interleave;
     int64_t ranks;
     double timeout_seconds; /* the case options' --timeout; 0 keeps the communicator's default */
     moe_rank_case *rank;    /* indexed by rank (threads: all; MPI: only this process's is filled) */
 } moe_case_run;
 
-static const char *const weight_names[12] = {
-    "weight1",      "weight2",        "weight_scales1", "weight_scales2",        "bias1",
-    "bias2",        "shared_weight1", "shared_weight2", "shared_weight_scales1", "shared_weight_scales2",
-    "shared_bias1", "shared_bias2"};
+static const char *const weight_names[16] = {"weight1",
+                                             "weight2",
+                                             "weight_scales1",
+                                             "weight_scales2",
+                                             "bias1",
+                                             "bias2",
+                                             "shared_weight1",
+                                             "shared_weight2",
+                                             "shared_weight_scales1",
+                                             "shared_weight_scales2",
+                                             "shared_bias1",
+                                             "shared_bias2",
+                                             "weight_zeros1",
+                                             "weight_zeros2",
+                                             "shared_weight_zeros1",
+                                             "shared_weight_zeros2"};
 
-static mm_status read_rank(mm_case_ctx *ctx, int64_t g, moe_rank_case *rc, mm_error *err) {
+static mm_status read_rank(mm_case_ctx *ctx, int64_t g, int ext, moe_rank_case *rc, mm_error *err) {
     mm_status st;
     if ((st = mm_case_input(ctx, g, "x", 1, ANY_DTYPE, 2, 2, &rc->x, NULL, err)) != MM_OK) return st;
     if ((st = mm_case_input(ctx, g, "scales", 0, ANY_DTYPE, 2, 2, &rc->scales, &rc->has_scales, err)) !=
@@ -95,7 +155,7 @@ static mm_status read_rank(mm_case_ctx *ctx, int64_t g, moe_rank_case *rc, mm_er
     if ((st = mm_case_input(ctx, g, "x_active_mask", 0, ANY_DTYPE, 1, 1, &rc->mask, &rc->has_mask, err)) !=
         MM_OK)
         return st;
-    for (int q = 0; q < 12; q++) {
+    for (int q = 0; q < (ext ? 16 : 12); q++) {
         int required = q < 2;
         st = mm_case_input(ctx, g, weight_names[q], required, ANY_DTYPE, 1, 4, &rc->t[q], &rc->has[q], err);
         if (st != MM_OK) return st;
@@ -245,6 +305,36 @@ static void fill_weights(const moe_rank_case *rc, int shared, int t1, int t2, mm
     w->weight_scales2 = rc->has[b + 3] ? &rc->t[b + 3] : NULL;
     w->bias1 = rc->has[b + 4] ? &rc->t[b + 4] : NULL;
     w->bias2 = rc->has[b + 5] ? &rc->t[b + 5] : NULL;
+    int z = shared ? 14 : 12;
+    w->weight_zeros1 = rc->has[z] ? &rc->t[z] : NULL;
+    w->weight_zeros2 = rc->has[z + 1] ? &rc->t[z + 1] : NULL;
+}
+
+/* Op mega_moe keeps the seed's contract: the checkpoint-format extensions of the C API (A16 weight-only
+ * scenarios, biases outside A8W4-INT) are refused there, naming the op that takes them. */
+static mm_status seed_contract(const moe_case_run *run, const moe_rank_case *rc, mm_error *err) {
+    for (int shared = 0; shared <= 1; shared++) {
+        int b = shared ? 6 : 0;
+        const char *group = shared ? "shared" : "routed";
+        if (!rc->has[b]) continue;
+        mm_dtype wd = rc->t[b].dtype;
+        if ((rc->has[b + 4] || rc->has[b + 5]) && wd != MM_DTYPE_INT4)
+            return mm_fail(
+                err, MM_ERR_INVALID_ARGUMENT,
+                "%s bias is given with %s weights (op mega_moe: bias only with int4 weights, A8W4-INT; "
+                "biases for every format: op mega_moe_ext)",
+                group, mm_dtype_name(wd));
+        int bf16_x = run->attrs.dispatch_quant_mode == 0 && rc->x.dtype == MM_DTYPE_BF16;
+        int a16_quant = wd == MM_DTYPE_UINT4 ||
+                        (bf16_x && (wd == MM_DTYPE_FP8_E4M3FN || wd == MM_DTYPE_FP4_E2M1)) ||
+                        (rc->has[b + 2] && rc->t[b + 2].dtype == MM_DTYPE_F32 && wd == MM_DTYPE_FP8_E4M3FN);
+        if (a16_quant)
+            return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                           "%s weight dtype %s with %s activations is an A16 weight-only scenario: not in op "
+                           "mega_moe's scenario table (use op mega_moe_ext)",
+                           group, mm_dtype_name(wd), bf16_x ? "bf16" : "quantized");
+    }
+    return MM_OK;
 }
 
 /* One rank's call (thread or process). */
@@ -265,8 +355,19 @@ static mm_status rank_call(mm_comm *comm, moe_case_run *run, moe_rank_case *rc, 
     mm_mega_moe_expert_weights routed, shared;
     fill_weights(rc, 0, run->transpose1, run->transpose2, &routed);
     fill_weights(rc, 1, run->transpose1, run->transpose2, &shared);
+    mm_mega_moe_expert_weights *groups[2] = {&routed, &shared};
+    for (int q = 0; q < 2 && run->ext; q++) {
+        groups[q]->weight1_interleave = run->weight1_interleave;
+        if (groups[q]->weight_zeros1 ||
+            (groups[q]->weight_scales1 && groups[q]->weight_scales1->dtype == MM_DTYPE_F32 &&
+             groups[q]->weight1->dtype != MM_DTYPE_I8 && groups[q]->weight1->dtype != MM_DTYPE_INT4)) {
+            groups[q]->scale_block_n = run->scale_block_n;
+            groups[q]->scale_block_k = run->scale_block_k;
+        }
+    }
     if ((st = mm_mega_moe_buffer_create(comm, &sizing, &buf, err)) != MM_OK) return st;
-    st = mm_mega_moe_weights_create(buf, &routed, shared.count ? &shared : NULL, &w, &local);
+    st = run->ext ? MM_OK : seed_contract(run, rc, &local);
+    if (st == MM_OK) st = mm_mega_moe_weights_create(buf, &routed, shared.count ? &shared : NULL, &w, &local);
     st = mm_comm_agree(comm, st, &local);
     if (st == MM_OK) {
         mm_mega_moe_inputs in = {&rc->x, rc->has_scales ? &rc->scales : NULL, &rc->ids, &rc->weights,
@@ -343,7 +444,7 @@ static mm_status run_threads(mm_case_ctx *ctx, moe_case_run *run, mm_error *err)
                        MM_COMM_MAX_RANKS);
     if ((st = charge_buffers(ctx, run, run->ranks, err)) != MM_OK) return st;
     for (int64_t g = 0; g < run->ranks; g++) {
-        if ((st = read_rank(ctx, g, &run->rank[g], err)) != MM_OK) return st;
+        if ((st = read_rank(ctx, g, run->ext, &run->rank[g], err)) != MM_OK) return st;
         if ((st = alloc_outputs(ctx, run, &run->rank[g], err)) != MM_OK) return st;
     }
     /* The operator's failures are agreed (same status and message, already naming the rank) on every
@@ -376,7 +477,7 @@ static mm_status run_mpi(mm_case_ctx *ctx, moe_case_run *run, mm_error *err) {
     if (ctx->options.timeout_seconds > 0) mm_comm_set_timeout(comm, ctx->options.timeout_seconds, NULL);
     moe_rank_case *rc = &run->rank[g];
     st = charge_buffers(ctx, run, 1, &local);
-    if (st == MM_OK) st = read_rank(ctx, g, rc, &local);
+    if (st == MM_OK) st = read_rank(ctx, g, run->ext, rc, &local);
     if (st == MM_OK) st = alloc_outputs(ctx, run, rc, &local);
     st = mm_comm_agree(comm, st, &local);
     if (st == MM_OK) st = rank_call(comm, run, rc, &local);
@@ -415,13 +516,24 @@ static mm_status run_mpi(mm_case_ctx *ctx, moe_case_run *run, mm_error *err) {
     return MM_OK;
 }
 
-static mm_status run_mega_moe(mm_case_ctx *ctx, mm_error *err) {
+static mm_status run_op(mm_case_ctx *ctx, int ext, mm_error *err) {
     moe_case_run run;
     memset(&run, 0, sizeof run);
+    run.ext = ext;
     run.ranks = ctx->ranks;
     run.timeout_seconds = ctx->options.timeout_seconds;
     mm_status st = read_attrs(ctx, &run, err);
     if (st != MM_OK) return st;
+    if (ext) {
+        int64_t il = 0;
+        if ((st = mm_case_attr_int64(ctx, "scale_block_n", 0, 0, INT32_MAX, &run.scale_block_n, err)) !=
+                MM_OK ||
+            (st = mm_case_attr_int64(ctx, "scale_block_k", 0, 0, INT32_MAX, &run.scale_block_k, err)) !=
+                MM_OK ||
+            (st = mm_case_attr_int64(ctx, "weight1_interleave", 0, 0, 1, &il, err)) != MM_OK)
+            return st;
+        run.weight1_interleave = (int)il;
+    }
     if (run.sizing.moe_expert_num % run.ranks != 0)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "moe_expert_num = %" PRId64 " must be a multiple of ep_world_size = %" PRId64,
@@ -432,4 +544,14 @@ static mm_status run_mega_moe(mm_case_ctx *ctx, mm_error *err) {
     return run_threads(ctx, &run, err);
 }
 
+static mm_status run_mega_moe(mm_case_ctx *ctx, mm_error *err) {
+    return run_op(ctx, 0, err);
+}
+
+static mm_status run_mega_moe_ext(mm_case_ctx *ctx, mm_error *err) {
+    return run_op(ctx, 1, err);
+}
+
 const mm_case_op mm_case_op_mega_moe = {"mega_moe", 1, mega_moe_inputs, mega_moe_attributes, run_mega_moe};
+const mm_case_op mm_case_op_mega_moe_ext = {"mega_moe_ext", 1, mega_moe_ext_inputs, mega_moe_ext_attributes,
+                                            run_mega_moe_ext};

@@ -6,10 +6,8 @@
 #include <string.h>
 
 static const mm_case_op *const case_ops[] = {
-    &mm_case_op_re_routing,
-    &mm_case_op_mega_moe,
-    &mm_case_op_dispatch_v3,
-    &mm_case_op_combine_v2,
+    &mm_case_op_re_routing,  &mm_case_op_mega_moe,   &mm_case_op_mega_moe_ext,
+    &mm_case_op_dispatch_v3, &mm_case_op_combine_v2,
 };
 static const size_t case_op_count = sizeof case_ops / sizeof case_ops[0];
 

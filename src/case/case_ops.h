@@ -38,6 +38,8 @@ int mm_case_is_contract_op(const char *name);
 
 extern const mm_case_op mm_case_op_re_routing;
 extern const mm_case_op mm_case_op_mega_moe;
+extern const mm_case_op
+    mm_case_op_mega_moe_ext; /* the checkpoint-format extensions (docs/weight_formats.md) */
 extern const mm_case_op mm_case_op_dispatch_v3;
 extern const mm_case_op mm_case_op_combine_v2;
 

@@ -29,8 +29,8 @@ void mm_moe_deinterleave_cols(uint8_t *dst, const uint8_t *src, int64_t rows, in
     int64_t size = bits / 8;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t n = 0; n < n_cols; n++)
-            memcpy(dst + (r * n_cols + n) * size, src + (r * n_cols + mm_moe_stored_channel(n, inter, 1)) * size,
-                   (size_t)size);
+            memcpy(dst + (r * n_cols + n) * size,
+                   src + (r * n_cols + mm_moe_stored_channel(n, inter, 1)) * size, (size_t)size);
 }
 
 void mm_moe_spread_block_rows(uint8_t *dst, const uint8_t *src, int64_t n, int64_t block_n, int64_t row_bytes,
