@@ -105,16 +105,15 @@ static inline void moe_fill_weights(const moe_spec *sp, const mm_ref_attrs *a, m
                 }
             }
             if (w->block_scaled) {
-                /* UINT4: (q - z) s with z ~ 8 and s ~ 1 / (3 sqrt(K)) like INT4; FP8: codes in [-4, 4]
-                 * times 2^-5..2^-3 like the MX scales below */
+                /* weights of the size of the BF16 ones (std ~0.3, uniform in +-0.5): UINT4 (q - z) has std
+                 * ~6.5, times s in [0.03, 0.06]; FP8 codes in [-4, 4] (std ~2.3) times [0.03, 0.125] */
                 int64_t nb, kb;
                 mm_ref_case_block_dims(a, which, &nb, &kb);
                 float *s = (which == 1 ? w->block_scales1 : w->block_scales2) + e * nb * kb;
                 uint8_t *z = w->zeros1 ? (which == 1 ? w->zeros1 : w->zeros2) + e * nb * kb : NULL;
                 for (int64_t b = 0; b < nb * kb; b++) {
-                    s[b] = (float)(w->dtype == MM_DTYPE_UINT4
-                                       ? mm_test_rand_uniform(st, 0.5, 1.5) / (sqrt((double)K) * 3.0)
-                                       : mm_test_rand_uniform(st, 0.03, 0.125));
+                    s[b] = (float)(w->dtype == MM_DTYPE_UINT4 ? mm_test_rand_uniform(st, 0.03, 0.06)
+                                                              : mm_test_rand_uniform(st, 0.03, 0.125));
                     if (z) z[b] = (uint8_t)(mm_test_rand_u64(st) % 16);
                 }
             }

@@ -363,6 +363,11 @@ int mm_cli_case_gen_mega_moe(int argc, char **argv) {
     for (int q = 0; q < mm_moe_scenario_count; q++)
         if (strcmp(o.scenario, mm_moe_scenario_table[q].spec_name) == 0) sc = &mm_moe_scenario_table[q];
     if (!sc) return cli_usage_error(cmd, "--scenario '%s' is not known", o.scenario);
+    if (sc->dispatch_dtype == MM_DTYPE_INVALID && sc->weight_dtype != MM_DTYPE_BF16)
+        return cli_usage_error(cmd,
+                               "--scenario %s: case-gen does not write the A16 weight-only scenarios yet "
+                               "(op mega_moe_ext, docs/weight_formats.md)",
+                               o.scenario);
     if (o.experts == 0) o.experts = 2 * o.ranks;
     if (o.experts % o.ranks != 0)
         return cli_usage_error(cmd, "--experts %lld is not a multiple of --ranks %lld", (long long)o.experts,

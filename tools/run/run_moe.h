@@ -52,6 +52,8 @@ typedef mm_moe_scenario_row run_moe_scenario;
 
 /* The row whose --scenario spelling (`spec_name`) is name, or NULL. */
 const run_moe_scenario *run_moe_find_scenario(const char *name);
+/* 1 when `megamoe run` generates data for the scenario (not yet the A16 weight-only rows). */
+int run_moe_scenario_supported(const run_moe_scenario *sc);
 
 /* ---- configuration of one run ---------------------------------------------------------------- */
 

@@ -44,7 +44,9 @@ static void print_usage(void) {
         printf(", %s\n", p->default_scenario);
     }
     printf("      --scenario NAME    one of");
-    for (int i = 0; i < mm_moe_scenario_count; i++) printf(" %s", mm_moe_scenario_table[i].spec_name);
+    for (int i = 0; i < mm_moe_scenario_count; i++)
+        if (run_moe_scenario_supported(&mm_moe_scenario_table[i]))
+            printf(" %s", mm_moe_scenario_table[i].spec_name);
     printf(",\n"
            "                         or all (default: the preset's)\n"
            "      --ranks R          ranks as threads (default 4; --backend mpi: the processes)\n"
@@ -300,8 +302,10 @@ int run_moe_memory_fits(const run_moe_config *cfg, const run_moe_scenario *sc, i
 size_t run_moe_scenario_list(const run_moe_options *o, const run_moe_scenario **list) {
     const char *name = o->scenario ? o->scenario : o->cfg.preset->default_scenario;
     if (strcmp(name, "all") == 0) {
-        for (int i = 0; i < mm_moe_scenario_count; i++) list[i] = &mm_moe_scenario_table[i];
-        return (size_t)mm_moe_scenario_count;
+        size_t n = 0;
+        for (int i = 0; i < mm_moe_scenario_count; i++)
+            if (run_moe_scenario_supported(&mm_moe_scenario_table[i])) list[n++] = &mm_moe_scenario_table[i];
+        return n;
     }
     list[0] = run_moe_find_scenario(name);
     return 1;

@@ -68,9 +68,17 @@ const run_moe_preset *run_moe_find_preset(const char *name) {
     return NULL;
 }
 
+int run_moe_scenario_supported(const run_moe_scenario *sc) {
+    /* the A16 weight-only rows (docs/weight_formats.md) need block scales / zero points that the data
+     * generator does not make yet: they run through `megamoe case` (op mega_moe_ext) and the tests */
+    return sc->dispatch_dtype != MM_DTYPE_INVALID || sc->weight_dtype == MM_DTYPE_BF16;
+}
+
 const run_moe_scenario *run_moe_find_scenario(const char *name) {
     for (int i = 0; i < mm_moe_scenario_count; i++)
-        if (strcmp(name, mm_moe_scenario_table[i].spec_name) == 0) return &mm_moe_scenario_table[i];
+        if (strcmp(name, mm_moe_scenario_table[i].spec_name) == 0 &&
+            run_moe_scenario_supported(&mm_moe_scenario_table[i]))
+            return &mm_moe_scenario_table[i];
     return NULL;
 }
 
