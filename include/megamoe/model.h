@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/model.h: the MoE layer of a Hugging Face checkpoint run by MegaMoE (docs/models.md).
  *
- * Families (the checkpoint's config.json "model_type"), BF16 weights only:
+ * Families (the checkpoint's config.json "model_type"), BF16 weights or their 4-bit AWQ / GPTQ variants
+ * (quantization_config; docs/models.md "AWQ and GPTQ"):
  *   mixtral    model.layers.N.block_sparse_moe.gate.weight (E, H); experts.M.w1 (gate) / w3 (up) (I, H),
  *              w2 (down) (H, I); softmax over all E logits, top-k, renormalized; every layer sparse.
  *   qwen3_moe  model.layers.N.mlp.gate.weight; mlp.experts.M.gate_proj / up_proj (I, H), down_proj (H, I);
@@ -50,8 +51,9 @@ const char *mm_router_rule_name(mm_router_rule rule);
 mm_status mm_router_topk(mm_router_rule rule, const mm_tensor *logits, mm_tensor *topk_ids,
                          mm_tensor *topk_weights, mm_error *err);
 
-/* logits (T, E) F32 = x (T, H) BF16 . gate^T, gate (E, H) BF16 (nn.Linear's (out, in) layout). Each
- * product of two BF16 values is exact in F32; the H products are summed in F32 in index order, so the
+/* logits (T, E) F32 = x (T, H) BF16 . gate^T, gate (E, H) BF16 or F16 (nn.Linear's (out, in) layout; F16
+ * is the router dtype of AWQ/GPTQ checkpoints). Each product of a BF16 and a BF16 or F16 value is exact in
+ * F32; the H products are summed in F32 in index order, so the
  * result does not depend on threads or ranks. (Hugging Face computes the gate in BF16 and rounds the
  * logits to BF16 before the F32 softmax: docs/models.md.) */
 mm_status mm_router_logits(const mm_tensor *x, const mm_tensor *gate, mm_tensor *logits, mm_error *err);

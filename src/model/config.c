@@ -103,10 +103,6 @@ static mm_status check_unsupported(const mm_json_value *root, mm_error *err) {
     if (v && (v->type != MM_JSON_STRING || strcmp(v->u.string.chars, "silu") != 0))
         return mm_fail(err, MM_ERR_INVALID_FILE,
                        "config.json: \"hidden_act\" must be \"silu\" (the experts run SwiGLU with silu)");
-    if (mm_json_object_get(root, "quantization_config"))
-        return mm_fail(err, MM_ERR_INVALID_FILE,
-                       "config.json: \"quantization_config\" is present: only BF16 checkpoints are supported "
-                       "(FP8 block scales, MXFP4, AWQ/GPTQ are not)");
     return MM_OK;
 }
 
@@ -117,6 +113,7 @@ static mm_status read_config(mm_model *m, const mm_json_value *root, mm_error *e
     mm_status st;
     const int64_t big = (int64_t)1 << 40;
     if ((st = read_family(root, &c->family, err)) || (st = check_unsupported(root, err)) ||
+        (st = mm_model_quant_read(root, &m->quant, err)) ||
         (st = get_int(root, "hidden_size", 0, 0, 1, big, &c->hidden_size, err)) ||
         (st = get_int(root, "num_hidden_layers", 0, 0, 1, 1 << 20, &c->num_hidden_layers, err)) ||
         (st = get_int(root, "num_experts_per_tok", 0, 0, 1, 1 << 20, &c->topk, err)))

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "io/io_util.h"
+#include "io/st_internal.h"
 #include "model/model_internal.h"
 
 static int compare_name(const void *key, const void *entry) {
@@ -76,8 +77,23 @@ static void shape_text(char *buf, size_t cap, const mm_st_tensor_info *info) {
     if (at < cap) snprintf(buf + at, cap - at, "]");
 }
 
-mm_status mm_model_files_tensor(mm_model_files *files, const char *name, int64_t rows, int64_t cols,
-                                const char *dims, mm_tensor *out, mm_error *err) {
+int mm_model_files_has(mm_model_files *files, const char *name) {
+    const char *file = file_of(files->model, name);
+    mm_model_shard *s;
+    mm_error ignored;
+    if (!file || open_shard(files, file, &s, &ignored) != MM_OK) return 0;
+    return mm_st_find(s->reader, name) != NULL;
+}
+
+static int dtype_allowed(mm_dtype dtype, const mm_dtype *allowed) {
+    for (; *allowed != MM_DTYPE_INVALID; allowed++)
+        if (*allowed == dtype) return 1;
+    return 0;
+}
+
+mm_status mm_model_files_tensor_of(mm_model_files *files, const char *name, const mm_dtype *allowed,
+                                   int64_t rows, int64_t cols, const char *dims, mm_tensor *out,
+                                   mm_error *err) {
     const char *file = file_of(files->model, name);
     if (!file)
         return mm_fail(err, MM_ERR_INVALID_FILE,
@@ -87,19 +103,32 @@ mm_status mm_model_files_tensor(mm_model_files *files, const char *name, int64_t
     if (st) return st;
     const mm_st_tensor_info *info = mm_st_find(s->reader, name);
     if (!info) return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" is missing from \"%s\"", name, file);
-    if (info->dtype != MM_DTYPE_BF16)
-        return mm_fail(err, MM_ERR_INVALID_FILE,
-                       "tensor \"%s\" has dtype %s, must be BF16 (megamoe runs the BF16 checkpoints)", name,
-                       info->dtype_string);
-    if (info->ndim != 2 || info->shape[0] != rows || info->shape[1] != cols) {
+    if (!dtype_allowed(info->dtype, allowed)) {
+        char list[64] = "";
+        for (const mm_dtype *a = allowed; *a != MM_DTYPE_INVALID; a++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", a == allowed ? "" : " or ",
+                     mm_st_dtype_string(*a));
+        return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" has dtype %s, must be %s%s", name,
+                       info->dtype_string, list,
+                       allowed[0] == MM_DTYPE_BF16 && allowed[1] == MM_DTYPE_INVALID
+                           ? " (megamoe runs the BF16 checkpoints)"
+                           : "");
+    }
+    int one_d = rows < 0; /* a vector of cols elements */
+    if (info->ndim != (one_d ? 1 : 2) || (!one_d && info->shape[0] != rows) ||
+        info->shape[one_d ? 0 : 1] != cols) {
         char shape[200];
         shape_text(shape, sizeof shape, info);
+        if (one_d)
+            return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" has shape %s, must be [%lld] %s", name,
+                           shape, (long long)cols, dims);
         return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" has shape %s, must be [%lld, %lld] %s", name,
                        shape, (long long)rows, (long long)cols, dims);
     }
     const uint8_t *data = (const uint8_t *)s->map + info->offset;
     void *p = (void *)data;
-    if ((uintptr_t)data % sizeof(uint16_t) != 0) { /* a tensor after an odd-sized one: copy it */
+    size_t align = (size_t)(mm_dtype_bits(info->dtype) / 8);
+    if (align > 1 && (uintptr_t)data % align != 0) { /* a tensor after an odd-sized one: copy it */
         if (files->copy_count == files->copy_cap) {
             size_t cap = files->copy_cap ? files->copy_cap * 2 : 8;
             void **bigger = realloc(files->copies, cap * sizeof *bigger);
@@ -112,9 +141,15 @@ mm_status mm_model_files_tensor(mm_model_files *files, const char *name, int64_t
         memcpy(p, data, info->nbytes);
         files->copies[files->copy_count++] = p;
     }
-    int64_t shape[2] = {rows, cols};
-    *out = mm_tensor_make(MM_DTYPE_BF16, 2, shape, p);
+    int64_t shape[2] = {one_d ? cols : rows, cols};
+    *out = mm_tensor_make(info->dtype, one_d ? 1 : 2, shape, p);
     return MM_OK;
+}
+
+mm_status mm_model_files_tensor(mm_model_files *files, const char *name, int64_t rows, int64_t cols,
+                                const char *dims, mm_tensor *out, mm_error *err) {
+    static const mm_dtype bf16[] = {MM_DTYPE_BF16, MM_DTYPE_INVALID};
+    return mm_model_files_tensor_of(files, name, bf16, rows, cols, dims, out, err);
 }
 
 void mm_model_files_close(mm_model_files *files) {

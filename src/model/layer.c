@@ -29,6 +29,7 @@ struct mm_moe_layer {
     int64_t max_tokens, local_experts;
     uint16_t *gate;        /* (E, H) router weight */
     uint16_t *shared_gate; /* (H,) qwen2_moe shared_expert_gate, else NULL */
+    mm_dtype gate_dtype;   /* of both: BF16, or F16 (the non-quantized tensors of AWQ/GPTQ checkpoints) */
     mm_mega_moe_buffer *buffer, *shared_buffer;
     mm_mega_moe_weights *weights, *shared_weights;
 };
@@ -59,14 +60,38 @@ static void expert_names(const mm_model_config *c, int64_t layer, int64_t e, cha
     }
 }
 
+/* AWQ / GPTQ: the routed experts are quantized; the shared expert is when its gate_proj is. */
+static mm_status load_quant_experts(mm_model_files *files, const mm_model_config *c, int64_t layer,
+                                    int64_t first, int64_t count, int64_t inter, const char *i_key,
+                                    int dequant, mm_mega_moe_buffer *buffer, mm_mega_moe_weights **out,
+                                    mm_error *err) {
+    char(*names)[3][160] = calloc((size_t)count, sizeof *names);
+    if (!names) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "layer %lld: out of memory", (long long)layer);
+    for (int64_t j = 0; j < count; j++) {
+        expert_names(c, layer, first < 0 ? -1 : first + j, names[j]);
+        for (int i = 0; i < 3; i++) names[j][i][strlen(names[j][i]) - strlen(".weight")] = 0;
+    }
+    mm_status st = mm_model_quant_experts_load(
+        files, c->hidden_size, inter, count, (const char(*)[3][160])names, i_key, dequant, buffer, out, err);
+    free(names);
+    return st;
+}
+
 /* Fetches experts [first, first + count) (first = -1: the shared expert) and packs them for buffer. */
 static mm_status load_experts(mm_model_files *files, const mm_model_config *c, int64_t layer, int64_t first,
-                              int64_t count, int64_t inter, mm_mega_moe_buffer *buffer,
+                              int64_t count, int64_t inter, int dequant, mm_mega_moe_buffer *buffer,
                               mm_mega_moe_weights **out, mm_error *err) {
     int64_t h = c->hidden_size;
     const char *i_key = first < 0                       ? "shared_expert_intermediate_size"
                         : c->family == MM_MODEL_MIXTRAL ? "intermediate_size"
                                                         : "moe_intermediate_size";
+    if (files->model->quant.method != MM_MODEL_QUANT_NONE) {
+        char names[3][160];
+        expert_names(c, layer, first < 0 ? -1 : first, names);
+        snprintf(names[0] + strlen(names[0]) - strlen("weight"), 8, "qweight");
+        if (first >= 0 || mm_model_files_has(files, names[0]))
+            return load_quant_experts(files, c, layer, first, count, inter, i_key, dequant, buffer, out, err);
+    }
     char in_dims[96], down_dims[96];
     snprintf(in_dims, sizeof in_dims, "(%s, hidden_size)", i_key);
     snprintf(down_dims, sizeof down_dims, "(hidden_size, %s)", i_key);
@@ -117,18 +142,28 @@ static mm_status load_local(mm_moe_layer *l, const mm_model *model, int64_t laye
     snprintf(name, sizeof name, "model.layers.%lld.%s.gate.weight", (long long)layer, prefix);
     const char *e_dims =
         c->family == MM_MODEL_MIXTRAL ? "(num_local_experts, hidden_size)" : "(num_experts, hidden_size)";
-    mm_status st = mm_model_files_tensor(&files, name, c->num_experts, c->hidden_size, e_dims, &t, err);
-    if (!st) st = copy_bf16(&t, &l->gate, err);
+    /* AWQ / GPTQ checkpoints keep the router (and the shared-expert gate) unquantized in F16 */
+    static const mm_dtype bf16[] = {MM_DTYPE_BF16, MM_DTYPE_INVALID},
+                          bf16_f16[] = {MM_DTYPE_BF16, MM_DTYPE_F16, MM_DTYPE_INVALID};
+    const mm_dtype *gate_dtypes = model->quant.method != MM_MODEL_QUANT_NONE ? bf16_f16 : bf16;
+    mm_status st =
+        mm_model_files_tensor_of(&files, name, gate_dtypes, c->num_experts, c->hidden_size, e_dims, &t, err);
+    if (!st) {
+        l->gate_dtype = t.dtype;
+        st = copy_bf16(&t, &l->gate, err);
+    }
     if (!st && c->family == MM_MODEL_QWEN2_MOE) {
         snprintf(name, sizeof name, "model.layers.%lld.mlp.shared_expert_gate.weight", (long long)layer);
-        st = mm_model_files_tensor(&files, name, 1, c->hidden_size, "(1, hidden_size)", &t, err);
+        const mm_dtype same[] = {l->gate_dtype, MM_DTYPE_INVALID};
+        st = mm_model_files_tensor_of(&files, name, same, 1, c->hidden_size, "(1, hidden_size)", &t, err);
         if (!st) st = copy_bf16(&t, &l->shared_gate, err);
     }
+    int dequant = l->options.dequantize_to_bf16;
     if (!st)
         st = load_experts(&files, c, layer, (int64_t)l->rank * l->local_experts, l->local_experts,
-                          c->moe_intermediate_size, l->buffer, &l->weights, err);
+                          c->moe_intermediate_size, dequant, l->buffer, &l->weights, err);
     if (!st && c->family == MM_MODEL_QWEN2_MOE)
-        st = load_experts(&files, c, layer, -1, 1, c->shared_intermediate_size, l->shared_buffer,
+        st = load_experts(&files, c, layer, -1, 1, c->shared_intermediate_size, dequant, l->shared_buffer,
                           &l->shared_weights, err);
     mm_model_files_close(&files);
     return st;
@@ -196,7 +231,10 @@ static void shared_gate_weights(const mm_moe_layer *l, const uint16_t *x, int64_
     int64_t h = l->config.hidden_size;
     for (int64_t t = 0; t < t_n; t++) {
         float s = 0.0f;
-        for (int64_t k = 0; k < h; k++) s += mm_bf16_to_f32(x[t * h + k]) * mm_bf16_to_f32(l->shared_gate[k]);
+        for (int64_t k = 0; k < h; k++)
+            s += mm_bf16_to_f32(x[t * h + k]) * (l->gate_dtype == MM_DTYPE_F16
+                                                     ? mm_f16_to_f32(l->shared_gate[k])
+                                                     : mm_bf16_to_f32(l->shared_gate[k]));
         g[t] = 1.0f / (1.0f + expf(-s));
     }
 }
@@ -276,7 +314,7 @@ mm_status mm_moe_layer_forward(mm_moe_layer *l, const mm_tensor *x, mm_tensor *y
     if (!st) {
         int64_t lshape[2] = {t_n, c->num_experts}, gshape[2] = {c->num_experts, c->hidden_size};
         mm_tensor tl = mm_tensor_make(MM_DTYPE_F32, 2, lshape, logits);
-        mm_tensor tg = mm_tensor_make(MM_DTYPE_BF16, 2, gshape, l->gate);
+        mm_tensor tg = mm_tensor_make(l->gate_dtype, 2, gshape, l->gate);
         if (!(st = mm_router_logits(x, &tg, &tl, err)))
             st = mm_router_topk(c->router, &tl, topk_ids, topk_weights, err);
     }

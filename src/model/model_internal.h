@@ -15,9 +15,28 @@ typedef struct mm_model_entry {
     const char *name, *file;
 } mm_model_entry;
 
+/* The quantization_config of an AWQ / GPTQ checkpoint (quant_config.c; docs/models.md). */
+typedef enum mm_model_quant_method {
+    MM_MODEL_QUANT_NONE = 0,
+    MM_MODEL_QUANT_AWQ = 1,  /* AutoAWQ "gemm": qweight (in, out/8), zeros packed in AWQ's nibble order */
+    MM_MODEL_QUANT_GPTQ = 2, /* qweight (in/8, out), qzeros (in/g, out/8) in plain nibble order */
+} mm_model_quant_method;
+
+typedef struct mm_model_quant {
+    mm_model_quant_method method;
+    int64_t group_size;  /* > 0; GPTQ's -1 (one group over the whole input) is stored as 0 */
+    int zeros_minus_one; /* GPTQ checkpoint_format "gptq" (v1): qzeros hold zero - 1 */
+} mm_model_quant;
+
+/* Reads config.json's quantization_config (absent: method NONE); refuses what megamoe does not run,
+ * naming the key. */
+struct mm_json_value;
+mm_status mm_model_quant_read(const struct mm_json_value *root, mm_model_quant *quant, mm_error *err);
+
 struct mm_model {
     char *dir;
     mm_model_config config;
+    mm_model_quant quant;
     int64_t *mlp_only_layers;
     size_t mlp_only_count;
     int sharded;             /* 1: index.json names the file of each tensor; 0: dir/model.safetensors */
@@ -47,6 +66,35 @@ typedef struct mm_model_files {
  * e.g. "(moe_intermediate_size, hidden_size)". */
 mm_status mm_model_files_tensor(mm_model_files *files, const char *name, int64_t rows, int64_t cols,
                                 const char *dims, mm_tensor *out, mm_error *err);
+/* The same for any of the dtypes in `allowed` (a list ended by MM_DTYPE_INVALID); rows < 0 asks for a
+ * 1-D tensor of cols elements. out gets the tensor's own dtype. */
+mm_status mm_model_files_tensor_of(mm_model_files *files, const char *name, const mm_dtype *allowed,
+                                   int64_t rows, int64_t cols, const char *dims, mm_tensor *out,
+                                   mm_error *err);
+/* 1 when the checkpoint holds the tensor `name` (its shard opens and lists it). */
+int mm_model_files_has(mm_model_files *files, const char *name);
 void mm_model_files_close(mm_model_files *files);
+
+/* ---- AWQ / GPTQ linears (quantized_linear.c) ---- */
+
+/* The group size over k inputs (GPTQ's -1: k). */
+int64_t mm_model_quant_group(const mm_model_quant *q, int64_t k);
+/* Reads the linear `prefix` (prefix.qweight, .qzeros, .scales, GPTQ's .g_idx) of n outputs and k inputs
+ * (n_key, k_key: their config keys for messages) into codes (n, ceil(k / 2)) bytes, scales (n, k / g) F32
+ * and zeros (n, k / g) U8 (the checkpoint's zero point, v1 GPTQ's stored value + 1). */
+mm_status mm_model_qlinear_read(mm_model_files *files, const char *prefix, int64_t n, int64_t k,
+                                const char *n_key, const char *k_key, uint8_t *codes, float *scales,
+                                uint8_t *zeros, mm_error *err);
+/* out (n, k) BF16 = BF16(F32(code - zero) * scale) per element (the A16 weight-only rule). */
+void mm_model_qlinear_to_bf16(int64_t n, int64_t k, int64_t g, const uint8_t *codes, const float *scales,
+                              const uint8_t *zeros, uint16_t *out);
+struct mm_mega_moe_buffer;
+struct mm_mega_moe_weights;
+/* count experts of `inter` channels, names[j] = the gate, up and down prefixes of expert j, packed for
+ * buffer: UINT4 (A16W4-INT) or, dequant = 1, BF16 (A16W16). */
+mm_status mm_model_quant_experts_load(mm_model_files *files, int64_t hidden, int64_t inter, int64_t count,
+                                      const char (*names)[3][160], const char *i_key, int dequant,
+                                      struct mm_mega_moe_buffer *buffer, struct mm_mega_moe_weights **out,
+                                      mm_error *err);
 
 #endif

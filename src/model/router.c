@@ -35,6 +35,7 @@ typedef struct logits_job {
     const uint16_t *x, *gate;
     float *out;
     int64_t e, h;
+    int gate_f16; /* the gate is F16 (AWQ/GPTQ checkpoints): BF16 x F16 products are exact in F32 too */
 } logits_job;
 
 /* One token row: E dot products of length H, each summed in index order. */
@@ -47,7 +48,9 @@ static void logits_row(void *ctx, int64_t t) {
     for (int64_t e = 0; e < j->e; e++) {
         const uint16_t *g = j->gate + e * j->h;
         float s = 0.0f;
-        for (int64_t k = 0; k < j->h; k++) s += (xf ? xf[k] : mm_bf16_to_f32(xr[k])) * mm_bf16_to_f32(g[k]);
+        for (int64_t k = 0; k < j->h; k++)
+            s += (xf ? xf[k] : mm_bf16_to_f32(xr[k])) *
+                 (j->gate_f16 ? mm_f16_to_f32(g[k]) : mm_bf16_to_f32(g[k]));
         j->out[t * j->e + e] = s;
     }
     free(xf);
@@ -55,7 +58,9 @@ static void logits_row(void *ctx, int64_t t) {
 
 mm_status mm_router_logits(const mm_tensor *x, const mm_tensor *gate, mm_tensor *logits, mm_error *err) {
     mm_status st;
-    if ((st = check_2d(x, "x", MM_DTYPE_BF16, err)) || (st = check_2d(gate, "gate", MM_DTYPE_BF16, err)) ||
+    if ((st = check_2d(x, "x", MM_DTYPE_BF16, err)) ||
+        (st = check_2d(gate, "gate", gate && gate->dtype == MM_DTYPE_F16 ? MM_DTYPE_F16 : MM_DTYPE_BF16,
+                       err)) ||
         (st = check_2d(logits, "logits", MM_DTYPE_F32, err)))
         return st;
     if (gate->shape[1] != x->shape[1])
@@ -66,7 +71,8 @@ mm_status mm_router_logits(const mm_tensor *x, const mm_tensor *gate, mm_tensor 
                        "logits has shape [%lld, %lld], must be [%lld, %lld] (T, E)",
                        (long long)logits->shape[0], (long long)logits->shape[1], (long long)x->shape[0],
                        (long long)gate->shape[0]);
-    logits_job j = {x->data, gate->data, logits->data, gate->shape[0], x->shape[1]};
+    logits_job j = {x->data,        gate->data,  logits->data,
+                    gate->shape[0], x->shape[1], gate->dtype == MM_DTYPE_F16};
     mm_parallel_for(x->shape[0], logits_row, &j);
     return MM_OK;
 }

@@ -9,16 +9,8 @@
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 cli_mpi_env
-
-# The checks are numpy programs: the first python3 that has numpy (a pyenv shim may not).
-PY=
-for p in python3 /usr/bin/python3; do
-    if command -v "$p" >/dev/null && "$p" -c "import numpy" 2>/dev/null; then PY=$p; break; fi
-done
-[ -n "$PY" ] || { echo "model_layer: python3 with numpy is required (apt-get install python3-numpy)"; exit 1; }
-PYDIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../python" && pwd)"
-MEGAMOE="$(cd "$(dirname "$MEGAMOE")" && pwd)/$(basename "$MEGAMOE")"
-cd "$WORK"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/model.bash"
+model_test_env model_layer
 # Everything the script needs, written by one Python run (numpy starts slowly on a loaded machine):
 # the three checkpoints, the inputs, and the broken copies (each one edit of a good checkpoint).
 cat >make.py <<'PY'
@@ -117,7 +109,7 @@ rejected qwen2_moe 2 x_qwen2_moe.st 'layer 2 is outside [0, 2) (config.json num_
 rejected qwen2_moe 1 x_qwen2_moe.st '8 experts (config.json num_experts) do not split evenly over 3 ranks' \
     "experts over ranks" --ranks 3
 rejected q3_family 1 x_qwen3_moe.st 'model_type "deepseek_v3" is not a supported family' "unknown family"
-rejected q3_quant 1 x_qwen3_moe.st '"quantization_config" is present' "quantized checkpoint"
+rejected q3_quant 1 x_qwen3_moe.st 'quantization_config: quant_method "fp8" is not supported' "unsupported quantization"
 rejected q3_act 1 x_qwen3_moe.st '"hidden_act" must be "silu"' "other activation"
 rejected q3_missing 1 x_qwen3_moe.st 'tensor "model.layers.1.mlp.experts.6.up_proj.weight" is missing' "missing tensor" --ranks 2
 rejected q3_shape 1 x_qwen3_moe.st \

@@ -31,11 +31,54 @@ def silu(v):
     return v / (1.0 + np.exp(-v))
 
 
+# ---- AWQ / GPTQ: the published dequantization w = (q - z) * s in float64 ------------------------------
+# Unpacking as AutoAWQ's unpack_awq + reverse_awq_order (AWQ_REVERSE_ORDER [0, 4, 1, 5, 2, 6, 3, 7]) and
+# AutoGPTQ's QuantLinear forward (shifts 0, 4, .., 28 along the packed dimension; v1 adds 1 to the zeros).
+AWQ_REVERSE_ORDER = [0, 4, 1, 5, 2, 6, 3, 7]
+
+
+def unpack_cols(words):
+    """int32 (r, c) -> (r, 8 c) nibbles, column 8 j + i = nibble i of word j."""
+    w = words.view(np.uint32)[:, :, None] >> (np.arange(8, dtype=np.uint32) * 4)[None, None, :]
+    return (w & 0xF).reshape(words.shape[0], -1).astype(np.int64)
+
+
+def dequantize(model_dir, c, base):
+    """The float64 nn.Linear weight (out, in) of base.qweight / .qzeros / .scales."""
+    q = c["quantization_config"]
+    scales = load_tensor(model_dir, base + ".scales").astype(np.float64)  # (in / g, out)
+    zeros = unpack_cols(load_tensor(model_dir, base + ".qzeros"))  # (in / g, out)
+    if q["quant_method"] == "awq":
+        iw = unpack_cols(load_tensor(model_dir, base + ".qweight"))  # (in, out) in AWQ's packed order
+        rev = np.arange(iw.shape[1]).reshape(-1, 8)[:, AWQ_REVERSE_ORDER].reshape(-1)
+        iw, zeros = iw[:, rev], zeros[:, rev]
+    else:
+        iw = unpack_cols(load_tensor(model_dir, base + ".qweight").T).T  # (in, out), packed along in
+        if q.get("checkpoint_format", "gptq") == "gptq":
+            zeros = zeros + 1
+    k = iw.shape[0]
+    g = q["group_size"] if q["group_size"] > 0 else k
+    group = np.arange(k) // g
+    return ((iw - zeros[group]) * scales[group]).T
+
+
+def linear_weight(model_dir, c, name):
+    """name.weight (BF16 or F16) or, in a quantized checkpoint, the dequantized name.qweight."""
+    base = name[: -len(".weight")]
+    if "quantization_config" in c:
+        try:
+            return dequantize(model_dir, c, base)
+        except KeyError:
+            pass
+    a = load_tensor(model_dir, name)
+    return a.astype(np.float64) if a.dtype == np.float16 else bf16_values(a)
+
+
 def moe_block(model_dir, layer, x):
     with open(os.path.join(model_dir, "config.json")) as f:
         c = json.load(f)
     fam = c["model_type"]
-    W = lambda name: bf16_values(load_tensor(model_dir, "model.layers.%d.%s" % (layer, name)))
+    W = lambda name: linear_weight(model_dir, c, "model.layers.%d.%s" % (layer, name))
     if fam == "mixtral":
         e_n, part, names = c["num_local_experts"], "block_sparse_moe", ("w1", "w3", "w2")
         renorm = True

@@ -9,7 +9,8 @@ model.safetensors.index.json naming two shards, layer 0 (and the embedding) in t
 offsets behind a 3-byte U8 tensor, layer 1 in the second. --shape writes a checkpoint of a real model's MoE sizes (e.g. 2048,768,128,8 for
 Qwen3-30B-A3B) to measure a real layer without downloading one.
 
-  python3 hf_tiny.py checkpoint FAMILY DIR [--seed S] [--shape H,I,E,K[,I_s]]
+  python3 hf_tiny.py checkpoint FAMILY DIR [--seed S] [--shape H,I,E,K[,I_s]] [--quant awq|gptq|gptq_v2
+                                                          [--group-size G]]
                                                           FAMILY: mixtral, qwen3_moe, qwen2_moe
   python3 hf_tiny.py input DIR LAYER X.safetensors --tokens T [--dtype bf16|f32] [--seed S]
 
@@ -36,7 +37,8 @@ def bf16_values(bits):
     return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
-DTYPES = {np.uint8: "U8", np.uint16: "BF16", np.float32: "F32", np.int32: "I32", np.int64: "I64", np.uint32: "U32"}
+DTYPES = {np.uint8: "U8", np.uint16: "BF16", np.float32: "F32", np.int32: "I32", np.int64: "I64", np.uint32: "U32",
+          np.float16: "F16"}
 
 
 def write_safetensors(path, tensors, meta=None):
@@ -60,7 +62,8 @@ def read_safetensors(path):
     n = struct.unpack("<Q", blob[:8])[0]
     header = json.loads(blob[8 : 8 + n])
     header.pop("__metadata__", None)
-    np_of = {"U8": np.uint8, "BF16": np.uint16, "F32": np.float32, "I32": np.int32, "I64": np.int64, "U32": np.uint32}
+    np_of = {"U8": np.uint8, "BF16": np.uint16, "F32": np.float32, "I32": np.int32, "I64": np.int64, "U32": np.uint32,
+             "F16": np.float16}
     out = {}
     for name, v in header.items():
         b, e = v["data_offsets"]
@@ -123,9 +126,12 @@ def layer_tensors(c, layer, rng):
     return t
 
 
-def write_checkpoint(family, out_dir, seed):
+def write_checkpoint(family, out_dir, seed, quant=None):
+    """quant: None (BF16) or a quantization_config (quant_checkpoint_config) for quantize_layer."""
     rng = np.random.default_rng(seed)
     c = config_of(family)
+    if quant:
+        c.update(quantization_config=quant, torch_dtype="float16")
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(c, f, indent=2)
@@ -133,6 +139,8 @@ def write_checkpoint(family, out_dir, seed):
             ("model.extra_u32_counter", np.arange(3, dtype=np.uint32)),
             ("model.extra_position_ids", np.arange(5, dtype=np.int64))]
     layers = [layer_tensors(c, n, rng) for n in range(c["num_hidden_layers"])]
+    if quant:
+        layers = [quantize_layer(t, quant, rng) for t in layers]
     tail = [("model.norm.weight", bf16_bits(np.ones(SIZES["hidden"]))),
             ("lm_head.weight", bf16_bits(rng.standard_normal((SIZES["vocab"], SIZES["hidden"])) * 0.05))]
     if family != "mixtral":
@@ -166,7 +174,8 @@ def router_gate(model_dir, layer):
     with open(os.path.join(model_dir, "config.json")) as f:
         c = json.load(f)
     part = "block_sparse_moe" if c["model_type"] == "mixtral" else "mlp"
-    return c, bf16_values(load_tensor(model_dir, "model.layers.%d.%s.gate.weight" % (layer, part)))
+    g = load_tensor(model_dir, "model.layers.%d.%s.gate.weight" % (layer, part))
+    return c, g.astype(np.float64) if g.dtype == np.float16 else bf16_values(g)
 
 
 def write_input(model_dir, layer, out_path, tokens, dtype, seed):
@@ -188,8 +197,67 @@ def write_input(model_dir, layer, out_path, tokens, dtype, seed):
     write_safetensors(out_path, [("x", bf16_bits(x) if dtype == "bf16" else x)])
 
 
+# ---- AWQ and GPTQ checkpoints (docs/models.md, "AWQ and GPTQ") ----------------------------------------
+# The packings, written from AutoAWQ (awq/utils/packing_utils.py, pack order [0, 2, 4, 6, 1, 3, 5, 7]) and
+# AutoGPTQ (qlinear_cuda_old.py pack(): qweight along the inputs, qzeros along the outputs, v1 stores
+# zero - 1). Codes, zeros and F16 scales are drawn at random (a real quantizer's values are no different
+# to the loader).
+AWQ_PACK_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]
+
+
+def quant_checkpoint_config(method, group_size, fmt="gptq"):
+    if method == "awq":
+        return {"quant_method": "awq", "bits": 4, "group_size": group_size, "zero_point": True, "version": "gemm",
+                "modules_to_not_convert": ["gate"]}
+    return {"quant_method": "gptq", "bits": 4, "group_size": group_size, "desc_act": False, "sym": False,
+            "checkpoint_format": fmt, "true_sequential": True, "damp_percent": 0.01}
+
+
+def pack_words(codes, order):
+    """codes (rows, cols) 0..15 -> uint32 (rows, cols / 8): nibble i of word j holds column 8j + order[i]."""
+    r, c = codes.shape
+    v = codes.astype(np.uint32).reshape(r, c // 8, 8)
+    out = np.zeros((r, c // 8), dtype=np.uint32)
+    for i in range(8):
+        out |= v[:, :, order[i]] << np.uint32(4 * i)
+    return out.view(np.int32)
+
+
+def quantize_linear(n, k, quant, rng):
+    """Random codes q (n, k), zeros z (n, k/g), scales s (n, k/g) of one nn.Linear (out n, in k), packed the
+    checkpoint's way. Returns [(suffix, array)]."""
+    g = quant["group_size"] if quant["group_size"] > 0 else k
+    q = rng.integers(0, 16, size=(n, k))
+    v1 = quant["quant_method"] == "gptq" and quant.get("checkpoint_format", "gptq") == "gptq"
+    z = rng.integers(1 if v1 else 0, 16, size=(n, k // g))  # v1 stores z - 1: z = 0 would not fit
+    s = (rng.uniform(0.004, 0.012, size=(n, k // g))).astype(np.float16)
+    if quant["quant_method"] == "awq":
+        return [("qweight", pack_words(q.T, AWQ_PACK_ORDER)), ("qzeros", pack_words(z.T, AWQ_PACK_ORDER)),
+                ("scales", np.ascontiguousarray(s.T))]
+    plain = list(range(8))
+    qweight = pack_words(q, plain).view(np.uint32).reshape(n, k // 8).T  # along the inputs: (k/8, n)
+    return [("qweight", np.ascontiguousarray(qweight).view(np.int32)),
+            ("qzeros", pack_words(((z - (1 if v1 else 0)) & 0xF).T, plain)),
+            ("scales", np.ascontiguousarray(s.T)), ("g_idx", (np.arange(k) // g).astype(np.int32))]
+
+
+def quantize_layer(tensors, quant, rng):
+    """The expert linears (routed and shared) become qweight/qzeros/scales(/g_idx); the rest F16."""
+    out = []
+    for name, a in tensors:
+        expert = ".experts." in name or ".shared_expert." in name
+        if expert and name.endswith(".weight") and a.ndim == 2:
+            base = name[: -len(".weight")]
+            out += [(base + "." + sfx, v) for sfx, v in quantize_linear(a.shape[0], a.shape[1], quant, rng)]
+        elif a.dtype == np.uint16:
+            out.append((name, bf16_values(a).astype(np.float16)))
+        else:
+            out.append((name, a))
+    return out
+
+
 def main(argv):
-    opts = {"--seed": "1", "--tokens": "16", "--dtype": "bf16", "--shape": ""}
+    opts = {"--seed": "1", "--tokens": "16", "--dtype": "bf16", "--shape": "", "--quant": "", "--group-size": "128"}
     args = []
     it = iter(argv[1:])
     for a in it:
@@ -201,7 +269,9 @@ def main(argv):
         v = [int(n) for n in opts["--shape"].split(",")]
         SIZES.update(hidden=v[0], inter=v[1], experts=v[2], topk=v[3], shared_inter=v[4] if len(v) > 4 else 4 * v[1])
     if len(args) == 3 and args[0] == "checkpoint":
-        write_checkpoint(args[1], args[2], int(opts["--seed"]))
+        q = opts["--quant"]  # awq, gptq (v1) or gptq_v2
+        quant = quant_checkpoint_config(q[:4] if q else q, int(opts["--group-size"]), q if q else "") if q else None
+        write_checkpoint(args[1], args[2], int(opts["--seed"]), quant)
     elif len(args) == 4 and args[0] == "input":
         write_input(args[1], int(args[2]), args[3], int(opts["--tokens"]), opts["--dtype"], int(opts["--seed"]))
     else:

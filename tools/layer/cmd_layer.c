@@ -12,6 +12,7 @@
 #include "common/timing.h"
 #include "layer/layer_json.h"
 #include "layer/layer_trace.h"
+#include "layer/layer_weights.h"
 #include "megamoe/formats.h"
 #include "megamoe/model.h"
 #include "megamoe/safetensors.h"
@@ -20,10 +21,11 @@ static const char cmd[] = "layer";
 
 static const char layer_usage[] =
     "usage: megamoe layer --model DIR --layer N IN.safetensors -o OUT.safetensors [--ranks R]\n"
-    "                     [--backend threads|mpi] [--timeout SECONDS]\n"
+    "                     [--backend threads|mpi] [--weights native|bf16] [--timeout SECONDS]\n"
     "\n"
     "Runs the MoE block of layer N of the Hugging Face checkpoint in DIR (config.json and model.safetensors\n"
-    "or model.safetensors.index.json with its shards; families mixtral, qwen3_moe, qwen2_moe, BF16) on the\n"
+    "or model.safetensors.index.json with its shards; families mixtral, qwen3_moe, qwen2_moe, BF16 or their\n"
+    "AWQ / GPTQ 4-bit variants) on the\n"
     "tokens x of IN: router, top-k, the experts through MegaMoE on R ranks, the gated shared expert.\n"
     "IN holds x (T, hidden_size) BF16 or F32 (F32 is rounded to BF16 first). OUT gets y (T, hidden_size)\n"
     "BF16, topk_ids (T, K) I32 and topk_weights (T, K) F32 as applied. docs/models.md has the details.\n"
@@ -34,6 +36,9 @@ static const char layer_usage[] =
     "  -o, --output FILE      output file (required)\n"
     "      --ranks R          ranks (default 1; --backend mpi: the processes of mpirun -n R)\n"
     "      --backend NAME     threads (default) or mpi (one rank per MPI process)\n"
+    "      --weights native|bf16\n"
+    "                         quantized weights as stored (default; AWQ/GPTQ run as A16W4-INT) or\n"
+    "                         dequantized to BF16 on load (A16W16; the same bits, 4x the weight memory)\n"
     "      --timeout SECONDS  how long a rank waits for its peers before failing (0 = library default)\n"
     "      --json             on success, one JSON object on stdout: tokens, ranks, times, output\n"
     "      --trace FILE       write a Chrome/Perfetto JSON trace of the phases (read, load + run + write)\n"
@@ -48,6 +53,7 @@ typedef struct layer_job {
     const uint16_t *x;
     const char *out_path;
     double timeout;
+    mm_moe_layer_options options;
 } layer_job;
 
 static mm_status write_output(const layer_job *j, const uint8_t *all, int size, int64_t chunk,
@@ -116,7 +122,7 @@ static mm_status layer_rank(mm_comm *comm, void *arg, mm_error *err) {
         return st;
     }
     mm_moe_layer *layer = NULL;
-    st = mm_moe_layer_load(comm, j->model, j->layer, chunk, &layer, err);
+    st = mm_moe_layer_load_with(comm, j->model, j->layer, chunk, &j->options, &layer, err);
     if (!st) {
         int64_t xs[2] = {t, h}, ks[2] = {t, k};
         mm_tensor x = mm_tensor_make(MM_DTYPE_BF16, 2, xs, (void *)(j->x + lo * h));
@@ -165,7 +171,7 @@ static mm_status read_x(const char *path, int64_t hidden, uint16_t **x, int64_t 
 }
 
 int mm_cli_layer_main(int argc, char **argv) {
-    enum { OPT_MODEL = 256, OPT_LAYER, OPT_RANKS, OPT_BACKEND, OPT_TIMEOUT, OPT_JSON = 300, OPT_TRACE };
+    enum { OPT_MODEL = 256, OPT_LAYER, OPT_RANKS, OPT_BACKEND, OPT_TIMEOUT, OPT_JSON = 300, OPT_TRACE, OPT_WEIGHTS };
     static const struct option long_options[] = {{"model", required_argument, NULL, OPT_MODEL},
                                                  {"layer", required_argument, NULL, OPT_LAYER},
                                                  {"output", required_argument, NULL, 'o'},
@@ -174,6 +180,7 @@ int mm_cli_layer_main(int argc, char **argv) {
                                                  {"timeout", required_argument, NULL, OPT_TIMEOUT},
                                                  {"json", no_argument, NULL, OPT_JSON},
                                                  {"trace", required_argument, NULL, OPT_TRACE},
+                                                 {"weights", required_argument, NULL, OPT_WEIGHTS},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
     const char *model_dir = NULL, *out_path = NULL, *backend = "threads";
@@ -181,6 +188,7 @@ int mm_cli_layer_main(int argc, char **argv) {
     double timeout = 0.0;
     int opt, json = 0;
     const char *trace_path = NULL;
+    mm_moe_layer_options options = {0};
     optind = 0;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":o:h", long_options, NULL)) != -1) {
@@ -202,6 +210,9 @@ int mm_cli_layer_main(int argc, char **argv) {
             break;
         case OPT_JSON: json = 1; break;
         case OPT_TRACE: trace_path = optarg; break;
+        case OPT_WEIGHTS:
+            if (cli_parse_weights(cmd, optarg, &options) != 0) return MM_CLI_EXIT_USAGE;
+            break;
         case 'h': fputs(layer_usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);
         }
@@ -221,7 +232,7 @@ int mm_cli_layer_main(int argc, char **argv) {
     mm_error_clear(&err);
     mm_model *model = NULL;
     uint16_t *x = NULL;
-    layer_job job = {NULL, layer, 0, 0, 0, NULL, out_path, timeout};
+    layer_job job = {NULL, layer, 0, 0, 0, NULL, out_path, timeout, options};
     double t_begin = cli_now_seconds(), t_read = t_begin;
     mm_status st = mm_model_open(model_dir, &model, &err);
     if (!st) st = mm_model_check_layer(model, layer, &err);

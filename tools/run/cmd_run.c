@@ -3,7 +3,8 @@
  *
  * The operators are the rows of the operator table (common/operators.h) with a run entry; the first,
  * the MegaMoE layer (run_moe_main.c), is the default. --op is removed from argv before the operator's main
- * parses the rest, so each main keeps its own getopt table and help text. */
+ * parses the rest, so each main keeps its own getopt table and help text. `--model DIR` (without --op)
+ * runs a checkpoint's MoE layer instead of the synthetic MegaMoE layer (run_model.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,7 @@ int mm_cli_run_main(int argc, char **argv) {
         cli_error("run", "out of memory");
         return MM_CLI_EXIT_FAILURE;
     }
-    int n = 0;
+    int n = 0, model = 0;
     rest[n++] = argv[0];
     for (int i = 1; i < argc; i++) {
         const char *name = NULL;
@@ -48,6 +49,8 @@ int mm_cli_run_main(int argc, char **argv) {
             name = argv[++i];
         } else if (strncmp(argv[i], "--op=", 5) == 0) {
             name = argv[i] + 5;
+        } else if (strcmp(argv[i], "--model") == 0 || strncmp(argv[i], "--model=", 8) == 0) {
+            model = 1; /* a checkpoint's layer instead of synthetic weights (run_model.c) */
         } else if (strcmp(argv[i], "--") == 0) {
             /* everything after -- belongs to the operator */
             while (i < argc) rest[n++] = argv[i++];
@@ -70,7 +73,7 @@ int mm_cli_run_main(int argc, char **argv) {
         cli_set_help_command(help);
     }
     int rc = cli_reject_renamed("run", n, rest);
-    if (rc == 0) rc = op->run(n, rest);
+    if (rc == 0) rc = model && op == def ? cli_run_model_main(n, rest) : op->run(n, rest);
     free(rest);
     return rc;
 }

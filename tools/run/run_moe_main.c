@@ -30,6 +30,7 @@ static void print_usage(void) {
         "on R ranks with seeded random weights and skewed softmax top-k routing: one warm-up call, then\n"
         "--iterations timed calls; a sample of each rank's tokens is checked against the float64\n"
         "reference. Prints one row per scenario: per-stage times, tokens/s, GFLOP/s, error.\n"
+        "`megamoe run --model DIR` runs a Hugging Face checkpoint's MoE layer instead (--model DIR --help).\n"
         "\n"
         "options:\n"
         "      --preset NAME      model shape (default qwen3-30b-a3b):\n");

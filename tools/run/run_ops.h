@@ -11,6 +11,7 @@
 
 int cli_run_mega_moe_main(int argc, char **argv);   /* run_moe_main.c: the MegaMoE layer (default) */
 int cli_run_re_routing_main(int argc, char **argv); /* run_re_routing.c: MoeReRouting demo */
+int cli_run_model_main(int argc, char **argv);      /* run_model.c: a checkpoint's layer (--model DIR) */
 /* run_dispatch_combine.c: Dispatch V3 + expert FFN + Combine V2 */
 int cli_run_dispatch_combine_main(int argc, char **argv);
 

@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* tools/layer/layer_weights.c: parsing --weights native|bf16 (layer_weights.h). */
+#include "layer/layer_weights.h"
+
+#include <string.h>
+
+#include "common/cli_util.h"
+
+int cli_parse_weights(const char *command, const char *text, mm_moe_layer_options *options) {
+    if (strcmp(text, "native") == 0 || strcmp(text, "bf16") == 0) {
+        options->dequantize_to_bf16 = strcmp(text, "bf16") == 0;
+        return 0;
+    }
+    cli_usage_error(command, "--weights '%s' is not native or bf16", text);
+    return -1;
+}
