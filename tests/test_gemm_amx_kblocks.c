@@ -151,6 +151,8 @@ int main(void) {
                                                      : "the CPU lacks AMX",
                          stand_ins && mm_format_is_mx(pairs[pi][0])
                              ? " (its decoders and K blocks ran on the avx512 stand-in)"
+                         : pairs[pi][1] == MM_DTYPE_INT4 && mm_cpu_isa() >= MM_ISA_AVX512
+                             ? " (its INT4 panel decoder runs in test_gemm_amx_i4_decode)"
                              : "");
         /* Skipped (CTest) only when nothing of the AMX code could run here. */
         return stand_ins ? mm_test_finish("test_gemm_amx_kblocks")
