@@ -6,7 +6,8 @@
 # kernels, and again on the portable ones, MEGAMOE_ISA=ref, as CI does) and the unit tests of the
 # touched area, and prints a table: which group of tests caught it, or SURVIVED.
 #
-#   scripts/mutation-check.sh [-k] [name ...]   all mutations, or only the named ones
+#   scripts/mutation-check.sh [-k] [-r] [name ...]   all mutations, or only the named ones
+#     -k keeps the scratch directory; -r reuses a kept one (no new copy, build or baseline run)
 #   scripts/mutation-check.sh --list            the names and what each one breaks
 #
 # The portable run and the other tests run only for mutations the native end-to-end run let through
@@ -51,16 +52,31 @@ if [ "${1:-}" = --list ]; then
   for m in "${mutations[@]}"; do IFS='|' read -r name files _ what <<<"$m"; printf '%-24s %s (%s)\n' "$name" "$what" "$files"; done
   exit 0
 fi
-if [ "${1:-}" = -k ]; then keep=1; shift; fi
+reuse=0
+while [ "${1:-}" = -k ] || [ "${1:-}" = -r ]; do
+  [ "$1" = -k ] && keep=1
+  [ "$1" = -r ] && reuse=1 keep=1
+  shift
+done
 selected=("$@")
 
-echo "mutation-check: scratch copy in $scratch"
-rm -rf "$scratch"
-mkdir -p "$scratch/src" "$scratch/pristine"
-git ls-files -z | tar -c --null -T - | tar -x -C "$scratch/src"
-git ls-files -z | tar -c --null -T - | tar -x -C "$scratch/pristine"
-cmake -S "$scratch/src" -B "$scratch/build" -DCMAKE_BUILD_TYPE=Release -DMEGAMOE_WITH_MPI=OFF \
-  ${CMAKE_C_COMPILER_LAUNCHER:+-DCMAKE_C_COMPILER_LAUNCHER=$CMAKE_C_COMPILER_LAUNCHER} >"$scratch/configure.log" 2>&1
+if [ $reuse = 1 ] && [ -d "$scratch/build" ] && [ -d "$scratch/pristine" ]; then
+  # -r: the scratch copy of an earlier -k run, whose unmutated tree passed; its sources must be the
+  # pristine ones (a file left mutated by an interrupted run is copied back, so it is rebuilt).
+  echo "mutation-check: reusing $scratch"
+  (cd "$scratch/pristine" && find . -type f) | while read -r f; do
+    cmp -s "$scratch/src/$f" "$scratch/pristine/$f" || cp "$scratch/pristine/$f" "$scratch/src/$f"
+  done
+else
+  reuse=0
+  echo "mutation-check: scratch copy in $scratch"
+  rm -rf "$scratch"
+  mkdir -p "$scratch/src" "$scratch/pristine"
+  git ls-files -z | tar -c --null -T - | tar -x -C "$scratch/src"
+  git ls-files -z | tar -c --null -T - | tar -x -C "$scratch/pristine"
+  cmake -S "$scratch/src" -B "$scratch/build" -DCMAKE_BUILD_TYPE=Release -DMEGAMOE_WITH_MPI=OFF \
+    ${CMAKE_C_COMPILER_LAUNCHER:+-DCMAKE_C_COMPILER_LAUNCHER=$CMAKE_C_COMPILER_LAUNCHER} >"$scratch/configure.log" 2>&1
+fi
 
 # Builds the C tests and runs the CTest tests matching $1 (and not $2), with the environment in
 # $run_env; prints the names of the failing ones (or BUILD-FAILED). A test exiting 77 is skipped.
@@ -80,11 +96,13 @@ run_group() {
   echo
 }
 
-echo "mutation-check: baseline (no mutation) must pass"
-base=$(run_group "$rest_regex")
-if [ -n "$base" ]; then
-  echo "mutation-check: the unmutated tree fails: $base" >&2
-  exit 2
+if [ $reuse = 0 ]; then
+  echo "mutation-check: baseline (no mutation) must pass"
+  base=$(run_group "$rest_regex")
+  if [ -n "$base" ]; then
+    echo "mutation-check: the unmutated tree fails: $base" >&2
+    exit 2
+  fi
 fi
 
 status=0
