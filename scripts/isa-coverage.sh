@@ -7,7 +7,8 @@
 #
 # LOG: a CTest log holding every test's output (build/Testing/Temporary/LastTest.log, copied after
 # each ctest run, as .ci/run does). Prints, e.g.:
-#   AMX kernels: not run (CPU lacks AMX)
+#   AMX kernels: not run (CPU lacks amx_tile amx_bf16 amx_int8)
+#     AMX kernels' AVX-512 parts: run without AMX (...); the tile products need AMX
 #   AVX-512 kernels: run
 #   portable (reference) kernels: run
 #   Intel SDE: not available (no emulator for the missing ISA paths)
@@ -38,6 +39,11 @@ report() { # label isa-name cpu-flags...
   fi
 }
 report AMX amx amx_tile amx_bf16 amx_int8
+# The AMX kernels' decoders are AVX-512 VBMI code: tests run them without AMX (test_gemm_mx_decode,
+# test_gemm_amx_i4_decode, and test_gemm_amx_kblocks on a stand-in tile, whose SKIP lines say so).
+if printf '%s\n' "$skips" | grep -q 'ran on the avx512 stand-in'; then
+  echo "  AMX kernels' AVX-512 parts: run without AMX (MX and INT4 panel decoders, MX row decoder, MX K blocks on an AVX-512 stand-in tile); the tile products need AMX"
+fi
 report AVX-512 avx512 avx512f avx512bw avx512vl avx512dq avx512_bf16 avx512_vnni
 echo "portable (reference) kernels: run (every GEMM test checks them; the MEGAMOE_ISA=ref step runs the whole suite on them)"
 if command -v sde64 >/dev/null 2>&1 || command -v sde >/dev/null 2>&1; then

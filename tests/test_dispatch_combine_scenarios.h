@@ -361,6 +361,23 @@ static inline mm_dc_attrs dct_attrs(const dct_world *w, int g) {
     return a;
 }
 
+/* The verdict of one rank's checks made the verdict of every rank (mm_comm_agree_as_written: the
+ * messages already name their rank). A rank whose check failed stops calling the operators; without
+ * this, the other ranks would go on into the next call and wait out the communicator's timeout (20 s)
+ * in every wait of it, so one failing check cost minutes (CTest's 300 s limit) instead of failing at
+ * once. The failing rank keeps its own message, the others say which rank stopped them. */
+static inline mm_status dct_agree_checks(mm_comm *comm, mm_status local, mm_error *err) {
+    mm_error e = {MM_OK, ""};
+    if (local) e = *err;
+    mm_status st = mm_comm_agree_as_written(comm, local, &e);
+    if (st && !local) {
+        snprintf(err->message, sizeof err->message, "rank %d: stopped by another rank's failed check: %.400s",
+                 mm_comm_rank(comm), e.message);
+        err->status = st;
+    }
+    return st;
+}
+
 /* Runs dispatch, checks it, runs the toy FFN, runs combine, checks it, keeps the outputs in w->res[g]. */
 static inline mm_status dct_run_rank(mm_comm *comm, dct_world *w, mm_dc_workspace *ws, mm_error *err) {
     const dct_cfg *c = &w->cfg;
@@ -423,7 +440,7 @@ static inline mm_status dct_run_rank(mm_comm *comm, dct_world *w, mm_dc_workspac
         snprintf(err->message, sizeof err->message, "rank %d: %lld rows arrived, expected %d", g,
                  (long long)got, n);
         st = err->status = MM_ERR_INTERNAL;
-        goto done;
+        goto dispatch_checked;
     }
     for (int j = 0; j < n && !st; j++) {
         const dct_row *r = &rows[j];
@@ -449,13 +466,13 @@ static inline mm_status dct_run_rank(mm_comm *comm, dct_world *w, mm_dc_workspac
             st = err->status = MM_ERR_INTERNAL;
         }
     }
-    if (st) goto done;
+    if (st) goto dispatch_checked;
     for (int64_t i = 0; i < n_ep; i++)
         if (epc[i] != eprow[i]) {
             snprintf(err->message, sizeof err->message, "rank %d: ep_recv_counts[%lld] = %d, expected %lld",
                      g, (long long)i, epc[i], (long long)eprow[i]);
             st = err->status = MM_ERR_INTERNAL;
-            goto done;
+            goto dispatch_checked;
         }
     for (int64_t le = 0; le < L; le++) {
         int64_t cnt = 0;
@@ -478,7 +495,7 @@ static inline mm_status dct_run_rank(mm_comm *comm, dct_world *w, mm_dc_workspac
                      "rank %d: expert_token_nums[%lld] = %lld, expected %lld", g, (long long)le,
                      (long long)etn[le], (long long)want);
             st = err->status = MM_ERR_INTERNAL;
-            goto done;
+            goto dispatch_checked;
         }
     }
     if (c->tp == 2) {
@@ -488,9 +505,12 @@ static inline mm_status dct_run_rank(mm_comm *comm, dct_world *w, mm_dc_workspac
                      "rank %d: tp_recv_counts (%d, %d), expected (%lld, %lld)", g, tpc[0], tpc[1],
                      (long long)b0, (long long)(n - b0));
             st = err->status = MM_ERR_INTERNAL;
-            goto done;
+            goto dispatch_checked;
         }
     }
+dispatch_checked:
+    /* Every rank's dispatch checks are done: all go on to the combine, or none does. */
+    if ((st = dct_agree_checks(comm, st, err))) goto done;
     /* ---- toy FFN on what arrived (this TP rank's partial) ---- */
     for (int j = 0; j < n; j++) {
         int E = dct_row_expert(w, rows[j].src_g, rows[j].token, rows[j].k);
@@ -619,7 +639,8 @@ static inline mm_status dct_run_rank(mm_comm *comm, dct_world *w, mm_dc_workspac
         }
     }
     (void)d;
-    if (st) goto done;
+    /* The combine checks, agreed as well: no rank goes into another call while one has failed. */
+    if ((st = dct_agree_checks(comm, st, err))) goto done;
     /* keep the outputs for comparisons between runs */
     dct_result *res = &w->res[g];
     free(res->expand_x), free(res->dyn_scales), free(res->assist), free(res->token_nums),

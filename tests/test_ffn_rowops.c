@@ -3,7 +3,8 @@
  * gives the same bits as the portable one on random rows with NaN, infinities, rounding ties and every
  * tail length 0..80; the portable one matches hand-computed BF16 patterns; the INT8 row quantizers
  * (div-away, mul-even with both scale forms) of both tables equal formats.h's (q and scale) on ties,
- * denormals, NaN / Inf and zero rows; the activations' exp is within 2 ulps. Moved from
+ * denormals, NaN / Inf and zero rows; both tables (the AVX-512 one has its own rounding code) match
+ * hand-computed BF16 ties and INT8 ties of both rules; the activations' exp is within 2 ulps. Moved from
  * test_mega_moe_schedule.c with the kernels. */
 #include <math.h>
 #include <stdio.h>
@@ -29,28 +30,90 @@ static uint32_t bits_of(float f) {
     return u;
 }
 
+/* The row tables this CPU can run: the portable one, and the AVX-512 one where allowed (its BF16
+ * rounding and INT8 quantizers are vector code of their own, so each gets the hand-computed cases). */
+static int row_tables(const mm_rowops *tables[2], const char *names[2]) {
+    tables[0] = mm_rowops_portable(), names[0] = "portable";
+    if (mm_cpu_isa() < MM_ISA_AVX512) {
+        mm_test_skip("avx512 row kernels (BF16 rounding, INT8 quantizers) hand-computed ties: not run, %s",
+                     mm_cpu_supports(MM_ISA_AVX512) ? "MEGAMOE_ISA caps the ISA" : "the CPU lacks AVX-512");
+        return 1;
+    }
+    tables[1] = MM_X86_ONLY(&mm_rowops_avx512_table), names[1] = "avx512";
+    return 2;
+}
+
 static void test_rowops_hand_values(void) {
-    const mm_rowops *p = mm_rowops_portable();
+    const mm_rowops *tables[2];
+    const char *names[2];
+    int n_tables = row_tables(tables, names);
     /* 1 + 2^-8 is a tie between 1 and 1 + 2^-7: to even (0x3F80); 1 + 3 * 2^-8 ties up to 0x3F82;
      * 0x3F80_8001 is above the tie: 0x3F81; -0 stays -0; +inf stays; the largest finite F32 rounds to
-     * +inf (0x7F80). */
-    const uint32_t in[6] = {0x3F808000u, 0x3F818000u, 0x3F808001u, 0x80000000u, 0x7F800000u, 0x7F7FFFFFu};
-    const uint16_t want[6] = {0x3F80, 0x3F82, 0x3F81, 0x8000, 0x7F80, 0x7F80};
-    float src[6];
-    uint16_t out[6];
-    for (int i = 0; i < 6; i++) src[i] = f32_of(in[i]);
-    p->to_bf16(out, src, 6);
-    for (int i = 0; i < 6; i++) CHECK_EQ_HEX(out[i], want[i]);
-    /* acc += w * o with a separately rounded product: 1 + 0.5 * 3 = 2.5; acc += o: 2.5 + 1 = 3.5 */
-    float acc[3] = {1.0f, -2.0f, 0.0f};
-    const uint16_t o[3] = {0x4040 /* 3 */, 0x3F80 /* 1 */, 0xBF80 /* -1 */};
-    p->axpy_bf16(acc, 0.5f, o, 3);
-    CHECK(acc[0] == 2.5f && acc[1] == -1.5f && acc[2] == -0.5f);
-    p->add_bf16(acc, o, 3);
-    CHECK(acc[0] == 5.5f && acc[1] == -0.5f && acc[2] == -1.5f);
-    float v[2] = {f32_of(0x3F818000u), 1.0f};
-    p->round_bf16(v, 2);
-    CHECK_EQ_HEX(bits_of(v[0]), 0x3F820000u);
+     * +inf (0x7F80); the negative ties go to even as well (-1, -(1 + 2^-6)); 2^-126 (1 + 2^-8) ties down
+     * to the smallest normal. Three copies of the nine: one full vector of 16 and a tail of 11. */
+    enum { NV = 9, N = 3 * NV };
+    const uint32_t in[NV] = {0x3F808000u, 0x3F818000u, 0x3F808001u, 0x80000000u, 0x7F800000u,
+                             0x7F7FFFFFu, 0xBF808000u, 0xBF818000u, 0x00808000u};
+    const uint16_t want[NV] = {0x3F80, 0x3F82, 0x3F81, 0x8000, 0x7F80, 0x7F80, 0xBF80, 0xBF82, 0x0080};
+    for (int t = 0; t < n_tables; t++) {
+        const mm_rowops *p = tables[t];
+        float src[N], v[N];
+        uint16_t out[N + 1];
+        for (int i = 0; i < N; i++) v[i] = src[i] = f32_of(in[i % NV]);
+        out[N] = 0xABCD;
+        p->to_bf16(out, src, N);
+        p->round_bf16(v, N);
+        int bad = 0;
+        for (int i = 0; i < N; i++)
+            if ((out[i] != want[i % NV] || bits_of(v[i]) != (uint32_t)want[i % NV] << 16) && bad++ < 3)
+                mm_test_report_fail(__FILE__, __LINE__,
+                                    "%s: F32 0x%08x -> BF16 0x%04x, round 0x%08x, expected 0x%04x", names[t],
+                                    in[i % NV], out[i], bits_of(v[i]), want[i % NV]);
+        CHECK_EQ_INT(bad, 0);
+        CHECK_EQ_HEX(out[N], 0xABCD);
+        /* acc += w * o with a separately rounded product: 1 + 0.5 * 3 = 2.5; acc += o: 2.5 + 1 = 3.5 */
+        float acc[3] = {1.0f, -2.0f, 0.0f};
+        const uint16_t o[3] = {0x4040 /* 3 */, 0x3F80 /* 1 */, 0xBF80 /* -1 */};
+        p->axpy_bf16(acc, 0.5f, o, 3);
+        CHECK(acc[0] == 2.5f && acc[1] == -1.5f && acc[2] == -0.5f);
+        p->add_bf16(acc, o, 3);
+        CHECK(acc[0] == 5.5f && acc[1] == -0.5f && acc[2] == -1.5f);
+    }
+}
+
+/* The INT8 row quantizers of every table on hand-computed ties: amax 127, so the scale is exactly 1 and
+ * t = x for both rules (x / 1 and x * 1). Half away from zero (dispatch): 0.5 -> 1, 2.5 -> 3, -0.5 -> -1,
+ * 126.5 -> 127; half to even (GEMM2 input, Dispatch V3): 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, -0.5 -> 0,
+ * 126.5 -> 126. 19 values: one full vector of 16 and a tail of 3, ties in both. */
+static void test_int8_hand_ties(void) {
+    const mm_rowops *tables[2];
+    const char *names[2];
+    int n_tables = row_tables(tables, names);
+    enum { N = 19 };
+    const float x[N] = {127.0f, 0.5f,  1.5f,   2.5f, -0.5f,   -1.5f, -2.5f, 126.5f, -126.5f, 3.5f,
+                        0.25f,  0.75f, -0.75f, 1.0f, -127.0f, 64.5f, 0.5f,  -2.5f,  5.5f};
+    const int8_t away[N] = {127, 1, 2, 3, -1, -2, -3, 127, -127, 4, 0, 1, -1, 1, -127, 65, 1, -3, 6};
+    const int8_t even[N] = {127, 0, 2, 2, 0, -2, -2, 126, -126, 4, 0, 1, -1, 1, -127, 64, 0, -2, 6};
+    for (int t = 0; t < n_tables; t++)
+        for (int rule = 0; rule < 3; rule++) {
+            int8_t q[N + 1];
+            float s = 0;
+            memset(q, 0x5A, sizeof q);
+            if (rule == 0)
+                tables[t]->int8_div_away(x, N, q, &s);
+            else
+                tables[t]->int8_mul_even(x, N, rule == 1 ? MM_INT8_SCALE_AMAX_DIV_127 : MM_INT8_SCALE_INV_MUL,
+                                         q, &s);
+            const int8_t *want = rule == 0 ? away : even;
+            int bad = 0;
+            for (int i = 0; i < N; i++)
+                if (q[i] != want[i] && bad++ < 3)
+                    mm_test_report_fail(__FILE__, __LINE__, "%s %s: x %g -> %d, expected %d", names[t],
+                                        rule == 0 ? "div-away" : "mul-even", (double)x[i], q[i], want[i]);
+            CHECK_EQ_INT(bad, 0);
+            CHECK_EQ_INT(q[N], 0x5A);
+            CHECK(s == 1.0f);
+        }
 }
 
 static uint32_t random_f32_bits(uint64_t *st) {
@@ -181,6 +244,7 @@ static void test_exp_accuracy(void) {
 
 int main(void) {
     test_rowops_hand_values();
+    test_int8_hand_ties();
     test_rowops_avx512_same_bits();
     test_int8_quantize_same_bits();
     test_exp_accuracy();

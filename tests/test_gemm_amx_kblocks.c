@@ -8,9 +8,11 @@
  * exact expectation (int64 sum, the spec's F32 scaling), float pairs within the documented bound
  * 2 K 2^-24 sum |a w| of the float64 sum. The result must not depend on the thread count, nor on the
  * block size: the same kernel with kc = MM_GEMM_KC (the framework's fallback when a thread's scratch
- * cannot grow) must give the same bits. Skipped (and says so) when AMX is not allowed (hardware, or
- * MEGAMOE_ISA). The AVX-512 INT kernels (general and few-rows INT4) also take K blocks beyond MM_GEMM_KC
- * (MM_GEMM_AVX512_INT_KC) and are checked the same way whenever AVX-512 is allowed. */
+ * cannot grow) must give the same bits. Without AMX (hardware, or MEGAMOE_ISA) the AMX kernels are named
+ * as not run; the AMX MX kernels' decoders and K blocks, which are AVX-512 VBMI code, still run on a
+ * stand-in kernel with the AVX-512 MX tile (check_amx_decoders_standin); with no AVX-512 VBMI either, the
+ * test reports itself skipped. The AVX-512 INT kernels (general and few-rows INT4) also take K blocks beyond
+ * MM_GEMM_KC (MM_GEMM_AVX512_INT_KC) and are checked the same way whenever AVX-512 is allowed. */
 #include <math.h>
 #include <stdio.h>
 
@@ -97,6 +99,34 @@ static void check_avx512_int(uint64_t *seed) {
     }
 }
 
+/* Without AMX, the AMX MX kernels' parts that are plain AVX-512 VBMI code: their activation-row and weight
+ * decoders (mm_gemm_mx_row_to_bf16_amx, mm_prepare_panel_*_amx) and their K blocks of MM_GEMM_AMX_KC
+ * (prepared blocks beyond the stack block, in the thread's scratch), on a stand-in kernel whose products
+ * are the AVX-512 MX tile, which reads the same prepared BF16 pair layout as the AMX tile. Checked like
+ * the AMX kernels (bound, thread count, kc = MM_GEMM_KC). Returns how many pairs ran. */
+static int check_amx_decoders_standin(const mm_dtype (*pairs)[2], size_t n_pairs, uint64_t *seed) {
+    if (mm_cpu_isa() < MM_ISA_AVX512 || !mm_cpu_has_avx512_vbmi()) return 0;
+    int ran = 0;
+    for (size_t pi = 0; pi < n_pairs; pi++) {
+        mm_dtype a = pairs[pi][0], w = pairs[pi][1];
+        const mm_gemm_kernel *base = mm_format_is_mx(a) ? mm_gemm_kernel_lookup(MM_ISA_AVX512, a, w) : NULL;
+        if (!base) continue;
+        mm_gemm_kernel stand_in = *base;
+        stand_in.name = "amx mx decoders + avx512 mx tile (stand-in)";
+        stand_in.prepare_rows = MM_X86_ONLY(mm_gemm_mx_row_to_bf16_amx);
+        stand_in.prepare_panel = w == MM_DTYPE_FP4_E2M1 ? MM_X86_ONLY(mm_prepare_panel_fp4_amx)
+                                                        : MM_X86_ONLY(mm_prepare_panel_fp8_amx);
+        stand_in.kc = MM_GEMM_AMX_KC;
+        const int64_t kc = MM_GEMM_AMX_KC, ks[] = {kc - 1, kc, kc + 1, 2 * kc - 1, 2 * kc + 65};
+        const int64_t rows[] = {3, 9, 17};
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+            for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+                check(a, w, &stand_in, rows[ri], ks[ki], 33, (*seed)++);
+        ran++;
+    }
+    return ran;
+}
+
 int main(void) {
     uint64_t seed = 5;
     if (mm_cpu_isa() >= MM_ISA_AVX512) check_avx512_int(&seed);
@@ -113,12 +143,20 @@ int main(void) {
          * kernel this test exists for is named as not run, and CTest shows the test as skipped. */
         const mm_gemm_kernel *k = mm_gemm_kernel_select_rows(MM_DTYPE_I8, MM_DTYPE_I8, 1000);
         CHECK(k != NULL && k->isa < MM_ISA_AMX);
+        int stand_ins = check_amx_decoders_standin(pairs, sizeof pairs / sizeof pairs[0], &seed);
         for (size_t pi = 0; pi < sizeof pairs / sizeof pairs[0]; pi++)
-            mm_test_skip("amx kernel %s x %s (general and few-rows, K blocks): not run, %s",
+            mm_test_skip("amx kernel %s x %s tile products (general and few-rows, K blocks): not run, %s%s",
                          mm_dtype_name(pairs[pi][0]), mm_dtype_name(pairs[pi][1]),
                          mm_cpu_supports(MM_ISA_AMX) ? "MEGAMOE_ISA caps the ISA below amx"
-                                                     : "the CPU lacks AMX");
-        return mm_test_finish_skipped("test_gemm_amx_kblocks");
+                                                     : "the CPU lacks AMX",
+                         stand_ins && mm_format_is_mx(pairs[pi][0])
+                             ? " (its decoders and K blocks ran on the avx512 stand-in)"
+                         : pairs[pi][1] == MM_DTYPE_INT4 && mm_cpu_isa() >= MM_ISA_AVX512
+                             ? " (its INT4 panel decoder runs in test_gemm_amx_i4_decode)"
+                             : "");
+        /* Skipped (CTest) only when nothing of the AMX code could run here. */
+        return stand_ins ? mm_test_finish("test_gemm_amx_kblocks")
+                         : mm_test_finish_skipped("test_gemm_amx_kblocks");
     }
     static const int64_t rows_list[] = {16, 21, 33};
     for (size_t pi = 0; pi < sizeof pairs / sizeof pairs[0]; pi++) {

@@ -4,7 +4,8 @@
  * addition (0, 1, 9, 10, 16, 17, 100, 127, 200, 239, 240, 246, 247, 252, 253, 254, 255), so both the
  * fast and the slow path are pinned (also with the NaN/Inf codes replaced, since they send an FP8 block of
  * the AMX decoder to its slow path), for the AVX-512 and the AMX decoders, and the AMX kernels' activation
- * rows against the scalar row conversion. Expected values are computed here
+ * rows against the scalar row conversion. The AMX decoders are AVX-512 VBMI code without a tile
+ * instruction, so they run on every AVX-512 VBMI CPU, with AMX or not. Expected values are computed here
  * in float64 from the scalar decoders of megamoe/formats.h: v = decode(q) * 2^(b-127), as BF16 (values below
  * 2^-126 flushed to zero, as vcvtne2ps2bf16 does; beyond the F32 range Inf; NaN stays NaN). */
 #include <math.h>
@@ -43,9 +44,23 @@ static uint32_t code_of(mm_dtype w_dtype, int64_t k, int c, int finite) {
     return code;
 }
 
-static void check_format(mm_isa isa, mm_dtype a_dtype, mm_dtype w_dtype, int finite) {
-    const mm_gemm_kernel *kernel = mm_gemm_kernel_lookup(isa, a_dtype, w_dtype);
+/* The AMX kernels' weight decoder (mx_decode_avx512.h) is AVX-512 + VBMI code, no tile instruction:
+ * where the CPU has those but no AMX, it runs as a stand-in kernel holding only it (the AMX kernel's
+ * prepare_panel), so the decoder is checked on every AVX-512 VBMI CPU. NULL where it cannot run. */
+static const mm_gemm_kernel *amx_decoder(mm_dtype w_dtype, mm_gemm_kernel *stand_in) {
+    if (mm_cpu_isa() >= MM_ISA_AMX) return mm_gemm_kernel_lookup(MM_ISA_AMX, w_dtype, w_dtype);
+    if (mm_cpu_isa() < MM_ISA_AVX512 || !mm_cpu_has_avx512_vbmi()) return NULL;
+    memset(stand_in, 0, sizeof *stand_in);
+    stand_in->name = "amx mx weight decoder (mx_decode_avx512.h) on avx512, no amx";
+    stand_in->isa = MM_ISA_AMX;
+    stand_in->prepare_panel = w_dtype == MM_DTYPE_FP4_E2M1 ? MM_X86_ONLY(mm_prepare_panel_fp4_amx)
+                                                           : MM_X86_ONLY(mm_prepare_panel_fp8_amx);
+    return stand_in->prepare_panel ? stand_in : NULL;
+}
+
+static void check_format(const mm_gemm_kernel *kernel, mm_dtype w_dtype, int finite) {
     if (!kernel || !kernel->prepare_panel) return;
+    mm_isa isa = kernel->isa;
     mm_error err_storage, *err = &err_storage;
     int64_t n = MM_GEMM_NR, k = 32 * N_SCALES, pairs = (k + 63) / 64;
     /* Stored (N, K), element (k, c) holds code_of(k, c). */
@@ -104,7 +119,8 @@ static void check_format(mm_isa isa, mm_dtype a_dtype, mm_dtype w_dtype, int fin
 static void check_rows(mm_dtype a_dtype, int finite) {
     void (*row_amx)(mm_dtype, const uint8_t *, const uint8_t *, int64_t, uint16_t *) =
         MM_X86_ONLY(mm_gemm_mx_row_to_bf16_amx);
-    if (!row_amx || !mm_cpu_supports(MM_ISA_AMX) || !mm_cpu_has_avx512_vbmi()) return;
+    /* AVX-512 + VBMI code (no tile instruction): runs without AMX too. */
+    if (!row_amx || mm_cpu_isa() < MM_ISA_AVX512 || !mm_cpu_has_avx512_vbmi()) return;
     int64_t k = 64 * 2 * N_SCALES + 37, blocks = (k + 31) / 32;
     int64_t row_bytes = mm_dtype_row_bytes(a_dtype, k);
     uint8_t *row = calloc((size_t)row_bytes, 1), *scales = calloc((size_t)blocks, 1);
@@ -129,9 +145,10 @@ static void check_rows(mm_dtype a_dtype, int finite) {
 }
 
 int main(void) {
-    if (!mm_cpu_supports(MM_ISA_AMX) || !mm_cpu_has_avx512_vbmi())
-        mm_test_skip("amx activation-row conversion (mm_gemm_mx_row_to_bf16_amx): not run, the CPU lacks %s",
-                     mm_cpu_supports(MM_ISA_AMX) ? "AVX-512 VBMI" : "AMX");
+    if (mm_cpu_isa() < MM_ISA_AVX512 || !mm_cpu_has_avx512_vbmi())
+        mm_test_skip("amx mx decoders (activation rows mm_gemm_mx_row_to_bf16_amx, weight panels "
+                     "mx_decode_avx512.h): not run, %s",
+                     mm_cpu_isa() < MM_ISA_AVX512 ? "no AVX-512 in use" : "the CPU lacks AVX-512 VBMI");
     if (mm_cpu_isa() < MM_ISA_AVX512) {
         /* No vector decoder in use (not x86-64, no AVX-512, or MEGAMOE_ISA=ref caps the level): the
          * registry must choose the portable kernel for every MX pair, and offer no vector one where the
@@ -150,20 +167,19 @@ int main(void) {
         check_rows(MM_DTYPE_FP8_E5M2, finite);
         check_rows(MM_DTYPE_FP4_E2M1, finite);
     }
-    /* The AVX-512 decoder (mx_avx512.c) and the AMX one (mx_decode_avx512.h), where the CPU has them. */
-    for (int isa = MM_ISA_AVX512; isa <= MM_ISA_AMX; isa++) {
-        if (!mm_cpu_supports((mm_isa)isa) || isa > (int)mm_cpu_isa() ||
-            !mm_gemm_kernel_lookup((mm_isa)isa, MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN)) {
-            mm_test_skip("%s MX weight decoder: not run, %s", mm_isa_name((mm_isa)isa),
-                         mm_cpu_supports((mm_isa)isa) ? "MEGAMOE_ISA caps the ISA or VBMI is missing"
-                                                      : "the CPU lacks it");
-            continue;
+    /* The AVX-512 decoder (mx_avx512.c), where the CPU allows it, and the AMX one (mx_decode_avx512.h),
+     * on AMX or, without AMX, on its own (amx_decoder). */
+    static const mm_dtype formats[] = {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1};
+    if (mm_cpu_isa() < MM_ISA_AVX512 || !mm_gemm_kernel_lookup(MM_ISA_AVX512, formats[0], formats[0]))
+        mm_test_skip("avx512 MX weight decoder: not run, %s",
+                     mm_cpu_supports(MM_ISA_AVX512) ? "MEGAMOE_ISA caps the ISA" : "the CPU lacks it");
+    for (int finite = 0; finite < 2; finite++)
+        for (int f = 0; f < 3; f++) {
+            mm_gemm_kernel stand_in;
+            if (mm_cpu_isa() >= MM_ISA_AVX512)
+                check_format(mm_gemm_kernel_lookup(MM_ISA_AVX512, formats[f], formats[f]), formats[f],
+                             finite);
+            check_format(amx_decoder(formats[f], &stand_in), formats[f], finite);
         }
-        for (int finite = 0; finite < 2; finite++) {
-            check_format((mm_isa)isa, MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, finite);
-            check_format((mm_isa)isa, MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, finite);
-            check_format((mm_isa)isa, MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, finite);
-        }
-    }
     return mm_test_finish("test_gemm_mx_decode");
 }
