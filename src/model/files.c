@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "io/io_util.h"
+#include "io/st_internal.h"
 #include "model/model_internal.h"
 
 static int compare_name(const void *key, const void *entry) {
@@ -76,8 +77,15 @@ static void shape_text(char *buf, size_t cap, const mm_st_tensor_info *info) {
     if (at < cap) snprintf(buf + at, cap - at, "]");
 }
 
-mm_status mm_model_files_tensor(mm_model_files *files, const char *name, int64_t rows, int64_t cols,
-                                const char *dims, mm_tensor *out, mm_error *err) {
+static void dims_text(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    size_t at = (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < ndim && at < cap; d++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (at < cap) snprintf(buf + at, cap - at, "]");
+}
+
+mm_status mm_model_files_get(mm_model_files *files, const char *name, mm_dtype dtype, mm_dtype alt, int ndim,
+                             const int64_t *shape, const char *dims, mm_tensor *out, mm_error *err) {
     const char *file = file_of(files->model, name);
     if (!file)
         return mm_fail(err, MM_ERR_INVALID_FILE,
@@ -87,19 +95,28 @@ mm_status mm_model_files_tensor(mm_model_files *files, const char *name, int64_t
     if (st) return st;
     const mm_st_tensor_info *info = mm_st_find(s->reader, name);
     if (!info) return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" is missing from \"%s\"", name, file);
-    if (info->dtype != MM_DTYPE_BF16)
-        return mm_fail(err, MM_ERR_INVALID_FILE,
-                       "tensor \"%s\" has dtype %s, must be BF16 (megamoe runs the BF16 checkpoints)", name,
-                       info->dtype_string);
-    if (info->ndim != 2 || info->shape[0] != rows || info->shape[1] != cols) {
-        char shape[200];
-        shape_text(shape, sizeof shape, info);
-        return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" has shape %s, must be [%lld, %lld] %s", name,
-                       shape, (long long)rows, (long long)cols, dims);
+    if (info->dtype != dtype && (alt == MM_DTYPE_INVALID || info->dtype != alt)) {
+        if (dtype == MM_DTYPE_BF16 && alt == MM_DTYPE_INVALID)
+            return mm_fail(err, MM_ERR_INVALID_FILE,
+                           "tensor \"%s\" has dtype %s, must be BF16 (megamoe runs the BF16 checkpoints)",
+                           name, info->dtype_string);
+        return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" has dtype %s, must be %s%s%s", name,
+                       info->dtype_string, mm_st_dtype_string(dtype), alt ? " or " : "",
+                       alt ? mm_st_dtype_string(alt) : "");
+    }
+    int same = info->ndim == ndim;
+    for (int d = 0; d < ndim && same; d++) same = info->shape[d] == shape[d];
+    if (!same) {
+        char got[200], want[200];
+        shape_text(got, sizeof got, info);
+        dims_text(want, sizeof want, ndim, shape);
+        return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" has shape %s, must be %s %s", name, got, want,
+                       dims);
     }
     const uint8_t *data = (const uint8_t *)s->map + info->offset;
     void *p = (void *)data;
-    if ((uintptr_t)data % sizeof(uint16_t) != 0) { /* a tensor after an odd-sized one: copy it */
+    size_t align = (size_t)(mm_dtype_bits(info->dtype) / 8);
+    if (align > 1 && (uintptr_t)data % align != 0) { /* a tensor after an odd-sized one: copy it */
         if (files->copy_count == files->copy_cap) {
             size_t cap = files->copy_cap ? files->copy_cap * 2 : 8;
             void **bigger = realloc(files->copies, cap * sizeof *bigger);
@@ -112,9 +129,14 @@ mm_status mm_model_files_tensor(mm_model_files *files, const char *name, int64_t
         memcpy(p, data, info->nbytes);
         files->copies[files->copy_count++] = p;
     }
-    int64_t shape[2] = {rows, cols};
-    *out = mm_tensor_make(MM_DTYPE_BF16, 2, shape, p);
+    *out = mm_tensor_make(info->dtype, ndim, shape, p);
     return MM_OK;
+}
+
+mm_status mm_model_files_tensor(mm_model_files *files, const char *name, int64_t rows, int64_t cols,
+                                const char *dims, mm_tensor *out, mm_error *err) {
+    int64_t shape[2] = {rows, cols};
+    return mm_model_files_get(files, name, MM_DTYPE_BF16, MM_DTYPE_INVALID, 2, shape, dims, out, err);
 }
 
 void mm_model_files_close(mm_model_files *files) {

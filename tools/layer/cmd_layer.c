@@ -17,11 +17,12 @@ static const char cmd[] = "layer";
 
 static const char layer_usage[] =
     "usage: megamoe layer --model DIR --layer N IN.safetensors -o OUT.safetensors [--ranks R]\n"
-    "                     [--backend threads|mpi] [--timeout SECONDS]\n"
+    "                     [--backend threads|mpi] [--weights native|bf16] [--timeout SECONDS]\n"
     "\n"
     "Runs the MoE block of layer N of the Hugging Face checkpoint in DIR (config.json and model.safetensors\n"
-    "or model.safetensors.index.json with its shards; families mixtral, qwen3_moe, qwen2_moe, BF16) on the\n"
-    "tokens x of IN: router, top-k, the experts through MegaMoE on R ranks, the gated shared expert.\n"
+    "or model.safetensors.index.json with its shards; families mixtral, qwen3_moe, qwen2_moe (BF16),\n"
+    "deepseek_v3 (BF16 or FP8 block-scaled), gpt_oss (MXFP4)) on the tokens x of IN: router, top-k, the\n"
+    "experts through MegaMoE on R ranks, the shared experts.\n"
     "IN holds x (T, hidden_size) BF16 or F32 (F32 is rounded to BF16 first). OUT gets y (T, hidden_size)\n"
     "BF16, topk_ids (T, K) I32 and topk_weights (T, K) F32 as applied. docs/models.md has the details.\n"
     "\n"
@@ -31,6 +32,8 @@ static const char layer_usage[] =
     "  -o, --output FILE      output file (required)\n"
     "      --ranks R          ranks (default 1; --backend mpi: the processes of mpirun -n R)\n"
     "      --backend NAME     threads (default) or mpi (one rank per MPI process)\n"
+    "      --weights W        native (default: quantized experts run in their own format) or bf16\n"
+    "                         (dequantized to BF16 on load and run as A16W16: the same bits, more memory)\n"
     "      --timeout SECONDS  how long a rank waits for its peers before failing (0 = library default)\n"
     "  -h, --help             show this help\n"
     "\n"
@@ -43,6 +46,7 @@ typedef struct layer_job {
     const uint16_t *x;
     const char *out_path;
     double timeout;
+    mm_moe_layer_options options;
 } layer_job;
 
 static mm_status write_output(const layer_job *j, const uint8_t *all, int size, int64_t chunk,
@@ -111,7 +115,7 @@ static mm_status layer_rank(mm_comm *comm, void *arg, mm_error *err) {
         return st;
     }
     mm_moe_layer *layer = NULL;
-    st = mm_moe_layer_load(comm, j->model, j->layer, chunk, &layer, err);
+    st = mm_moe_layer_load_with(comm, j->model, j->layer, chunk, &j->options, &layer, err);
     if (!st) {
         int64_t xs[2] = {t, h}, ks[2] = {t, k};
         mm_tensor x = mm_tensor_make(MM_DTYPE_BF16, 2, xs, (void *)(j->x + lo * h));
@@ -160,19 +164,20 @@ static mm_status read_x(const char *path, int64_t hidden, uint16_t **x, int64_t 
 }
 
 int mm_cli_layer_main(int argc, char **argv) {
-    enum { OPT_MODEL = 256, OPT_LAYER, OPT_RANKS, OPT_BACKEND, OPT_TIMEOUT };
+    enum { OPT_MODEL = 256, OPT_LAYER, OPT_RANKS, OPT_BACKEND, OPT_TIMEOUT, OPT_WEIGHTS };
     static const struct option long_options[] = {{"model", required_argument, NULL, OPT_MODEL},
                                                  {"layer", required_argument, NULL, OPT_LAYER},
                                                  {"output", required_argument, NULL, 'o'},
                                                  {"ranks", required_argument, NULL, OPT_RANKS},
                                                  {"backend", required_argument, NULL, OPT_BACKEND},
                                                  {"timeout", required_argument, NULL, OPT_TIMEOUT},
+                                                 {"weights", required_argument, NULL, OPT_WEIGHTS},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
     const char *model_dir = NULL, *out_path = NULL, *backend = "threads";
     int64_t layer = -1, ranks = 0;
     double timeout = 0.0;
-    int opt;
+    int opt, bf16 = 0;
     optind = 0;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":o:h", long_options, NULL)) != -1) {
@@ -191,6 +196,11 @@ int mm_cli_layer_main(int argc, char **argv) {
             break;
         case OPT_TIMEOUT:
             if (cli_parse_double(cmd, "--timeout", optarg, 0.0, 1e9, &timeout) != 0) return MM_CLI_EXIT_USAGE;
+            break;
+        case OPT_WEIGHTS:
+            if (strcmp(optarg, "native") != 0 && strcmp(optarg, "bf16") != 0)
+                return cli_usage_error(cmd, "--weights must be native or bf16, not '%s'", optarg);
+            bf16 = strcmp(optarg, "bf16") == 0;
             break;
         case 'h': fputs(layer_usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);
@@ -211,7 +221,7 @@ int mm_cli_layer_main(int argc, char **argv) {
     mm_error_clear(&err);
     mm_model *model = NULL;
     uint16_t *x = NULL;
-    layer_job job = {NULL, layer, 0, 0, 0, NULL, out_path, timeout};
+    layer_job job = {NULL, layer, 0, 0, 0, NULL, out_path, timeout, {bf16}};
     mm_status st = mm_model_open(model_dir, &model, &err);
     if (!st) st = mm_model_check_layer(model, layer, &err);
     if (!st) {
