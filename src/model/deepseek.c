@@ -26,7 +26,8 @@ mm_status mm_model_read_deepseek_config(mm_model_config *c, const mm_json_value 
         (st = mm_model_config_int(root, "num_hidden_layers", 0, 0, 1, 1 << 20, &c->num_hidden_layers, err)) ||
         (st = mm_model_config_int(root, "n_routed_experts", 0, 0, 1, 1 << 20, &c->num_experts, err)) ||
         (st = mm_model_config_int(root, "num_experts_per_tok", 0, 0, 1, 1 << 20, &c->topk, err)) ||
-        (st = mm_model_config_int(root, "moe_intermediate_size", 0, 0, 2, big, &c->moe_intermediate_size, err)) ||
+        (st = mm_model_config_int(root, "moe_intermediate_size", 0, 0, 2, big, &c->moe_intermediate_size,
+                                  err)) ||
         (st = mm_model_config_int(root, "n_shared_experts", 1, 1, 0, MM_MEGA_MOE_MAX_SHARED_EXPERTS,
                                   &c->n_shared_experts, err)) ||
         (st = mm_model_config_int(root, "first_k_dense_replace", 1, 3, 0, 1 << 20, &c->first_k_dense_replace,
@@ -42,16 +43,18 @@ mm_status mm_model_read_deepseek_config(mm_model_config *c, const mm_json_value 
     c->shared_intermediate_size = c->moe_intermediate_size * c->n_shared_experts;
     int64_t per = c->num_experts % c->n_group == 0 ? c->num_experts / c->n_group : 0;
     if (per < 2)
-        return mm_fail(err, MM_ERR_INVALID_FILE,
-                       "config.json: n_group = %lld must divide n_routed_experts = %lld into groups of at least 2",
-                       (long long)c->n_group, (long long)c->num_experts);
+        return mm_fail(
+            err, MM_ERR_INVALID_FILE,
+            "config.json: n_group = %lld must divide n_routed_experts = %lld into groups of at least 2",
+            (long long)c->n_group, (long long)c->num_experts);
     if (c->topk_group > c->n_group)
         return mm_fail(err, MM_ERR_INVALID_FILE, "config.json: topk_group = %lld exceeds n_group = %lld",
                        (long long)c->topk_group, (long long)c->n_group);
     if (c->topk > c->topk_group * per)
-        return mm_fail(err, MM_ERR_INVALID_FILE,
-                       "config.json: num_experts_per_tok = %lld exceeds the %lld experts of topk_group groups",
-                       (long long)c->topk, (long long)(c->topk_group * per));
+        return mm_fail(
+            err, MM_ERR_INVALID_FILE,
+            "config.json: num_experts_per_tok = %lld exceeds the %lld experts of topk_group groups",
+            (long long)c->topk, (long long)(c->topk_group * per));
     const mm_json_value *q = mm_json_object_get(root, "quantization_config");
     if (!q || q->type == MM_JSON_NULL) return MM_OK;
     static const char where[] = "config.json quantization_config";
@@ -65,8 +68,8 @@ mm_status mm_model_read_deepseek_config(mm_model_config *c, const mm_json_value 
     } else if (b->type != MM_JSON_ARRAY || b->u.array.count != 2 ||
                !mm_json_number_to_int64(b->u.array.items[0], 1, 1 << 20, &bn, why, sizeof why) ||
                !mm_json_number_to_int64(b->u.array.items[1], 1, 1 << 20, &bk, why, sizeof why)) {
-        return mm_fail(err, MM_ERR_INVALID_FILE, "%s: \"weight_block_size\" must be [block_n, block_k] of integers >= 1",
-                       where);
+        return mm_fail(err, MM_ERR_INVALID_FILE,
+                       "%s: \"weight_block_size\" must be [block_n, block_k] of integers >= 1", where);
     }
     c->weight_dtype = MM_DTYPE_FP8_E4M3FN;
     c->block_n = bn;
@@ -74,12 +77,14 @@ mm_status mm_model_read_deepseek_config(mm_model_config *c, const mm_json_value 
     return MM_OK;
 }
 
-static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t cdiv(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
 
 /* prefix + "weight" as BF16 (rows, cols) into dst: copied from a BF16 checkpoint, dequantized by the
  * rule of dequant.c from an FP8 one (with prefix + "weight_scale_inv"). */
-static mm_status weight_bf16(mm_model_files *files, const mm_model_config *c, const char *prefix, int64_t rows,
-                             int64_t cols, const char *dims, uint16_t *dst, mm_error *err) {
+static mm_status weight_bf16(mm_model_files *files, const mm_model_config *c, const char *prefix,
+                             int64_t rows, int64_t cols, const char *dims, uint16_t *dst, mm_error *err) {
     char name[200], sname[200];
     snprintf(name, sizeof name, "%sweight", prefix);
     mm_tensor w, s;
@@ -91,10 +96,12 @@ static mm_status weight_bf16(mm_model_files *files, const mm_model_config *c, co
     }
     snprintf(sname, sizeof sname, "%sweight_scale_inv", prefix);
     int64_t sshape[2] = {cdiv(rows, c->block_n), cdiv(cols, c->block_k)};
-    mm_status st = mm_model_files_get(files, name, MM_DTYPE_FP8_E4M3FN, MM_DTYPE_INVALID, 2, shape, dims, &w, err);
+    mm_status st =
+        mm_model_files_get(files, name, MM_DTYPE_FP8_E4M3FN, MM_DTYPE_INVALID, 2, shape, dims, &w, err);
     if (!st)
         st = mm_model_files_get(files, sname, MM_DTYPE_F32, MM_DTYPE_INVALID, 2, sshape,
-                                "(ceil(rows / weight_block_size[0]), ceil(cols / weight_block_size[1]))", &s, err);
+                                "(ceil(rows / weight_block_size[0]), ceil(cols / weight_block_size[1]))", &s,
+                                err);
     if (!st) mm_model_dequant_fp8_block(w.data, rows, cols, s.data, c->block_n, c->block_k, dst);
     return st;
 }
@@ -105,7 +112,9 @@ static mm_status load_shared(mm_model_files *files, const mm_model_config *c, in
                              uint16_t *w2, mm_error *err) {
     int64_t h = c->hidden_size, i_n = c->moe_intermediate_size, s_n = c->n_shared_experts, is = i_n * s_n;
     uint16_t *g = malloc((size_t)(is * h) * 3 * sizeof *g);
-    if (!g) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "layer %lld: out of memory for the shared experts", (long long)layer);
+    if (!g)
+        return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "layer %lld: out of memory for the shared experts",
+                       (long long)layer);
     uint16_t *u = g + is * h, *d = u + is * h;
     char p[3][160];
     static const char *proj[3] = {"gate_proj", "up_proj", "down_proj"};
@@ -115,8 +124,8 @@ static mm_status load_shared(mm_model_files *files, const mm_model_config *c, in
     mm_status st;
     if (!(st = weight_bf16(files, c, p[0], is, h, in_dims, g, err)) &&
         !(st = weight_bf16(files, c, p[1], is, h, in_dims, u, err)) &&
-        !(st = weight_bf16(files, c, p[2], h, is, "(hidden_size, moe_intermediate_size * n_shared_experts)", d,
-                           err)))
+        !(st = weight_bf16(files, c, p[2], h, is, "(hidden_size, moe_intermediate_size * n_shared_experts)",
+                           d, err)))
         for (int64_t s = 0; s < s_n; s++) {
             memcpy(w1 + s * 2 * i_n * h, g + s * i_n * h, (size_t)(i_n * h) * sizeof *w1);
             memcpy(w1 + s * 2 * i_n * h + i_n * h, u + s * i_n * h, (size_t)(i_n * h) * sizeof *w1);
@@ -144,7 +153,8 @@ static mm_status routed_fp8(mm_model_files *files, const mm_model_config *c, con
                                      "(moe_intermediate_size, hidden_size)", &w, err)))
             break;
         snprintf(name, sizeof name, "%sweight_scale_inv", pre[k]);
-        if ((st = mm_model_files_get(files, name, MM_DTYPE_F32, MM_DTYPE_INVALID, 2, in_s, sdims, &s, err))) break;
+        if ((st = mm_model_files_get(files, name, MM_DTYPE_F32, MM_DTYPE_INVALID, 2, in_s, sdims, &s, err)))
+            break;
         memcpy(w1 + k * i_n * h, w.data, (size_t)(i_n * h));
         memcpy(s1 + k * in_s[0] * in_s[1], s.data, (size_t)(in_s[0] * in_s[1]) * sizeof *s1);
     }
@@ -160,13 +170,15 @@ static mm_status routed_fp8(mm_model_files *files, const mm_model_config *c, con
 
 mm_status mm_model_load_deepseek(mm_moe_layer *l, mm_model_files *files, int64_t layer, mm_error *err) {
     const mm_model_config *c = &l->config;
-    int64_t h = c->hidden_size, i_n = c->moe_intermediate_size, e_n = c->num_experts, count = l->local_experts;
+    int64_t h = c->hidden_size, i_n = c->moe_intermediate_size, e_n = c->num_experts,
+            count = l->local_experts;
     int native = c->weight_dtype == MM_DTYPE_FP8_E4M3FN && !l->options.dequantize_to_bf16;
     if (native && i_n % c->block_n != 0)
-        return mm_fail(err, MM_ERR_INVALID_FILE,
-                       "moe_intermediate_size = %lld is not a multiple of weight_block_size[0] = %lld: the FP8 "
-                       "experts' stacked gate/up scales need it (run with --weights bf16)",
-                       (long long)i_n, (long long)c->block_n);
+        return mm_fail(
+            err, MM_ERR_INVALID_FILE,
+            "moe_intermediate_size = %lld is not a multiple of weight_block_size[0] = %lld: the FP8 "
+            "experts' stacked gate/up scales need it (run with --weights bf16)",
+            (long long)i_n, (long long)c->block_n);
     char name[200];
     mm_tensor t;
     snprintf(name, sizeof name, "model.layers.%lld.mlp.gate.weight", (long long)layer);
@@ -174,8 +186,8 @@ mm_status mm_model_load_deepseek(mm_moe_layer *l, mm_model_files *files, int64_t
     if (!st) st = mm_model_copy_bf16(&t, &l->gate, err);
     snprintf(name, sizeof name, "model.layers.%lld.mlp.gate.e_score_correction_bias", (long long)layer);
     if (!st)
-        st = mm_model_files_get(files, name, MM_DTYPE_F32, MM_DTYPE_BF16, 1, &c->num_experts, "(n_routed_experts,)",
-                                &t, err);
+        st = mm_model_files_get(files, name, MM_DTYPE_F32, MM_DTYPE_BF16, 1, &c->num_experts,
+                                "(n_routed_experts,)", &t, err);
     if (!st) st = mm_model_copy_f32(&t, &l->router_bias, err);
     if (st) return st;
     l->router_bias_t = mm_tensor_make(MM_DTYPE_F32, 1, &c->num_experts, l->router_bias);
@@ -193,19 +205,19 @@ mm_status mm_model_load_deepseek(mm_moe_layer *l, mm_model_files *files, int64_t
     uint16_t *sh1 = malloc(s_n * per * 2 + 1), *sh2 = malloc(s_n * per + 1);
     mm_tensor *lists = calloc((size_t)(6 * count + 2 * s_n + 1), sizeof *lists);
     if (!w1 || (!native && !w2) || (native && !s1) || !sh1 || !sh2 || !lists)
-        st = mm_fail(err, MM_ERR_OUT_OF_MEMORY, "layer %lld: out of memory for %lld experts' weights", (long long)layer,
-                     (long long)count);
+        st = mm_fail(err, MM_ERR_OUT_OF_MEMORY, "layer %lld: out of memory for %lld experts' weights",
+                     (long long)layer, (long long)count);
     mm_tensor *l1 = lists, *l2 = l1 + count, *ls1 = l2 + count, *ls2 = ls1 + count, *sl1 = ls2 + count,
               *sl2 = sl1 + s_n;
-    int64_t w1_shape[2] = {2 * i_n, h}, w2_shape[2] = {h, i_n}, s1_shape[2] = {2 * (i_n / (c->block_n ? c->block_n : 1)),
-                                                                                  cdiv(h, c->block_k ? c->block_k : 1)};
+    int64_t w1_shape[2] = {2 * i_n, h}, w2_shape[2] = {h, i_n},
+            s1_shape[2] = {2 * (i_n / (c->block_n ? c->block_n : 1)), cdiv(h, c->block_k ? c->block_k : 1)};
     for (int64_t j = 0; j < count && !st; j++) {
         int64_t e = (int64_t)l->rank * count + j;
         char pre[3][160];
         static const char *proj[3] = {"gate_proj", "up_proj", "down_proj"};
         for (int k = 0; k < 3; k++)
-            snprintf(pre[k], sizeof pre[k], "model.layers.%lld.mlp.experts.%lld.%s.", (long long)layer, (long long)e,
-                     proj[k]);
+            snprintf(pre[k], sizeof pre[k], "model.layers.%lld.mlp.experts.%lld.%s.", (long long)layer,
+                     (long long)e, proj[k]);
         if (native) {
             uint8_t *dst = (uint8_t *)w1 + (size_t)j * per;
             st = routed_fp8(files, c, pre, dst, s1 + j * s1_n, &l2[j], &ls2[j], err);

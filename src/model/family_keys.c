@@ -35,7 +35,8 @@ mm_status mm_model_config_real(const mm_json_value *root, const char *key, doubl
                        mm_json_type_phrase(v->type));
     double d = v->u.number.real;
     if (v->u.number.real_overflow || !(d >= min && d <= max))
-        return mm_fail(err, MM_ERR_INVALID_FILE, "config.json: \"%s\" = %g is outside [%g, %g]", key, d, min, max);
+        return mm_fail(err, MM_ERR_INVALID_FILE, "config.json: \"%s\" = %g is outside [%g, %g]", key, d, min,
+                       max);
     *out = (float)d;
     return MM_OK;
 }
@@ -46,14 +47,15 @@ mm_status mm_model_config_string_is(const mm_json_value *obj, const char *where,
     if (!v && !required) return MM_OK;
     if (!v) return mm_fail(err, MM_ERR_INVALID_FILE, "%s: key \"%s\" is missing", where, key);
     if (v->type != MM_JSON_STRING || strcmp(v->u.string.chars, want) != 0)
-        return mm_fail(err, MM_ERR_INVALID_FILE, "%s: \"%s\" must be \"%s\" (the only one megamoe implements)",
-                       where, key, want);
+        return mm_fail(err, MM_ERR_INVALID_FILE,
+                       "%s: \"%s\" must be \"%s\" (the only one megamoe implements)", where, key, want);
     return MM_OK;
 }
 
 mm_status mm_model_copy_f32(const mm_tensor *t, float **out, mm_error *err) {
     size_t n = (size_t)mm_tensor_numel(t);
-    if (!(*out = malloc((n ? n : 1) * sizeof **out))) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "layer: out of memory");
+    if (!(*out = malloc((n ? n : 1) * sizeof **out)))
+        return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "layer: out of memory");
     for (size_t i = 0; i < n; i++)
         (*out)[i] = t->dtype == MM_DTYPE_F32 ? ((const float *)t->data)[i]
                                              : mm_bf16_to_f32(((const uint16_t *)t->data)[i]);

@@ -25,8 +25,9 @@ mm_status mm_model_read_gpt_oss_config(mm_model_config *c, const mm_json_value *
         (st = mm_model_config_real(root, "swiglu_limit", 7.0, 1e-30, 1e30, &c->swiglu_limit, err)))
         return st;
     if (c->topk > c->num_experts)
-        return mm_fail(err, MM_ERR_INVALID_FILE, "config.json: num_experts_per_tok = %lld exceeds the %lld experts",
-                       (long long)c->topk, (long long)c->num_experts);
+        return mm_fail(err, MM_ERR_INVALID_FILE,
+                       "config.json: num_experts_per_tok = %lld exceeds the %lld experts", (long long)c->topk,
+                       (long long)c->num_experts);
     if (c->hidden_size % 32 != 0 || c->moe_intermediate_size % 32 != 0)
         return mm_fail(err, MM_ERR_INVALID_FILE,
                        "config.json: hidden_size = %lld and intermediate_size = %lld must be multiples of 32 "
@@ -38,7 +39,8 @@ mm_status mm_model_read_gpt_oss_config(mm_model_config *c, const mm_json_value *
         return mm_fail(err, MM_ERR_INVALID_FILE,
                        "config.json: gpt_oss without quantization_config (BF16 experts) is not supported: "
                        "quant_method must be \"mxfp4\"");
-    if ((st = mm_model_config_string_is(q, "config.json quantization_config", "quant_method", "mxfp4", 1, err)))
+    if ((st = mm_model_config_string_is(q, "config.json quantization_config", "quant_method", "mxfp4", 1,
+                                        err)))
         return st;
     c->weight_dtype = MM_DTYPE_FP4_E2M1;
     return MM_OK;
@@ -53,17 +55,20 @@ typedef struct proj {
 } proj;
 
 static mm_status get_proj(mm_model_files *files, const mm_model_config *c, int64_t layer, const char *what,
-                          int64_t n, int64_t k, const char *n_key, const char *k_key, proj *p, mm_error *err) {
+                          int64_t n, int64_t k, const char *n_key, const char *k_key, proj *p,
+                          mm_error *err) {
     char name[200], dims[160];
     int64_t e = c->num_experts, bshape[4] = {e, n, k / 32, 16}, bias_shape[2] = {e, n};
     p->n = n;
     p->k = k;
     snprintf(name, sizeof name, "model.layers.%lld.mlp.experts.%s_blocks", (long long)layer, what);
     snprintf(dims, sizeof dims, "(num_local_experts, %s, %s / 32, 16)", n_key, k_key);
-    mm_status st = mm_model_files_get(files, name, MM_DTYPE_U8, MM_DTYPE_INVALID, 4, bshape, dims, &p->blocks, err);
+    mm_status st =
+        mm_model_files_get(files, name, MM_DTYPE_U8, MM_DTYPE_INVALID, 4, bshape, dims, &p->blocks, err);
     snprintf(name, sizeof name, "model.layers.%lld.mlp.experts.%s_scales", (long long)layer, what);
     snprintf(dims, sizeof dims, "(num_local_experts, %s, %s / 32)", n_key, k_key);
-    if (!st) st = mm_model_files_get(files, name, MM_DTYPE_U8, MM_DTYPE_INVALID, 3, bshape, dims, &p->scales, err);
+    if (!st)
+        st = mm_model_files_get(files, name, MM_DTYPE_U8, MM_DTYPE_INVALID, 3, bshape, dims, &p->scales, err);
     snprintf(name, sizeof name, "model.layers.%lld.mlp.experts.%s_bias", (long long)layer, what);
     snprintf(dims, sizeof dims, "(num_local_experts, %s)", n_key);
     mm_tensor b;
@@ -74,13 +79,15 @@ static mm_status get_proj(mm_model_files *files, const mm_model_config *c, int64
 
 mm_status mm_model_load_gpt_oss(mm_moe_layer *l, mm_model_files *files, int64_t layer, mm_error *err) {
     const mm_model_config *c = &l->config;
-    int64_t h = c->hidden_size, i_n = c->moe_intermediate_size, e_n = c->num_experts, count = l->local_experts;
+    int64_t h = c->hidden_size, i_n = c->moe_intermediate_size, e_n = c->num_experts,
+            count = l->local_experts;
     int native = !l->options.dequantize_to_bf16;
     if (native && (h % 64 != 0 || i_n % 64 != 0))
-        return mm_fail(err, MM_ERR_INVALID_FILE,
-                       "hidden_size = %lld and intermediate_size = %lld must be multiples of 64 for MegaMoE's MX "
-                       "scale layout (run with --weights bf16)",
-                       (long long)h, (long long)i_n);
+        return mm_fail(
+            err, MM_ERR_INVALID_FILE,
+            "hidden_size = %lld and intermediate_size = %lld must be multiples of 64 for MegaMoE's MX "
+            "scale layout (run with --weights bf16)",
+            (long long)h, (long long)i_n);
     char name[200];
     mm_tensor t;
     snprintf(name, sizeof name, "model.layers.%lld.mlp.router.weight", (long long)layer);
@@ -88,12 +95,15 @@ mm_status mm_model_load_gpt_oss(mm_moe_layer *l, mm_model_files *files, int64_t 
     if (!st) st = mm_model_copy_bf16(&t, &l->gate, err);
     snprintf(name, sizeof name, "model.layers.%lld.mlp.router.bias", (long long)layer);
     if (!st)
-        st = mm_model_files_get(files, name, MM_DTYPE_BF16, MM_DTYPE_F32, 1, &c->num_experts, "(num_local_experts,)",
-                                &t, err);
+        st = mm_model_files_get(files, name, MM_DTYPE_BF16, MM_DTYPE_F32, 1, &c->num_experts,
+                                "(num_local_experts,)", &t, err);
     if (!st) st = mm_model_copy_f32(&t, &l->router_bias, err);
     proj up = {0}, down = {0};
-    if (!st) st = get_proj(files, c, layer, "gate_up_proj", 2 * i_n, h, "2 * intermediate_size", "hidden_size", &up, err);
-    if (!st) st = get_proj(files, c, layer, "down_proj", h, i_n, "hidden_size", "intermediate_size", &down, err);
+    if (!st)
+        st = get_proj(files, c, layer, "gate_up_proj", 2 * i_n, h, "2 * intermediate_size", "hidden_size",
+                      &up, err);
+    if (!st)
+        st = get_proj(files, c, layer, "down_proj", h, i_n, "hidden_size", "intermediate_size", &down, err);
     if (!st) {
         l->router_bias_t = mm_tensor_make(MM_DTYPE_F32, 1, &c->num_experts, l->router_bias);
         l->router.bias = &l->router_bias_t;
@@ -111,15 +121,16 @@ mm_status mm_model_load_gpt_oss(mm_moe_layer *l, mm_model_files *files, int64_t 
     float *b1 = malloc((size_t)(count * 2 * i_n + 1) * sizeof *b1);
     mm_tensor *lists = calloc((size_t)(6 * count + 1), sizeof *lists);
     if (!st && ((!native && !w) || !b1 || !lists))
-        st = mm_fail(err, MM_ERR_OUT_OF_MEMORY, "layer %lld: out of memory for %lld experts' weights", (long long)layer,
-                     (long long)count);
+        st = mm_fail(err, MM_ERR_OUT_OF_MEMORY, "layer %lld: out of memory for %lld experts' weights",
+                     (long long)layer, (long long)count);
     mm_tensor *l1 = lists, *l2 = l1 + count, *ls1 = l2 + count, *ls2 = ls1 + count, *lb1 = ls2 + count,
               *lb2 = lb1 + count;
     int64_t w1_shape[2] = {2 * i_n, h}, w2_shape[2] = {h, i_n}, s1_shape[3] = {2 * i_n, h / 64, 2},
             s2_shape[3] = {h, i_n / 64, 2}, b1_shape[1] = {2 * i_n}, b2_shape[1] = {h};
     for (int64_t j = 0; j < count && !st; j++) {
         int64_t e = (int64_t)l->rank * count + j;
-        const uint8_t *ub = (const uint8_t *)up.blocks.data + e * per / 2, *us = (const uint8_t *)up.scales.data + e * per / 32;
+        const uint8_t *ub = (const uint8_t *)up.blocks.data + e * per / 2,
+                      *us = (const uint8_t *)up.scales.data + e * per / 32;
         const uint8_t *db = (const uint8_t *)down.blocks.data + e * per / 4,
                       *ds = (const uint8_t *)down.scales.data + e * per / 64;
         const float *eb1 = up.bias + e * 2 * i_n;

@@ -55,16 +55,17 @@ static mm_status check_params(const mm_router_params *p, int64_t e_n, int64_t k_
     if (k_n > p->topk_group * (e_n / p->n_group))
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "topk = %lld exceeds the %lld experts of the topk_group = %lld kept groups",
-                       (long long)k_n, (long long)(p->topk_group * (e_n / p->n_group)), (long long)p->topk_group);
+                       (long long)k_n, (long long)(p->topk_group * (e_n / p->n_group)),
+                       (long long)p->topk_group);
     if (!isfinite(p->scaling) || p->scaling <= 0.0f)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "scaling (routed_scaling_factor) = %g must be finite and > 0",
-                       (double)p->scaling);
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "scaling (routed_scaling_factor) = %g must be finite and > 0", (double)p->scaling);
     return MM_OK;
 }
 
 /* softmax over the row, top-k of p, optionally divided by the sum of the K chosen (output order). */
-static void route_softmax(const float *row, int64_t e_n, int64_t k_n, int renorm, float *p, unsigned char *taken,
-                          int32_t *ir, float *wr) {
+static void route_softmax(const float *row, int64_t e_n, int64_t k_n, int renorm, float *p,
+                          unsigned char *taken, int32_t *ir, float *wr) {
     float m = row[0];
     for (int64_t e = 1; e < e_n; e++) m = row[e] > m ? row[e] : m;
     float s = 0.0f;
@@ -114,8 +115,8 @@ static void route_group(const mm_router_params *prm, const float *row, int64_t e
 }
 
 /* gpt-oss: top-k of logits + bias, then the softmax of the K chosen values (the first is the maximum). */
-static void route_topk_softmax(const mm_router_params *prm, const float *row, int64_t e_n, int64_t k_n, float *l,
-                               unsigned char *taken, int32_t *ir, float *wr) {
+static void route_topk_softmax(const mm_router_params *prm, const float *row, int64_t e_n, int64_t k_n,
+                               float *l, unsigned char *taken, int32_t *ir, float *wr) {
     const float *bias = prm->bias ? prm->bias->data : NULL;
     for (int64_t e = 0; e < e_n; e++) l[e] = row[e] + (bias ? bias[e] : 0.0f);
     for (int64_t k = 0; k < k_n; k++) ir[k] = (int32_t)take_max(l, taken, e_n);

@@ -53,7 +53,7 @@ def broken(src, dst, config=None, tensors=None, index=None):
 
 broken("qwen3_moe", "q3_nokey", config=lambda c: c.pop("num_experts_per_tok"))
 broken("qwen2_moe", "q2_nokey", config=lambda c: c.pop("shared_expert_intermediate_size"))
-broken("qwen3_moe", "q3_family", config=lambda c: c.update(model_type="deepseek_v3"))
+broken("qwen3_moe", "q3_family", config=lambda c: c.update(model_type="dbrx"))
 broken("qwen3_moe", "q3_quant", config=lambda c: c.update(quantization_config={"quant_method": "fp8"}))
 broken("qwen3_moe", "q3_act", config=lambda c: c.update(hidden_act="gelu"))
 broken("qwen3_moe", "q3_missing", tensors=lambda t: t.pop("model.layers.1.mlp.experts.6.up_proj.weight"))
@@ -116,7 +116,7 @@ rejected qwen2_moe 0 x_qwen2_moe.st 'config.json decoder_sparse_step = 2' "dense
 rejected qwen2_moe 2 x_qwen2_moe.st 'layer 2 is outside [0, 2) (config.json num_hidden_layers)' "layer out of range"
 rejected qwen2_moe 1 x_qwen2_moe.st '8 experts (config.json num_experts) do not split evenly over 3 ranks' \
     "experts over ranks" --ranks 3
-rejected q3_family 1 x_qwen3_moe.st 'model_type "deepseek_v3" is not a supported family' "unknown family"
+rejected q3_family 1 x_qwen3_moe.st 'model_type "dbrx" is not a supported family' "unknown family"
 rejected q3_quant 1 x_qwen3_moe.st '"quantization_config" is present' "quantized checkpoint"
 rejected q3_act 1 x_qwen3_moe.st '"hidden_act" must be "silu"' "other activation"
 rejected q3_missing 1 x_qwen3_moe.st 'tensor "model.layers.1.mlp.experts.6.up_proj.weight" is missing' "missing tensor" --ranks 2
