@@ -28,8 +28,8 @@ static void test_groups(void) {
     float logits[8] = {0}, bias[8] = {0.125f, 0, 0.25f, -0.125f, 0.125f, 0.125f, -0.5f, 0.375f};
     int32_t ids[3];
     float w[3];
-    mm_tensor l = t2(MM_DTYPE_F32, 1, 8, logits), ti = t2(MM_DTYPE_I32, 1, 3, ids), tw = t2(MM_DTYPE_F32, 1, 3, w),
-              tb = t1(bias, 8);
+    mm_tensor l = t2(MM_DTYPE_F32, 1, 8, logits), ti = t2(MM_DTYPE_I32, 1, 3, ids),
+              tw = t2(MM_DTYPE_F32, 1, 3, w), tb = t1(bias, 8);
     mm_router_params p = mm_router_default_params(MM_ROUTER_SIGMOID_GROUP_TOPK);
     p.n_group = 4;
     p.topk_group = 2;
@@ -69,8 +69,8 @@ static void test_masked_zero(void) {
     float logits[4] = {0}, bias[4] = {-0.75f, -0.625f, -1, -1};
     int32_t ids[2];
     float w[2];
-    mm_tensor l = t2(MM_DTYPE_F32, 1, 4, logits), ti = t2(MM_DTYPE_I32, 1, 2, ids), tw = t2(MM_DTYPE_F32, 1, 2, w),
-              tb = t1(bias, 4);
+    mm_tensor l = t2(MM_DTYPE_F32, 1, 4, logits), ti = t2(MM_DTYPE_I32, 1, 2, ids),
+              tw = t2(MM_DTYPE_F32, 1, 2, w), tb = t1(bias, 4);
     mm_router_params p = mm_router_default_params(MM_ROUTER_SIGMOID_GROUP_TOPK);
     p.n_group = 2;
     p.topk_group = 1;
@@ -87,8 +87,8 @@ static void test_topk_softmax(void) {
     float logits[8] = {1, 3, 2, 3, 2, 2, 1.5f, 1.5f}, bias[4] = {0, 0, 1.5f, -0.5f};
     int32_t ids[4];
     float w[4];
-    mm_tensor l = t2(MM_DTYPE_F32, 2, 4, logits), ti = t2(MM_DTYPE_I32, 2, 2, ids), tw = t2(MM_DTYPE_F32, 2, 2, w),
-              tb = t1(bias, 4);
+    mm_tensor l = t2(MM_DTYPE_F32, 2, 4, logits), ti = t2(MM_DTYPE_I32, 2, 2, ids),
+              tw = t2(MM_DTYPE_F32, 2, 2, w), tb = t1(bias, 4);
     mm_router_params p = mm_router_default_params(MM_ROUTER_TOPK_SOFTMAX);
     p.bias = &tb;
     CHECK_OK(mm_router_route(&p, &l, &ti, &tw, &err), &err);
@@ -110,8 +110,8 @@ static void test_errors(void) {
     float logits[6] = {0}, bias[6] = {0, 0, 0, 0, 0, INFINITY};
     int32_t ids[4];
     float w[4];
-    mm_tensor l = t2(MM_DTYPE_F32, 1, 6, logits), ti = t2(MM_DTYPE_I32, 1, 4, ids), tw = t2(MM_DTYPE_F32, 1, 4, w),
-              tb = t1(bias, 6), tb5 = t1(bias, 5);
+    mm_tensor l = t2(MM_DTYPE_F32, 1, 6, logits), ti = t2(MM_DTYPE_I32, 1, 4, ids),
+              tw = t2(MM_DTYPE_F32, 1, 4, w), tb = t1(bias, 6), tb5 = t1(bias, 5);
     mm_router_params p = mm_router_default_params(MM_ROUTER_SIGMOID_GROUP_TOPK);
     p.n_group = 4;
     CHECK_STATUS(mm_router_route(&p, &l, &ti, &tw, &err), MM_ERR_INVALID_ARGUMENT, &err);
