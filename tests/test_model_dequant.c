@@ -9,7 +9,9 @@
 #include "model/model_internal.h"
 #include "testlib.h"
 
-static float bf(uint16_t bits) { return mm_bf16_to_f32(bits); }
+static float bf(uint16_t bits) {
+    return mm_bf16_to_f32(bits);
+}
 
 static void test_fp8_blocks(void) {
     /* 3 x 3 codes, blocks 2 x 2: scales (2, 2) = [[0.5, 2], [3, 0.1]]; the last block row and column

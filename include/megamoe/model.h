@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* megamoe/model.h: the MoE layer of a Hugging Face checkpoint run by MegaMoE (docs/models.md).
  *
- * Families (the checkpoint's config.json "model_type"), BF16 weights only:
+ * Families (the checkpoint's config.json "model_type"):
  *   mixtral    model.layers.N.block_sparse_moe.gate.weight (E, H); experts.M.w1 (gate) / w3 (up) (I, H),
  *              w2 (down) (H, I); softmax over all E logits, top-k, renormalized; every layer sparse.
  *   qwen3_moe  model.layers.N.mlp.gate.weight; mlp.experts.M.gate_proj / up_proj (I, H), down_proj (H, I);
@@ -10,6 +10,12 @@
  *   qwen2_moe  as qwen3_moe plus mlp.shared_expert.{gate,up,down}_proj (I_s =
  * shared_expert_intermediate_size) and mlp.shared_expert_gate.weight (1, H): y += sigmoid(x . w_g) *
  * shared(x). Experts are SwiGLU: down(silu(gate(x)) * up(x)) (hidden_act must be "silu").
+ *   deepseek_v3 model.layers.N.mlp.gate.weight (E, H) + gate.e_score_correction_bias (E,); experts as
+ *              qwen in BF16 or FP8 E4M3 (+ .weight_scale_inv F32 block scales); mlp.shared_experts.*
+ *              (ungated); MM_ROUTER_SIGMOID_GROUP_TOPK; layers below first_k_dense_replace are dense.
+ *   gpt_oss    model.layers.N.mlp.router.weight / .bias; mlp.experts.{gate_up,down}_proj_{blocks,scales,
+ *              bias} (MXFP4, gate/up rows interleaved); MM_ROUTER_TOPK_SOFTMAX; swigluoai
+ *              [swiglu_limit, 1.702, 1.0] with the biases.
  *
  * A checkpoint is a folder with config.json and either model.safetensors or model.safetensors.index.json
  * plus the shards it names. Files are memory-mapped and only the tensors of the asked layer are touched;
