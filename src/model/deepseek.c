@@ -170,8 +170,7 @@ static mm_status routed_fp8(mm_model_files *files, const mm_model_config *c, con
 
 mm_status mm_model_load_deepseek(mm_moe_layer *l, mm_model_files *files, int64_t layer, mm_error *err) {
     const mm_model_config *c = &l->config;
-    int64_t h = c->hidden_size, i_n = c->moe_intermediate_size, e_n = c->num_experts,
-            count = l->local_experts;
+    int64_t h = c->hidden_size, i_n = c->moe_intermediate_size, count = l->local_experts;
     int native = c->weight_dtype == MM_DTYPE_FP8_E4M3FN && !l->options.dequantize_to_bf16;
     if (native && i_n % c->block_n != 0)
         return mm_fail(
@@ -179,19 +178,11 @@ mm_status mm_model_load_deepseek(mm_moe_layer *l, mm_model_files *files, int64_t
             "moe_intermediate_size = %lld is not a multiple of weight_block_size[0] = %lld: the FP8 "
             "experts' stacked gate/up scales need it (run with --weights bf16)",
             (long long)i_n, (long long)c->block_n);
-    char name[200];
-    mm_tensor t;
+    char name[200], bname[200];
     snprintf(name, sizeof name, "model.layers.%lld.mlp.gate.weight", (long long)layer);
-    mm_status st = mm_model_files_tensor(files, name, e_n, h, "(n_routed_experts, hidden_size)", &t, err);
-    if (!st) st = mm_model_copy_bf16(&t, &l->gate, err);
-    snprintf(name, sizeof name, "model.layers.%lld.mlp.gate.e_score_correction_bias", (long long)layer);
-    if (!st)
-        st = mm_model_files_get(files, name, MM_DTYPE_F32, MM_DTYPE_BF16, 1, &c->num_experts,
-                                "(n_routed_experts,)", &t, err);
-    if (!st) st = mm_model_copy_f32(&t, &l->router_bias, err);
+    snprintf(bname, sizeof bname, "model.layers.%lld.mlp.gate.e_score_correction_bias", (long long)layer);
+    mm_status st = mm_model_load_router(l, files, name, bname, "n_routed_experts", err);
     if (st) return st;
-    l->router_bias_t = mm_tensor_make(MM_DTYPE_F32, 1, &c->num_experts, l->router_bias);
-    l->router.bias = &l->router_bias_t;
     l->router.n_group = c->n_group;
     l->router.topk_group = c->topk_group;
     l->router.normalize = c->norm_topk_prob;

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* model/family_keys.c: config.json helpers of the deepseek_v3 and gpt_oss families (boolean, real and
- * string keys with their transformers defaults), and the copies the layer keeps of small tensors. */
+ * string keys with their transformers defaults), the copies the layer keeps of small tensors, and the
+ * router of both (a weight and a bias). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,4 +68,22 @@ int mm_model_all_zero_f32(const float *v, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (v[i] != 0.0f) return 0;
     return 1;
+}
+
+mm_status mm_model_load_router(mm_moe_layer *l, mm_model_files *files, const char *weight, const char *bias,
+                               const char *e_key, mm_error *err) {
+    const mm_model_config *c = &l->config;
+    char dims[96];
+    mm_tensor t;
+    snprintf(dims, sizeof dims, "(%s, hidden_size)", e_key);
+    mm_status st = mm_model_files_tensor(files, weight, c->num_experts, c->hidden_size, dims, &t, err);
+    if (!st) st = mm_model_copy_bf16(&t, &l->gate, err);
+    snprintf(dims, sizeof dims, "(%s,)", e_key);
+    if (!st)
+        st = mm_model_files_get(files, bias, MM_DTYPE_F32, MM_DTYPE_BF16, 1, &c->num_experts, dims, &t, err);
+    if (!st) st = mm_model_copy_f32(&t, &l->router_bias, err);
+    if (st) return st;
+    l->router_bias_t = mm_tensor_make(MM_DTYPE_F32, 1, &c->num_experts, l->router_bias);
+    l->router.bias = &l->router_bias_t;
+    return MM_OK;
 }

@@ -17,4 +17,9 @@ mm_status mm_model_config_string_is(const mm_json_value *obj, const char *where,
 /* 1 when the n values are all +0 or -0. */
 int mm_model_all_zero_f32(const float *v, size_t n);
 
+/* The router: weight (E, H) BF16 into l->gate, bias (E,) F32 or BF16 into l->router_bias and
+ * l->router.bias; e_key names E's config key in messages. */
+mm_status mm_model_load_router(mm_moe_layer *l, mm_model_files *files, const char *weight, const char *bias,
+                               const char *e_key, mm_error *err);
+
 #endif

@@ -88,16 +88,10 @@ mm_status mm_model_load_gpt_oss(mm_moe_layer *l, mm_model_files *files, int64_t 
             "hidden_size = %lld and intermediate_size = %lld must be multiples of 64 for MegaMoE's MX "
             "scale layout (run with --weights bf16)",
             (long long)h, (long long)i_n);
-    char name[200];
-    mm_tensor t;
+    char name[200], bname[200];
     snprintf(name, sizeof name, "model.layers.%lld.mlp.router.weight", (long long)layer);
-    mm_status st = mm_model_files_tensor(files, name, e_n, h, "(num_local_experts, hidden_size)", &t, err);
-    if (!st) st = mm_model_copy_bf16(&t, &l->gate, err);
-    snprintf(name, sizeof name, "model.layers.%lld.mlp.router.bias", (long long)layer);
-    if (!st)
-        st = mm_model_files_get(files, name, MM_DTYPE_BF16, MM_DTYPE_F32, 1, &c->num_experts,
-                                "(num_local_experts,)", &t, err);
-    if (!st) st = mm_model_copy_f32(&t, &l->router_bias, err);
+    snprintf(bname, sizeof bname, "model.layers.%lld.mlp.router.bias", (long long)layer);
+    mm_status st = mm_model_load_router(l, files, name, bname, "num_local_experts", err);
     proj up = {0}, down = {0};
     if (!st)
         st = get_proj(files, c, layer, "gate_up_proj", 2 * i_n, h, "2 * intermediate_size", "hidden_size",
@@ -105,8 +99,6 @@ mm_status mm_model_load_gpt_oss(mm_moe_layer *l, mm_model_files *files, int64_t 
     if (!st)
         st = get_proj(files, c, layer, "down_proj", h, i_n, "hidden_size", "intermediate_size", &down, err);
     if (!st) {
-        l->router_bias_t = mm_tensor_make(MM_DTYPE_F32, 1, &c->num_experts, l->router_bias);
-        l->router.bias = &l->router_bias_t;
         l->attrs.activation = MM_MEGA_MOE_SWIGLUOAI;
         l->attrs.activation_param_count = 3;
         l->attrs.activation_params[0] = c->swiglu_limit;

@@ -9,16 +9,7 @@
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 cli_mpi_env
-
-# The checks are numpy programs: the first python3 that has numpy (a pyenv shim may not).
-PY=
-for p in python3 /usr/bin/python3; do
-    if command -v "$p" >/dev/null && "$p" -c "import numpy" 2>/dev/null; then PY=$p; break; fi
-done
-[ -n "$PY" ] || { echo "model_layer: python3 with numpy is required (apt-get install python3-numpy)"; exit 1; }
-PYDIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../python" && pwd)"
-MEGAMOE="$(cd "$(dirname "$MEGAMOE")" && pwd)/$(basename "$MEGAMOE")"
-cd "$WORK"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/model_common.bash"
 # Everything the script needs, written by one Python run (numpy starts slowly on a loaded machine):
 # the three checkpoints, the inputs, and the broken copies (each one edit of a good checkpoint).
 cat >make.py <<'PY'
@@ -97,15 +88,6 @@ if "$PY" "$PYDIR/hf_moe_reference.py" check "${refs[@]}" >ref.log 2>&1; then ok;
 cp -r mixtral mixtral_noshard && rm mixtral_noshard/model-00002-of-00002.safetensors
 expect 0 "layer 0 without the unused shard" layer --model mixtral_noshard --layer 0 x_mixtral0.st -o m0.st
 
-# rejected MODEL LAYER X NEEDLE WHAT [options]: exit 2, one stderr line containing NEEDLE, no output.
-rejected() {
-    local model=$1 layer=$2 x=$3 needle=$4 what=$5
-    shift 5
-    rm -f rejected.st
-    expect 2 "$what" layer --model "$model" --layer "$layer" "$x" -o rejected.st "$@"
-    stderr_is_one_line "$needle" "$what"
-    if [ ! -e rejected.st ]; then ok; else bad "$what: wrote an output"; fi
-}
 rejected mixtral_noshard 1 x_mixtral.st 'shard "model-00002-of-00002.safetensors" is missing' "missing shard"
 cp -r mixtral mixtral_trunc && truncate -s -100 mixtral_trunc/model-00002-of-00002.safetensors
 rejected mixtral_trunc 1 x_mixtral.st 'is beyond the end of the' "truncated shard"

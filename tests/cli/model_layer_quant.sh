@@ -11,15 +11,7 @@
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 cli_mpi_env
-
-PY=
-for p in python3 /usr/bin/python3; do
-    if command -v "$p" >/dev/null && "$p" -c "import numpy" 2>/dev/null; then PY=$p; break; fi
-done
-[ -n "$PY" ] || { echo "model_layer_quant: python3 with numpy is required (apt-get install python3-numpy)"; exit 1; }
-PYDIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../python" && pwd)"
-MEGAMOE="$(cd "$(dirname "$MEGAMOE")" && pwd)/$(basename "$MEGAMOE")"
-cd "$WORK"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/model_common.bash"
 cat >make.py <<'PY'
 import json, shutil
 import numpy as np
@@ -86,28 +78,21 @@ if cmp -s dsb.native.st deepseek_v3_bf16.1.st; then ok; else bad "deepseek_v3_bf
 if "$PY" "$PYDIR/hf_moe_reference.py" check "${refs[@]}" >ref.log 2>&1; then ok; else bad "vs reference: $(cat ref.log)"; fi
 grep -q "routing identical=True" ref.log && ok || bad "reference log: $(cat ref.log)"
 
-rejected() {
-    local model=$1 layer=$2 x=$3 needle=$4 what=$5
-    shift 5
-    rm -f rejected.st
-    expect 2 "$what" layer --model "$model" --layer "$layer" "$x" -o rejected.st --weights bf16 "$@"
-    stderr_is_one_line "$needle" "$what"
-    if [ ! -e rejected.st ]; then ok; else bad "$what: wrote an output"; fi
-}
+rej() { rejected "$@" --weights bf16; } # the quantized checkpoints load dequantized
 X=x_deepseek_v3.st
-rejected deepseek_v3 0 $X 'layer 0 is a dense MLP layer, not MoE (config.json first_k_dense_replace = 1)' "dense layer"
-rejected ds_noscale 1 $X 'tensor "model.layers.1.mlp.experts.3.down_proj.weight_scale_inv" is missing from "model-00002-of-00002.safetensors"' \
+rej deepseek_v3 0 $X 'layer 0 is a dense MLP layer, not MoE (config.json first_k_dense_replace = 1)' "dense layer"
+rej ds_noscale 1 $X 'tensor "model.layers.1.mlp.experts.3.down_proj.weight_scale_inv" is missing from "model-00002-of-00002.safetensors"' \
     "missing scale tensor"
-rejected ds_block 1 $X 'tensor "model.layers.1.mlp.experts.0.gate_proj.weight_scale_inv" has shape [2, 2], must be [1, 2]' \
+rej ds_block 1 $X 'tensor "model.layers.1.mlp.experts.0.gate_proj.weight_scale_inv" has shape [2, 2], must be [1, 2]' \
     "wrong block shape"
-rejected ds_dtype 1 $X 'tensor "model.layers.1.mlp.experts.0.up_proj.weight" has dtype BF16, must be F8_E4M3' \
+rej ds_dtype 1 $X 'tensor "model.layers.1.mlp.experts.0.up_proj.weight" has dtype BF16, must be F8_E4M3' \
     "BF16 weight in an FP8 checkpoint"
-rejected ds_scoring 1 x_deepseek_v3_bf16.st '"scoring_func" must be "sigmoid"' "other scoring function"
-rejected ds_nogroup 1 x_deepseek_v3_bf16.st 'n_group = 3 must divide n_routed_experts = 8' "groups"
-rejected oss_dtype 1 x_gpt_oss_nobias.st 'tensor "model.layers.1.mlp.experts.down_proj_blocks" has dtype I8, must be U8' \
+rej ds_scoring 1 x_deepseek_v3_bf16.st '"scoring_func" must be "sigmoid"' "other scoring function"
+rej ds_nogroup 1 x_deepseek_v3_bf16.st 'n_group = 3 must divide n_routed_experts = 8' "groups"
+rej oss_dtype 1 x_gpt_oss_nobias.st 'tensor "model.layers.1.mlp.experts.down_proj_blocks" has dtype I8, must be U8' \
     "wrong dtype"
-rejected oss_nobias 1 x_gpt_oss_nobias.st 'tensor "model.layers.1.mlp.router.bias" is missing' "missing router bias"
-rejected oss_bf16 1 x_gpt_oss_nobias.st 'quant_method must be "mxfp4"' "gpt_oss without quantization"
+rej oss_nobias 1 x_gpt_oss_nobias.st 'tensor "model.layers.1.mlp.router.bias" is missing' "missing router bias"
+rej oss_bf16 1 x_gpt_oss_nobias.st 'quant_method must be "mxfp4"' "gpt_oss without quantization"
 expect 2 "bad --weights" layer --model deepseek_v3 --layer 1 $X -o out.st --weights fp8
 stderr_is_one_line "--weights must be native or bf16"
 
