@@ -152,8 +152,8 @@ mm_status mm_model_check_layer(const mm_model *model, int64_t layer, mm_error *e
 typedef struct mm_moe_layer mm_moe_layer;
 
 /* Collective over comm: loads layer `layer` of model on every rank (E must be a multiple of the size R;
- * rank r holds experts [r E / R, (r + 1) E / R) and, for qwen2_moe, the shared expert), checks every
- * tensor's presence, dtype (BF16) and shape, packs the weights for MegaMoE and creates its buffer for
+ * rank r holds experts [r E / R, (r + 1) E / R) and the shared experts of qwen2_moe / deepseek_v3), checks
+ * every tensor's presence, dtype and shape, packs the weights for MegaMoE and creates its buffer for
  * max_tokens_per_rank tokens per call (>= 1). The checkpoint's files are unmapped before it returns.
  * comm must outlive the layer. */
 mm_status mm_moe_layer_load(mm_comm *comm, const mm_model *model, int64_t layer, int64_t max_tokens_per_rank,
@@ -161,8 +161,9 @@ mm_status mm_moe_layer_load(mm_comm *comm, const mm_model *model, int64_t layer,
 
 /* Collective: this rank's tokens x (T, H) BF16 (T <= max_tokens_per_rank, may be 0 and differ per rank)
  * -> y (T, H) BF16, topk_ids (T, K) I32 and topk_weights (T, K) F32 as applied (caller-allocated).
- * Router: mm_router_logits then mm_router_topk with the family's rule; experts: mm_mega_moe_run
- * (A16W16, swiglu without clamp, weights applied at combine in F32). qwen2_moe: the shared expert runs
+ * Router: mm_router_logits then mm_router_route with the family's rule and parameters; experts:
+ * mm_mega_moe_run (A16W16, or A16W8-FP8 / A16W4-MX for native deepseek_v3 FP8 / gpt_oss; swiglu without
+ * clamp, gpt_oss swigluoai with biases; weights applied at combine in F32). qwen2_moe: the shared expert runs
  * as a second MegaMoE call in which every token goes to its own rank's copy with weight
  * sigmoid(x . w_g) (F32), and y = BF16(F32(y_routed) + F32(y_shared)). */
 mm_status mm_moe_layer_forward(mm_moe_layer *layer, const mm_tensor *x, mm_tensor *y, mm_tensor *topk_ids,
