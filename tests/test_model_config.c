@@ -134,6 +134,80 @@ static void test_broken(void) {
     CHECK_STR_CONTAINS(err.message, "config.json: cannot open");
 }
 
+/* deepseek_v3 and gpt_oss: the published configs' keys, transformers' defaults, the dense first layers,
+ * the quantization_config and the broken keys. */
+static void test_quant_families(void) {
+    mm_error err;
+    put("model.safetensors", "");
+    mm_model *m =
+        open_ok("{\"model_type\":\"deepseek_v3\",\"hidden_size\":7168,\"num_hidden_layers\":61,\"n_routed_"
+                "experts\":256,"
+                "\"num_experts_per_tok\":8,\"moe_intermediate_size\":2048,\"n_shared_experts\":1,"
+                "\"first_k_dense_replace\":3,\"moe_layer_freq\":1,\"n_group\":8,\"topk_group\":4,\"norm_topk_"
+                "prob\":true,"
+                "\"routed_scaling_factor\":2.5,\"scoring_func\":\"sigmoid\",\"topk_method\":\"noaux_tc\","
+                "\"quantization_config\":{\"activation_scheme\":\"dynamic\",\"fmt\":\"e4m3\",\"quant_"
+                "method\":\"fp8\","
+                "\"weight_block_size\":[128,128]}}");
+    const mm_model_config *c = mm_model_get_config(m);
+    CHECK(c && c->family == MM_MODEL_DEEPSEEK_V3 && c->num_experts == 256 && c->topk == 8);
+    CHECK(c && c->moe_intermediate_size == 2048 && c->shared_intermediate_size == 2048);
+    CHECK(c && c->router == MM_ROUTER_SIGMOID_GROUP_TOPK && c->n_group == 8 && c->topk_group == 4);
+    CHECK(c && c->norm_topk_prob == 1 && c->routed_scaling_factor == 2.5f);
+    CHECK(c && c->weight_dtype == MM_DTYPE_FP8_E4M3FN && c->block_n == 128 && c->block_k == 128);
+    CHECK_STATUS(mm_model_check_layer(m, 2, &err), MM_ERR_INVALID_ARGUMENT, &err);
+    CHECK_STR_CONTAINS(err.message,
+                       "layer 2 is a dense MLP layer, not MoE (config.json first_k_dense_replace = 3)");
+    CHECK_OK(mm_model_check_layer(m, 3, &err), &err);
+    CHECK_OK(mm_model_check_layer(m, 60, &err), &err);
+    mm_model_close(m);
+    /* only the sizes: transformers' defaults for the rest, BF16 without quantization_config */
+    m = open_ok(
+        "{\"model_type\":\"deepseek_v3\",\"hidden_size\":64,\"num_hidden_layers\":4,\"n_routed_experts\":16,"
+        "\"num_experts_per_tok\":2,\"moe_intermediate_size\":32,\"moe_layer_freq\":2}");
+    c = mm_model_get_config(m);
+    CHECK(c && c->n_shared_experts == 1 && c->first_k_dense_replace == 3 && c->n_group == 8 &&
+          c->topk_group == 4);
+    CHECK(c && c->norm_topk_prob == 1 && c->routed_scaling_factor == 2.5f &&
+          c->weight_dtype == MM_DTYPE_BF16);
+    CHECK_STATUS(mm_model_check_layer(m, 3, &err), MM_ERR_INVALID_ARGUMENT, &err);
+    CHECK_STR_CONTAINS(err.message, "layer 3 is a dense MLP layer, not MoE (config.json moe_layer_freq = 2)");
+    mm_model_close(m);
+    m = open_ok(
+        "{\"model_type\":\"gpt_oss\",\"hidden_size\":2880,\"num_hidden_layers\":24,\"num_local_experts\":32,"
+        "\"num_experts_per_tok\":4,\"intermediate_size\":2880,\"swiglu_limit\":7.0,"
+        "\"quantization_config\":{\"quant_method\":\"mxfp4\"}}");
+    c = mm_model_get_config(m);
+    CHECK(c && c->family == MM_MODEL_GPT_OSS && c->num_experts == 32 && c->topk == 4);
+    CHECK(c && c->router == MM_ROUTER_TOPK_SOFTMAX && c->swiglu_limit == 7.0f &&
+          c->weight_dtype == MM_DTYPE_FP4_E2M1);
+    CHECK_OK(mm_model_check_layer(m, 0, &err), &err);
+    mm_model_close(m);
+    static const char ds[] =
+        "{\"model_type\":\"deepseek_v3\",\"hidden_size\":64,\"num_hidden_layers\":4,"
+        "\"n_routed_experts\":16,\"num_experts_per_tok\":2,\"moe_intermediate_size\":32,";
+    char text[512];
+    snprintf(text, sizeof text,
+             "%s\"quantization_config\":{\"quant_method\":\"fp8\",\"weight_block_size\":[128]}}", ds);
+    open_fails(text,
+               "quantization_config: \"weight_block_size\" must be [block_n, block_k] of integers >= 1");
+    snprintf(text, sizeof text, "%s\"quantization_config\":{\"quant_method\":\"awq\"}}", ds);
+    open_fails(text, "quantization_config: \"quant_method\" must be \"fp8\"");
+    snprintf(text, sizeof text, "%s\"topk_method\":\"greedy\"}", ds);
+    open_fails(text, "config.json: \"topk_method\" must be \"noaux_tc\"");
+    open_fails(
+        "{\"model_type\":\"deepseek_v3\",\"hidden_size\":64,\"num_hidden_layers\":4,\"n_routed_experts\":16,"
+        "\"num_experts_per_tok\":5,\"moe_intermediate_size\":32,\"n_group\":4,\"topk_group\":1}",
+        "num_experts_per_tok = 5 exceeds the 4 experts of topk_group groups");
+    snprintf(text, sizeof text, "%s\"routed_scaling_factor\":\"2.5\"}", ds);
+    open_fails(text, "config.json: \"routed_scaling_factor\" is a string, must be a number");
+    open_fails(
+        "{\"model_type\":\"gpt_oss\",\"hidden_size\":100,\"num_hidden_layers\":2,\"num_local_experts\":4,"
+        "\"num_experts_per_tok\":2,\"intermediate_size\":64,\"quantization_config\":{\"quant_method\":"
+        "\"mxfp4\"}}",
+        "hidden_size = 100 and intermediate_size = 64 must be multiples of 32");
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/megamoe_model_config_XXXXXX");
     if (!mkdtemp(dir)) {
@@ -142,6 +216,7 @@ int main(void) {
     }
     test_families();
     test_broken();
+    test_quant_families();
     drop("config.json");
     drop("model.safetensors");
     drop("model.safetensors.index.json");

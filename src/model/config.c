@@ -86,14 +86,15 @@ static mm_status read_family(const mm_json_value *root, mm_model_family *family,
     if (v->type != MM_JSON_STRING)
         return mm_fail(err, MM_ERR_INVALID_FILE, "config.json: \"model_type\" is %s, must be a string",
                        mm_json_type_phrase(v->type));
-    for (int f = MM_MODEL_MIXTRAL; f <= MM_MODEL_QWEN2_MOE; f++)
+    for (int f = MM_MODEL_MIXTRAL; f <= MM_MODEL_GPT_OSS; f++)
         if (strcmp(v->u.string.chars, mm_model_family_name((mm_model_family)f)) == 0) {
             *family = (mm_model_family)f;
             return MM_OK;
         }
     char q[MM_IO_QUOTE_BUF];
     return mm_fail(err, MM_ERR_INVALID_FILE,
-                   "config.json: model_type \"%s\" is not a supported family (mixtral, qwen3_moe, qwen2_moe)",
+                   "config.json: model_type \"%s\" is not a supported family (mixtral, qwen3_moe, qwen2_moe, "
+                   "deepseek_v3, gpt_oss)",
                    mm_io_quote(q, sizeof q, v->u.string.chars, v->u.string.len));
 }
 
@@ -112,8 +113,13 @@ static mm_status read_config(mm_model *m, const mm_json_value *root, mm_error *e
     mm_model_config *c = &m->config;
     mm_status st;
     const int64_t big = (int64_t)1 << 40;
-    if ((st = read_family(root, &c->family, err)) || (st = check_unsupported(root, err)) ||
-        (st = mm_model_quant_read(root, &m->quant, err)) ||
+    if ((st = read_family(root, &c->family, err))) return st;
+    c->n_group = c->topk_group = c->moe_layer_freq = c->decoder_sparse_step = 1;
+    c->routed_scaling_factor = 1.0f;
+    c->weight_dtype = MM_DTYPE_BF16;
+    if (c->family == MM_MODEL_DEEPSEEK_V3) return mm_model_read_deepseek_config(c, root, err);
+    if (c->family == MM_MODEL_GPT_OSS) return mm_model_read_gpt_oss_config(c, root, err);
+    if ((st = check_unsupported(root, err)) || (st = mm_model_quant_read(root, &m->quant, err)) ||
         (st = get_int(root, "hidden_size", 0, 0, 1, big, &c->hidden_size, err)) ||
         (st = get_int(root, "num_hidden_layers", 0, 0, 1, 1 << 20, &c->num_hidden_layers, err)) ||
         (st = get_int(root, "num_experts_per_tok", 0, 0, 1, 1 << 20, &c->topk, err)))
@@ -269,6 +275,14 @@ mm_status mm_model_check_layer(const mm_model *model, int64_t layer, mm_error *e
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                            "layer %lld is a dense MLP layer, not MoE (config.json mlp_only_layers lists it)",
                            (long long)layer);
+    if (layer < c->first_k_dense_replace)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "layer %lld is a dense MLP layer, not MoE (config.json first_k_dense_replace = %lld)",
+                       (long long)layer, (long long)c->first_k_dense_replace);
+    if (c->family == MM_MODEL_DEEPSEEK_V3 && layer % c->moe_layer_freq != 0)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "layer %lld is a dense MLP layer, not MoE (config.json moe_layer_freq = %lld)",
+                       (long long)layer, (long long)c->moe_layer_freq);
     if ((layer + 1) % c->decoder_sparse_step != 0)
         return mm_fail(
             err, MM_ERR_INVALID_ARGUMENT,
@@ -276,4 +290,9 @@ mm_status mm_model_check_layer(const mm_model *model, int64_t layer, mm_error *e
             "N is sparse when (N + 1) %% %lld == 0)",
             (long long)layer, (long long)c->decoder_sparse_step, (long long)c->decoder_sparse_step);
     return MM_OK;
+}
+
+mm_status mm_model_config_int(const mm_json_value *root, const char *key, int has_def, int64_t def,
+                              int64_t min, int64_t max, int64_t *out, mm_error *err) {
+    return get_int(root, key, has_def, def, min, max, out, err);
 }

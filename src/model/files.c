@@ -85,15 +85,15 @@ int mm_model_files_has(mm_model_files *files, const char *name) {
     return mm_st_find(s->reader, name) != NULL;
 }
 
-static int dtype_allowed(mm_dtype dtype, const mm_dtype *allowed) {
-    for (; *allowed != MM_DTYPE_INVALID; allowed++)
-        if (*allowed == dtype) return 1;
-    return 0;
+static void dims_text(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    size_t at = (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < ndim && at < cap; d++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (at < cap) snprintf(buf + at, cap - at, "]");
 }
 
-mm_status mm_model_files_tensor_of(mm_model_files *files, const char *name, const mm_dtype *allowed,
-                                   int64_t rows, int64_t cols, const char *dims, mm_tensor *out,
-                                   mm_error *err) {
+mm_status mm_model_files_get(mm_model_files *files, const char *name, mm_dtype dtype, mm_dtype alt, int ndim,
+                             const int64_t *shape, const char *dims, mm_tensor *out, mm_error *err) {
     const char *file = file_of(files->model, name);
     if (!file)
         return mm_fail(err, MM_ERR_INVALID_FILE,
@@ -103,27 +103,23 @@ mm_status mm_model_files_tensor_of(mm_model_files *files, const char *name, cons
     if (st) return st;
     const mm_st_tensor_info *info = mm_st_find(s->reader, name);
     if (!info) return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" is missing from \"%s\"", name, file);
-    if (!dtype_allowed(info->dtype, allowed)) {
-        char list[64] = "";
-        for (const mm_dtype *a = allowed; *a != MM_DTYPE_INVALID; a++)
-            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", a == allowed ? "" : " or ",
-                     mm_st_dtype_string(*a));
-        return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" has dtype %s, must be %s%s", name,
-                       info->dtype_string, list,
-                       allowed[0] == MM_DTYPE_BF16 && allowed[1] == MM_DTYPE_INVALID
-                           ? " (megamoe runs the BF16 checkpoints)"
-                           : "");
+    if (info->dtype != dtype && (alt == MM_DTYPE_INVALID || info->dtype != alt)) {
+        if (dtype == MM_DTYPE_BF16 && alt == MM_DTYPE_INVALID)
+            return mm_fail(err, MM_ERR_INVALID_FILE,
+                           "tensor \"%s\" has dtype %s, must be BF16 (megamoe runs the BF16 checkpoints)",
+                           name, info->dtype_string);
+        return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" has dtype %s, must be %s%s%s", name,
+                       info->dtype_string, mm_st_dtype_string(dtype), alt ? " or " : "",
+                       alt ? mm_st_dtype_string(alt) : "");
     }
-    int one_d = rows < 0; /* a vector of cols elements */
-    if (info->ndim != (one_d ? 1 : 2) || (!one_d && info->shape[0] != rows) ||
-        info->shape[one_d ? 0 : 1] != cols) {
-        char shape[200];
-        shape_text(shape, sizeof shape, info);
-        if (one_d)
-            return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" has shape %s, must be [%lld] %s", name,
-                           shape, (long long)cols, dims);
-        return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" has shape %s, must be [%lld, %lld] %s", name,
-                       shape, (long long)rows, (long long)cols, dims);
+    int same = info->ndim == ndim;
+    for (int d = 0; d < ndim && same; d++) same = info->shape[d] == shape[d];
+    if (!same) {
+        char got[200], want[200];
+        shape_text(got, sizeof got, info);
+        dims_text(want, sizeof want, ndim, shape);
+        return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\" has shape %s, must be %s %s", name, got, want,
+                       dims);
     }
     const uint8_t *data = (const uint8_t *)s->map + info->offset;
     void *p = (void *)data;
@@ -141,15 +137,24 @@ mm_status mm_model_files_tensor_of(mm_model_files *files, const char *name, cons
         memcpy(p, data, info->nbytes);
         files->copies[files->copy_count++] = p;
     }
-    int64_t shape[2] = {one_d ? cols : rows, cols};
-    *out = mm_tensor_make(info->dtype, one_d ? 1 : 2, shape, p);
+    *out = mm_tensor_make(info->dtype, ndim, shape, p);
     return MM_OK;
 }
 
 mm_status mm_model_files_tensor(mm_model_files *files, const char *name, int64_t rows, int64_t cols,
                                 const char *dims, mm_tensor *out, mm_error *err) {
-    static const mm_dtype bf16[] = {MM_DTYPE_BF16, MM_DTYPE_INVALID};
-    return mm_model_files_tensor_of(files, name, bf16, rows, cols, dims, out, err);
+    int64_t shape[2] = {rows, cols};
+    return mm_model_files_get(files, name, MM_DTYPE_BF16, MM_DTYPE_INVALID, 2, shape, dims, out, err);
+}
+
+mm_status mm_model_files_tensor_of(mm_model_files *files, const char *name, const mm_dtype *allowed,
+                                   int64_t rows, int64_t cols, const char *dims, mm_tensor *out,
+                                   mm_error *err) {
+    /* one or two allowed dtypes (the lists of the AWQ/GPTQ loader); rows < 0: a vector of cols */
+    int64_t shape[2] = {rows < 0 ? cols : rows, cols};
+    return mm_model_files_get(files, name, allowed[0],
+                              allowed[0] == MM_DTYPE_INVALID ? MM_DTYPE_INVALID : allowed[1],
+                              rows < 0 ? 1 : 2, shape, dims, out, err);
 }
 
 void mm_model_files_close(mm_model_files *files) {

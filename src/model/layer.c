@@ -21,20 +21,7 @@
 #include "megamoe/mega_moe.h"
 #include "model/model_internal.h"
 
-struct mm_moe_layer {
-    mm_comm *comm;
-    mm_moe_layer_options options;
-    mm_model_config config;
-    int rank, size;
-    int64_t max_tokens, local_experts;
-    uint16_t *gate;        /* (E, H) router weight */
-    uint16_t *shared_gate; /* (H,) qwen2_moe shared_expert_gate, else NULL */
-    mm_dtype gate_dtype;   /* of both: BF16, or F16 (the non-quantized tensors of AWQ/GPTQ checkpoints) */
-    mm_mega_moe_buffer *buffer, *shared_buffer;
-    mm_mega_moe_weights *weights, *shared_weights;
-};
-
-static mm_status copy_bf16(const mm_tensor *t, uint16_t **out, mm_error *err) {
+mm_status mm_model_copy_bf16(const mm_tensor *t, uint16_t **out, mm_error *err) {
     size_t n = (size_t)mm_tensor_numel(t);
     if (!(*out = malloc(n * sizeof **out))) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "layer: out of memory");
     memcpy(*out, t->data, n * sizeof **out);
@@ -142,6 +129,13 @@ static mm_status load_local(mm_moe_layer *l, const mm_model *model, int64_t laye
     snprintf(name, sizeof name, "model.layers.%lld.%s.gate.weight", (long long)layer, prefix);
     const char *e_dims =
         c->family == MM_MODEL_MIXTRAL ? "(num_local_experts, hidden_size)" : "(num_experts, hidden_size)";
+    l->gate_dtype = MM_DTYPE_BF16;
+    if (c->family == MM_MODEL_DEEPSEEK_V3 || c->family == MM_MODEL_GPT_OSS) {
+        mm_status st = c->family == MM_MODEL_DEEPSEEK_V3 ? mm_model_load_deepseek(l, &files, layer, err)
+                                                         : mm_model_load_gpt_oss(l, &files, layer, err);
+        mm_model_files_close(&files);
+        return st;
+    }
     /* AWQ / GPTQ checkpoints keep the router (and the shared-expert gate) unquantized in F16 */
     static const mm_dtype bf16[] = {MM_DTYPE_BF16, MM_DTYPE_INVALID},
                           bf16_f16[] = {MM_DTYPE_BF16, MM_DTYPE_F16, MM_DTYPE_INVALID};
@@ -150,13 +144,13 @@ static mm_status load_local(mm_moe_layer *l, const mm_model *model, int64_t laye
         mm_model_files_tensor_of(&files, name, gate_dtypes, c->num_experts, c->hidden_size, e_dims, &t, err);
     if (!st) {
         l->gate_dtype = t.dtype;
-        st = copy_bf16(&t, &l->gate, err);
+        st = mm_model_copy_bf16(&t, &l->gate, err);
     }
     if (!st && c->family == MM_MODEL_QWEN2_MOE) {
         snprintf(name, sizeof name, "model.layers.%lld.mlp.shared_expert_gate.weight", (long long)layer);
         const mm_dtype same[] = {l->gate_dtype, MM_DTYPE_INVALID};
         st = mm_model_files_tensor_of(&files, name, same, 1, c->hidden_size, "(1, hidden_size)", &t, err);
-        if (!st) st = copy_bf16(&t, &l->shared_gate, err);
+        if (!st) st = mm_model_copy_bf16(&t, &l->shared_gate, err);
     }
     int dequant = l->options.dequantize_to_bf16;
     if (!st)
@@ -192,7 +186,10 @@ mm_status mm_moe_layer_load_with(mm_comm *comm, const mm_model *model, int64_t l
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                        "the %lld experts (config.json %s) do not split evenly over %d ranks",
                        (long long)c->num_experts,
-                       c->family == MM_MODEL_MIXTRAL ? "num_local_experts" : "num_experts", size);
+                       c->family == MM_MODEL_MIXTRAL || c->family == MM_MODEL_GPT_OSS ? "num_local_experts"
+                       : c->family == MM_MODEL_DEEPSEEK_V3                            ? "n_routed_experts"
+                                                                                      : "num_experts",
+                       size);
     mm_moe_layer *l = calloc(1, sizeof *l);
     if (!l) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "mm_moe_layer_load: out of memory");
     l->comm = comm;
@@ -202,6 +199,8 @@ mm_status mm_moe_layer_load_with(mm_comm *comm, const mm_model *model, int64_t l
     l->size = size;
     l->max_tokens = max_tokens_per_rank;
     l->local_experts = c->num_experts / size;
+    l->router = mm_router_default_params(c->router);
+    l->attrs = mm_mega_moe_default_attrs();
     mm_mega_moe_sizing sizing = {c->num_experts, max_tokens_per_rank,      c->topk,
                                  c->hidden_size, c->moe_intermediate_size, 0};
     st = mm_mega_moe_buffer_create(comm, &sizing, &l->buffer, err);
@@ -316,7 +315,7 @@ mm_status mm_moe_layer_forward(mm_moe_layer *l, const mm_tensor *x, mm_tensor *y
         mm_tensor tl = mm_tensor_make(MM_DTYPE_F32, 2, lshape, logits);
         mm_tensor tg = mm_tensor_make(l->gate_dtype, 2, gshape, l->gate);
         if (!(st = mm_router_logits(x, &tg, &tl, err)))
-            st = mm_router_topk(c->router, &tl, topk_ids, topk_weights, err);
+            st = mm_router_route(&l->router, &tl, topk_ids, topk_weights, err);
     }
     /* The MegaMoE calls are collective: agree on the local checks first, so that either every rank
      * calls them or none does. */
@@ -329,10 +328,9 @@ mm_status mm_moe_layer_forward(mm_moe_layer *l, const mm_tensor *x, mm_tensor *y
     } else {
         int64_t cshape[1] = {l->local_experts};
         mm_tensor tc = mm_tensor_make(MM_DTYPE_I32, 1, cshape, counts);
-        mm_mega_moe_attrs attrs = mm_mega_moe_default_attrs();
         mm_mega_moe_inputs in = {x, NULL, topk_ids, topk_weights, NULL};
         mm_mega_moe_outputs outs = {y, &tc};
-        st = mm_mega_moe_run(l->buffer, l->weights, &attrs, &in, &outs, err);
+        st = mm_mega_moe_run(l->buffer, l->weights, &l->attrs, &in, &outs, err);
         if (!st && l->shared_buffer) st = run_shared(l, x, y, err);
     }
     free(logits);
@@ -348,6 +346,7 @@ mm_status mm_moe_layer_free(mm_moe_layer *l, mm_error *err) {
     mm_status s2 = mm_mega_moe_buffer_free(l->shared_buffer, st ? NULL : err);
     free(l->gate);
     free(l->shared_gate);
+    free(l->router_bias);
     free(l);
     return st ? st : s2;
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "megamoe/mega_moe.h"
 #include "megamoe/model.h"
 #include "megamoe/safetensors.h"
 
@@ -66,14 +67,13 @@ typedef struct mm_model_files {
  * e.g. "(moe_intermediate_size, hidden_size)". */
 mm_status mm_model_files_tensor(mm_model_files *files, const char *name, int64_t rows, int64_t cols,
                                 const char *dims, mm_tensor *out, mm_error *err);
-/* The same for any of the dtypes in `allowed` (a list ended by MM_DTYPE_INVALID); rows < 0 asks for a
+/* The same for one or two dtypes in `allowed` (a list ended by MM_DTYPE_INVALID); rows < 0 asks for a
  * 1-D tensor of cols elements. out gets the tensor's own dtype. */
 mm_status mm_model_files_tensor_of(mm_model_files *files, const char *name, const mm_dtype *allowed,
                                    int64_t rows, int64_t cols, const char *dims, mm_tensor *out,
                                    mm_error *err);
 /* 1 when the checkpoint holds the tensor `name` (its shard opens and lists it). */
 int mm_model_files_has(mm_model_files *files, const char *name);
-void mm_model_files_close(mm_model_files *files);
 
 /* ---- AWQ / GPTQ linears (quantized_linear.c) ---- */
 
@@ -96,5 +96,55 @@ mm_status mm_model_quant_experts_load(mm_model_files *files, int64_t hidden, int
                                       const char (*names)[3][160], const char *i_key, int dequant,
                                       struct mm_mega_moe_buffer *buffer, struct mm_mega_moe_weights **out,
                                       mm_error *err);
+/* The general form: dtype (or alt, when not MM_DTYPE_INVALID) and the exact ndim-D shape. The
+ * descriptor has the tensor's dtype. */
+mm_status mm_model_files_get(mm_model_files *files, const char *name, mm_dtype dtype, mm_dtype alt, int ndim,
+                             const int64_t *shape, const char *dims, mm_tensor *out, mm_error *err);
+void mm_model_files_close(mm_model_files *files);
+
+struct mm_json_value;
+/* config.json's integer key in [min, max]; absent: def when has_def, else an error naming the key. */
+mm_status mm_model_config_int(const struct mm_json_value *root, const char *key, int has_def, int64_t def,
+                              int64_t min, int64_t max, int64_t *out, mm_error *err);
+/* The keys of the deepseek_v3 and gpt_oss families (deepseek.c, gpt_oss.c); family already set. */
+mm_status mm_model_read_deepseek_config(mm_model_config *c, const struct mm_json_value *root, mm_error *err);
+mm_status mm_model_read_gpt_oss_config(mm_model_config *c, const struct mm_json_value *root, mm_error *err);
+
+/* One layer on one rank (layer.c; the family loaders fill the weights and the router). */
+struct mm_moe_layer {
+    mm_comm *comm;
+    mm_moe_layer_options options;
+    mm_model_config config;
+    int rank, size;
+    int64_t max_tokens, local_experts;
+    uint16_t *gate;          /* (E, H) router weight */
+    uint16_t *shared_gate;   /* (H,) qwen2_moe shared_expert_gate, else NULL */
+    mm_dtype gate_dtype;     /* of both: BF16, or F16 (the non-quantized tensors of AWQ/GPTQ checkpoints) */
+    float *router_bias;      /* (E,) deepseek_v3 e_score_correction_bias / gpt_oss router bias, else NULL */
+    mm_tensor router_bias_t; /* its descriptor (router.bias points here) */
+    mm_router_params router;
+    mm_mega_moe_attrs attrs; /* the MegaMoE call: activation and its parameters */
+    mm_mega_moe_buffer *buffer, *shared_buffer;
+    mm_mega_moe_weights *weights, *shared_weights;
+};
+
+/* deepseek.c / gpt_oss.c: the router (gate, bias, rule parameters), this rank's experts (and
+ * deepseek_v3's shared experts) packed into l->weights, the MegaMoE attributes. */
+mm_status mm_model_load_deepseek(mm_moe_layer *l, mm_model_files *files, int64_t layer, mm_error *err);
+mm_status mm_model_load_gpt_oss(mm_moe_layer *l, mm_model_files *files, int64_t layer, mm_error *err);
+/* Copies a BF16 tensor into a new array. */
+mm_status mm_model_copy_bf16(const mm_tensor *t, uint16_t **out, mm_error *err);
+/* Copies a 1-D BF16 or F32 tensor of n values into a new F32 array. */
+mm_status mm_model_copy_f32(const mm_tensor *t, float **out, mm_error *err);
+
+/* dequant.c: (rows, cols) FP8 E4M3 codes with F32 scales (ceil(rows / block_n), ceil(cols / block_k)),
+ * or MXFP4 (rows, cols / 2) bytes (cols a multiple of 32) with (rows, cols / 32) E8M0 bytes, to BF16. */
+void mm_model_dequant_fp8_block(const uint8_t *q, int64_t rows, int64_t cols, const float *scales,
+                                int64_t block_n, int64_t block_k, uint16_t *out);
+void mm_model_dequant_mxfp4(const uint8_t *blocks, const uint8_t *scales, int64_t rows, int64_t cols,
+                            uint16_t *out);
+
+/* A 2-D tensor argument of the routers: non-NULL, the dtype, 2 dimensions, data when not empty. */
+mm_status mm_router_check_2d(const mm_tensor *t, const char *what, mm_dtype dtype, mm_error *err);
 
 #endif

@@ -9,8 +9,7 @@
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 cli_mpi_env
-source "$(dirname "${BASH_SOURCE[0]}")/lib/model.bash"
-model_test_env model_layer
+source "$(dirname "${BASH_SOURCE[0]}")/lib/model_common.bash"
 # Everything the script needs, written by one Python run (numpy starts slowly on a loaded machine):
 # the three checkpoints, the inputs, and the broken copies (each one edit of a good checkpoint).
 cat >make.py <<'PY'
@@ -45,7 +44,7 @@ def broken(src, dst, config=None, tensors=None, index=None):
 
 broken("qwen3_moe", "q3_nokey", config=lambda c: c.pop("num_experts_per_tok"))
 broken("qwen2_moe", "q2_nokey", config=lambda c: c.pop("shared_expert_intermediate_size"))
-broken("qwen3_moe", "q3_family", config=lambda c: c.update(model_type="deepseek_v3"))
+broken("qwen3_moe", "q3_family", config=lambda c: c.update(model_type="dbrx"))
 broken("qwen3_moe", "q3_quant", config=lambda c: c.update(quantization_config={"quant_method": "fp8"}))
 broken("qwen3_moe", "q3_act", config=lambda c: c.update(hidden_act="gelu"))
 broken("qwen3_moe", "q3_missing", tensors=lambda t: t.pop("model.layers.1.mlp.experts.6.up_proj.weight"))
@@ -89,15 +88,6 @@ if "$PY" "$PYDIR/hf_moe_reference.py" check "${refs[@]}" >ref.log 2>&1; then ok;
 cp -r mixtral mixtral_noshard && rm mixtral_noshard/model-00002-of-00002.safetensors
 expect 0 "layer 0 without the unused shard" layer --model mixtral_noshard --layer 0 x_mixtral0.st -o m0.st
 
-# rejected MODEL LAYER X NEEDLE WHAT [options]: exit 2, one stderr line containing NEEDLE, no output.
-rejected() {
-    local model=$1 layer=$2 x=$3 needle=$4 what=$5
-    shift 5
-    rm -f rejected.st
-    expect 2 "$what" layer --model "$model" --layer "$layer" "$x" -o rejected.st "$@"
-    stderr_is_one_line "$needle" "$what"
-    if [ ! -e rejected.st ]; then ok; else bad "$what: wrote an output"; fi
-}
 rejected mixtral_noshard 1 x_mixtral.st 'shard "model-00002-of-00002.safetensors" is missing' "missing shard"
 cp -r mixtral mixtral_trunc && truncate -s -100 mixtral_trunc/model-00002-of-00002.safetensors
 rejected mixtral_trunc 1 x_mixtral.st 'is beyond the end of the' "truncated shard"
@@ -108,7 +98,7 @@ rejected qwen2_moe 0 x_qwen2_moe.st 'config.json decoder_sparse_step = 2' "dense
 rejected qwen2_moe 2 x_qwen2_moe.st 'layer 2 is outside [0, 2) (config.json num_hidden_layers)' "layer out of range"
 rejected qwen2_moe 1 x_qwen2_moe.st '8 experts (config.json num_experts) do not split evenly over 3 ranks' \
     "experts over ranks" --ranks 3
-rejected q3_family 1 x_qwen3_moe.st 'model_type "deepseek_v3" is not a supported family' "unknown family"
+rejected q3_family 1 x_qwen3_moe.st 'model_type "dbrx" is not a supported family' "unknown family"
 rejected q3_quant 1 x_qwen3_moe.st 'quantization_config: quant_method "fp8" is not supported' "unsupported quantization"
 rejected q3_act 1 x_qwen3_moe.st '"hidden_act" must be "silu"' "other activation"
 rejected q3_missing 1 x_qwen3_moe.st 'tensor "model.layers.1.mlp.experts.6.up_proj.weight" is missing' "missing tensor" --ranks 2

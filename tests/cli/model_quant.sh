@@ -120,7 +120,7 @@ rejected b_gidx x_qwen3_moe.st 'tensor "model.layers.1.mlp.experts.0.up_proj.g_i
 rejected b_zero16 x_qwen3_moe.st 'model.layers.1.mlp.experts.3.gate_proj: a zero point is 16' "v1 zero point 16 natively"
 expect 0 "v1 zero point 16 dequantized" layer --model b_zero16 --layer 1 x_qwen3_moe.st -o z16.st --weights bf16
 expect 2 "bad --weights" layer --model qwen3_moe_awq --layer 1 x_qwen3_moe.st -o z.st --weights int4
-stderr_is_one_line "--weights 'int4' is not native or bf16"
+stderr_is_one_line "--weights must be native or bf16, not 'int4'"
 
 # run --model: the default layer is the first sparse one (qwen3_moe: 1, layer 0 is in mlp_only_layers);
 # every routed (token, k) pair is counted once: the counts sum to tokens x ranks x K

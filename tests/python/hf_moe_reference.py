@@ -3,7 +3,7 @@
 the check of `megamoe layer`'s output against it (numpy only).
 
 Written from the transformers modeling code (MixtralSparseMoeBlock, Qwen3MoeSparseMoeBlock,
-Qwen2MoeSparseMoeBlock; docs/models.md), not from megamoe's C code:
+Qwen2MoeSparseMoeBlock, DeepseekV3MoE, GptOssMLP; docs/models.md), not from megamoe's C code:
     logits  = x @ gate.T                          (x rounded to BF16 first when the input is F32)
     p       = softmax(logits)                     top-k of p, ties to the lower index
     w       = p_k / sum(p_k)  (mixtral always; qwen iff norm_topk_prob)
@@ -11,6 +11,15 @@ Qwen2MoeSparseMoeBlock; docs/models.md), not from megamoe's C code:
             + sigmoid(x @ shared_expert_gate.T) * shared_expert(x)        (qwen2_moe)
 in float64 throughout (HF's BF16 intermediate roundings are not modelled: the reference is the exact
 value both implementations approximate).
+deepseek_v3 (DeepseekV3TopkRouter, DeepseekV3MoE):
+    s = sigmoid(x @ gate.T); c = s + e_score_correction_bias; group score = sum of the group's top-2 c;
+    the topk_group best groups kept, c of the others set to 0; top-k of c; w = s_k / (sum s_k + 1e-20)
+    (norm_topk_prob) * routed_scaling_factor; y = sum_k w_k expert_k(x) + shared_experts(x)
+    with FP8 weights dequantized by the contract's rule W = BF16(F32(e4m3(q) * scale_inv[block])).
+gpt_oss (GptOssTopKRouter, GptOssExperts): l = x @ router.T + bias; top-k of l; w = softmax(l_k);
+    gu = x @ W_gu.T + b_gu, gate = gu[::2], up = gu[1::2], gate = min(gate, limit), up = clip(up, +-limit),
+    out = ((up + 1) * gate * sigmoid(1.702 gate)) @ W_d.T + b_d; y = sum_k w_k out_k, with the MXFP4
+    weights as convert_moe_packed_tensors decodes them (E2M1 value * 2^(scale - 127)).
 
   python3 hf_moe_reference.py check MODEL_DIR LAYER X.safetensors OUT.safetensors [MODEL_DIR LAYER X OUT ...] [--tol T]
 
@@ -24,7 +33,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_tiny import bf16_values, load_tensor, read_safetensors  # noqa: E402
+from hf_tiny import bf16_bits, bf16_values, load_tensor, read_safetensors  # noqa: E402
 
 
 def silu(v):
@@ -74,10 +83,112 @@ def linear_weight(model_dir, c, name):
     return a.astype(np.float64) if a.dtype == np.float16 else bf16_values(a)
 
 
-def moe_block(model_dir, layer, x):
+def sigmoid(v):
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+def first_k(v, k):
+    """Indices of the k largest values, descending, ties to the lower index; and the margin between the
+    k-th and the (k+1)-th (inf when there is none)."""
+    order = sorted(range(len(v)), key=lambda e: (-v[e], e))
+    return order[:k], (v[order[k - 1]] - v[order[k]]) if k < len(v) else np.inf
+
+
+def route(c, logits, bias):
+    """deepseek_v3 / gpt_oss routing of one row of float64 logits: ids, weights, the smallest margin."""
+    k_n = c["num_experts_per_tok"]
+    if c["model_type"] == "gpt_oss":
+        l = logits + bias
+        ids, margin = first_k(l, k_n)
+        w = np.exp(l[ids] - l[ids].max())
+        return ids, w / w.sum(), margin
+    s = sigmoid(logits)
+    ch = s + bias
+    g_n, tg = c["n_group"], c["topk_group"]
+    per = len(ch) // g_n
+    gs = np.sort(ch.reshape(g_n, per), axis=-1)[:, -2:].sum(axis=-1)
+    groups, gmargin = first_k(gs, tg)
+    keep = np.zeros(len(ch), dtype=bool)
+    for g in groups:
+        keep[g * per:(g + 1) * per] = True
+    ids, margin = first_k(np.where(keep, ch, 0.0), k_n)
+    w = s[ids]
+    if c.get("norm_topk_prob", True):
+        w = w / (w.sum() + 1e-20)
+    return ids, w * c.get("routed_scaling_factor", 2.5), min(margin, gmargin)
+
+
+def quant_parts(model_dir, layer, c):
+    """The router weight, its bias, and a function giving an expert's (gate, up, down, b1, b2) in float64
+    (gate/up de-interleaved for gpt_oss; biases 0 for deepseek_v3); expert -1: the shared experts."""
+    from hf_quant_tiny import fp8_e4m3_values, mxfp4_values
+    p = "model.layers.%d.mlp." % layer
+    T = lambda name: load_tensor(model_dir, p + name)
+    if c["model_type"] == "gpt_oss":
+        gate, bias = bf16_values(T("router.weight")), bf16_values(T("router.bias"))
+        wq = lambda n: bf16_values(bf16_bits(mxfp4_values(T("experts.%s_blocks" % n), T("experts.%s_scales" % n))))
+        gu, d = wq("gate_up_proj"), wq("down_proj")
+        bgu, bd = bf16_values(T("experts.gate_up_proj_bias")), bf16_values(T("experts.down_proj_bias"))
+        return gate, bias, lambda e: (gu[e][0::2], gu[e][1::2], d[e], bgu[e], bd[e])
+    q = c.get("quantization_config")
+
+    def W(name):
+        w = load_tensor(model_dir, p + name + ".weight")
+        if not q:
+            return bf16_values(w)
+        bn, bk = q.get("weight_block_size", [128, 128])
+        s = load_tensor(model_dir, p + name + ".weight_scale_inv")
+        full = np.repeat(np.repeat(s, bn, axis=0), bk, axis=1)[: w.shape[0], : w.shape[1]]
+        return bf16_values(bf16_bits(fp8_e4m3_values(w).astype(np.float32) * full.astype(np.float32)))
+
+    def expert(e):
+        pre = "shared_experts." if e < 0 else "experts.%d." % e
+        return W(pre + "gate_proj"), W(pre + "up_proj"), W(pre + "down_proj"), 0.0, 0.0
+    return bf16_values(T("gate.weight")), T("gate.e_score_correction_bias").astype(np.float64), expert
+
+
+def router_margin(model_dir, layer, x):
+    """The smallest selection margin of x's rows (hf_tiny.write_input draws rows until it is >= 1e-3)."""
+    c = load_config(model_dir)
+    gate, bias, _ = quant_parts(model_dir, layer, c)
+    return min(route(c, row, bias)[2] for row in x @ gate.T)
+
+
+def quant_block(model_dir, layer, x, c):
+    gate, bias, expert = quant_parts(model_dir, layer, c)
+    k_n = c["num_experts_per_tok"]
+    ids = np.zeros((x.shape[0], k_n), dtype=np.int64)
+    w = np.zeros((x.shape[0], k_n))
+    y = np.zeros_like(x)
+    limit = c.get("swiglu_limit", 7.0)
+    cache = {}
+    for t, row in enumerate(x @ gate.T):
+        ids[t], w[t], _ = route(c, row, bias)
+        for k in range(k_n):
+            e = int(ids[t, k])
+            g, u, d, b1, b2 = cache.setdefault(e, expert(e))
+            v = x[t]
+            if c["model_type"] == "gpt_oss":
+                gg, uu = np.minimum(v @ g.T + b1[0::2], limit), np.clip(v @ u.T + b1[1::2], -limit, limit)
+                y[t] += w[t, k] * (((uu + 1) * gg * sigmoid(1.702 * gg)) @ d.T + b2)
+            else:
+                y[t] += w[t, k] * ((silu(v @ g.T) * (v @ u.T)) @ d.T)
+    if c["model_type"] == "deepseek_v3":
+        g, u, d, _, _ = expert(-1)
+        y += (silu(x @ g.T) * (x @ u.T)) @ d.T
+    return ids, w, y, None
+
+
+def load_config(model_dir):
     with open(os.path.join(model_dir, "config.json")) as f:
-        c = json.load(f)
+        return json.load(f)
+
+
+def moe_block(model_dir, layer, x):
+    c = load_config(model_dir)
     fam = c["model_type"]
+    if fam in ("deepseek_v3", "gpt_oss"):
+        return quant_block(model_dir, layer, x, c)
     W = lambda name: linear_weight(model_dir, c, "model.layers.%d.%s" % (layer, name))
     if fam == "mixtral":
         e_n, part, names = c["num_local_experts"], "block_sparse_moe", ("w1", "w3", "w2")
@@ -113,7 +224,6 @@ def moe_block(model_dir, layer, x):
 def check(model_dir, layer, x_path, out_path, tol):
     dtype, x = read_safetensors(x_path)["x"]
     if dtype == "F32":  # megamoe rounds an F32 x to BF16 (nearest even) first
-        from hf_tiny import bf16_bits
         x = bf16_bits(x)
     x = bf16_values(x)
     ids, w, y, p = moe_block(model_dir, layer, x)

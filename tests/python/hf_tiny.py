@@ -11,7 +11,9 @@ Qwen3-30B-A3B) to measure a real layer without downloading one.
 
   python3 hf_tiny.py checkpoint FAMILY DIR [--seed S] [--shape H,I,E,K[,I_s]] [--quant awq|gptq|gptq_v2
                                                           [--group-size G]]
-                                                          FAMILY: mixtral, qwen3_moe, qwen2_moe
+                                         FAMILY: mixtral, qwen3_moe, qwen2_moe (--quant for these three),
+                                                 deepseek_v3 (FP8), deepseek_v3_bf16, gpt_oss, gpt_oss_nobias
+                                                 (hf_quant_tiny.py)
   python3 hf_tiny.py input DIR LAYER X.safetensors --tokens T [--dtype bf16|f32] [--seed S]
 
 `input` writes x (T, H) whose routing is unambiguous: every token's K-th and (K+1)-th router
@@ -42,12 +44,14 @@ DTYPES = {np.uint8: "U8", np.uint16: "BF16", np.float32: "F32", np.int32: "I32",
 
 
 def write_safetensors(path, tensors, meta=None):
-    """tensors: list of (name, array); uint16 arrays are BF16 bits."""
+    """tensors: list of (name, array) or (name, array, safetensors dtype); uint16 arrays are BF16 bits."""
     header = {"__metadata__": meta or {"format": "pt"}}
     blobs, at = [], 0
-    for name, a in tensors:
+    for t in tensors:
+        name, a = t[0], t[1]
         raw = np.ascontiguousarray(a).tobytes()
-        header[name] = {"dtype": DTYPES[a.dtype.type], "shape": list(a.shape), "data_offsets": [at, at + len(raw)]}
+        dtype = t[2] if len(t) > 2 else DTYPES[a.dtype.type]
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [at, at + len(raw)]}
         blobs.append(raw)
         at += len(raw)
     text = json.dumps(header).encode()
@@ -62,8 +66,8 @@ def read_safetensors(path):
     n = struct.unpack("<Q", blob[:8])[0]
     header = json.loads(blob[8 : 8 + n])
     header.pop("__metadata__", None)
-    np_of = {"U8": np.uint8, "BF16": np.uint16, "F32": np.float32, "I32": np.int32, "I64": np.int64, "U32": np.uint32,
-             "F16": np.float16}
+    np_of = {"U8": np.uint8, "F8_E4M3": np.uint8, "BF16": np.uint16, "F32": np.float32, "I32": np.int32,
+             "I64": np.int64, "U32": np.uint32, "F16": np.float16}
     out = {}
     for name, v in header.items():
         b, e = v["data_offsets"]
@@ -128,6 +132,9 @@ def layer_tensors(c, layer, rng):
 
 def write_checkpoint(family, out_dir, seed, quant=None):
     """quant: None (BF16) or a quantization_config (quant_checkpoint_config) for quantize_layer."""
+    if family.startswith(("deepseek_v3", "gpt_oss")):
+        from hf_quant_tiny import write_family
+        return write_family(family, out_dir, seed)
     rng = np.random.default_rng(seed)
     c = config_of(family)
     if quant:
@@ -180,16 +187,24 @@ def router_gate(model_dir, layer):
 
 def write_input(model_dir, layer, out_path, tokens, dtype, seed):
     rng = np.random.default_rng(seed)
-    c, gate = router_gate(model_dir, layer)
-    k = c["num_experts_per_tok"]
+    with open(os.path.join(model_dir, "config.json")) as f:
+        c = json.load(f)
+    if c["model_type"] in ("deepseek_v3", "gpt_oss"):  # the family's own selection values and margins
+        from hf_moe_reference import router_margin
+        margin = lambda row: router_margin(model_dir, layer, bf16_values(bf16_bits(row))[None, :])
+    else:
+        c, gate = router_gate(model_dir, layer)
+
+        def margin(row):
+            logits = gate @ bf16_values(bf16_bits(row))
+            p = np.exp(logits - logits.max())
+            p = np.sort(p / p.sum())[::-1]
+            return p[c["num_experts_per_tok"] - 1] - p[c["num_experts_per_tok"]]
     x = np.zeros((tokens, c["hidden_size"]), dtype=np.float32)
     for t in range(tokens):
         for _ in range(1000):
             row = rng.standard_normal(c["hidden_size"]).astype(np.float32)
-            logits = gate @ bf16_values(bf16_bits(row))
-            p = np.exp(logits - logits.max())
-            p = np.sort(p / p.sum())[::-1]
-            if p[k - 1] - p[k] >= 1e-3:
+            if margin(row) >= 1e-3:
                 x[t] = row
                 break
         else:

@@ -24,9 +24,10 @@ static const char layer_usage[] =
     "                     [--backend threads|mpi] [--weights native|bf16] [--timeout SECONDS]\n"
     "\n"
     "Runs the MoE block of layer N of the Hugging Face checkpoint in DIR (config.json and model.safetensors\n"
-    "or model.safetensors.index.json with its shards; families mixtral, qwen3_moe, qwen2_moe, BF16 or their\n"
-    "AWQ / GPTQ 4-bit variants) on the\n"
-    "tokens x of IN: router, top-k, the experts through MegaMoE on R ranks, the gated shared expert.\n"
+    "or model.safetensors.index.json with its shards; families mixtral, qwen3_moe, qwen2_moe (BF16 or their\n"
+    "AWQ / GPTQ 4-bit variants), deepseek_v3 (BF16 or FP8 block-scaled), gpt_oss (MXFP4)) on the tokens x "
+    "of\n"
+    "IN: router, top-k, the experts through MegaMoE on R ranks, the shared experts.\n"
     "IN holds x (T, hidden_size) BF16 or F32 (F32 is rounded to BF16 first). OUT gets y (T, hidden_size)\n"
     "BF16, topk_ids (T, K) I32 and topk_weights (T, K) F32 as applied. docs/models.md has the details.\n"
     "\n"
@@ -36,9 +37,9 @@ static const char layer_usage[] =
     "  -o, --output FILE      output file (required)\n"
     "      --ranks R          ranks (default 1; --backend mpi: the processes of mpirun -n R)\n"
     "      --backend NAME     threads (default) or mpi (one rank per MPI process)\n"
-    "      --weights native|bf16\n"
-    "                         quantized weights as stored (default; AWQ/GPTQ run as A16W4-INT) or\n"
-    "                         dequantized to BF16 on load (A16W16; the same bits, 4x the weight memory)\n"
+    "      --weights W        native (default: quantized experts run in their own format: FP8 block-scaled,\n"
+    "                         MXFP4, AWQ/GPTQ INT4) or bf16 (dequantized to BF16 on load and run as A16W16:\n"
+    "                         the same bits, 2-4x the weight memory)\n"
     "      --timeout SECONDS  how long a rank waits for its peers before failing (0 = library default)\n"
     "      --json             on success, one JSON object on stdout: tokens, ranks, times, output\n"
     "      --trace FILE       write a Chrome/Perfetto JSON trace of the phases (read, load + run + write)\n"
@@ -171,7 +172,16 @@ static mm_status read_x(const char *path, int64_t hidden, uint16_t **x, int64_t 
 }
 
 int mm_cli_layer_main(int argc, char **argv) {
-    enum { OPT_MODEL = 256, OPT_LAYER, OPT_RANKS, OPT_BACKEND, OPT_TIMEOUT, OPT_JSON = 300, OPT_TRACE, OPT_WEIGHTS };
+    enum {
+        OPT_MODEL = 256,
+        OPT_LAYER,
+        OPT_RANKS,
+        OPT_BACKEND,
+        OPT_TIMEOUT,
+        OPT_JSON = 300,
+        OPT_TRACE,
+        OPT_WEIGHTS
+    };
     static const struct option long_options[] = {{"model", required_argument, NULL, OPT_MODEL},
                                                  {"layer", required_argument, NULL, OPT_LAYER},
                                                  {"output", required_argument, NULL, 'o'},

@@ -11,6 +11,6 @@ int cli_parse_weights(const char *command, const char *text, mm_moe_layer_option
         options->dequantize_to_bf16 = strcmp(text, "bf16") == 0;
         return 0;
     }
-    cli_usage_error(command, "--weights '%s' is not native or bf16", text);
+    cli_usage_error(command, "--weights must be native or bf16, not '%s'", text);
     return -1;
 }
