@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "core/cpu.h"
+#include "gemm/kernel_registry.h"
 #include "gemm/kernels/kernels.h"
 #include "gemm/packed.h"
 #include "test_gemm_common.h"
@@ -58,6 +59,9 @@ int main(void) {
     if (mm_cpu_isa() < MM_ISA_AVX512) {
         mm_test_skip("amx INT4 panel decoder (mm_prepare_panel_i4_amx): not run, %s",
                      mm_cpu_supports(MM_ISA_AVX512) ? "MEGAMOE_ISA caps the ISA" : "the CPU lacks AVX-512");
+        /* what can be checked here: the registry keeps to the level in use (no AMX INT8 x INT4 kernel) */
+        const mm_gemm_kernel *k = mm_gemm_kernel_select(MM_DTYPE_I8, MM_DTYPE_INT4);
+        CHECK(k != NULL && k->isa <= mm_cpu_isa());
         return mm_test_finish_skipped("test_gemm_amx_i4_decode");
     }
     uint64_t seed = 11;
