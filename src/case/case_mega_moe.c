@@ -22,85 +22,26 @@
 #include "megamoe/mega_moe.h"
 #include "megamoe/safetensors.h"
 
-static const char *const mega_moe_inputs[] = {"x",
-                                              "scales",
-                                              "topk_ids",
-                                              "topk_weights",
-                                              "weight1",
-                                              "weight2",
-                                              "weight_scales1",
-                                              "weight_scales2",
-                                              "bias1",
-                                              "bias2",
-                                              "shared_weight1",
-                                              "shared_weight2",
-                                              "shared_weight_scales1",
-                                              "shared_weight_scales2",
-                                              "shared_bias1",
-                                              "shared_bias2",
-                                              "x_active_mask",
-                                              NULL};
-/* mega_moe_ext (docs/weight_formats.md): the seed's tensors plus the zero points of UINT4 weights; biases
- * for every weight format and the A16 weight-only scenarios are accepted. */
-static const char *const mega_moe_ext_inputs[] = {"x",
-                                                  "scales",
-                                                  "topk_ids",
-                                                  "topk_weights",
-                                                  "weight1",
-                                                  "weight2",
-                                                  "weight_scales1",
-                                                  "weight_scales2",
-                                                  "bias1",
-                                                  "bias2",
-                                                  "shared_weight1",
-                                                  "shared_weight2",
-                                                  "shared_weight_scales1",
-                                                  "shared_weight_scales2",
-                                                  "shared_bias1",
-                                                  "shared_bias2",
-                                                  "x_active_mask",
-                                                  "weight_zeros1",
-                                                  "weight_zeros2",
-                                                  "shared_weight_zeros1",
-                                                  "shared_weight_zeros2",
-                                                  NULL};
-static const char *const mega_moe_attributes[] = {"moe_expert_num",
-                                                  "ep_world_size",
-                                                  "num_max_tokens_per_rank",
-                                                  "max_recv_token_num",
-                                                  "dispatch_quant_mode",
-                                                  "dispatch_quant_out_dtype",
-                                                  "shared_expert_quant_out_dtype",
-                                                  "combine_quant_mode",
-                                                  "activation",
-                                                  "activation_params",
-                                                  "activation_out_dtype",
-                                                  "transpose_weight1",
-                                                  "transpose_weight2",
-                                                  "topk_weights_type",
-                                                  "combine_comm_mode",
-                                                  "rank_num_per_server",
-                                                  NULL};
-static const char *const mega_moe_ext_attributes[] = {"moe_expert_num",
-                                                      "ep_world_size",
-                                                      "num_max_tokens_per_rank",
-                                                      "max_recv_token_num",
-                                                      "dispatch_quant_mode",
-                                                      "dispatch_quant_out_dtype",
-                                                      "shared_expert_quant_out_dtype",
-                                                      "combine_quant_mode",
-                                                      "activation",
-                                                      "activation_params",
-                                                      "activation_out_dtype",
-                                                      "transpose_weight1",
-                                                      "transpose_weight2",
-                                                      "topk_weights_type",
-                                                      "combine_comm_mode",
-                                                      "rank_num_per_server",
-                                                      "scale_block_n",
-                                                      "scale_block_k",
-                                                      "weight1_interleave",
-                                                      NULL};
+/* The seed operator's names; mega_moe_ext (docs/weight_formats.md) takes them plus the zero points of UINT4
+ * weights and the block and interleave attributes (biases for every weight format and the A16 weight-only
+ * scenarios are accepted there). */
+#define MEGA_MOE_SEED_INPUTS                                                                                 \
+    "x", "scales", "topk_ids", "topk_weights", "weight1", "weight2", "weight_scales1", "weight_scales2",     \
+        "bias1", "bias2", "shared_weight1", "shared_weight2", "shared_weight_scales1",                       \
+        "shared_weight_scales2", "shared_bias1", "shared_bias2", "x_active_mask"
+#define MEGA_MOE_SEED_ATTRIBUTES                                                                             \
+    "moe_expert_num", "ep_world_size", "num_max_tokens_per_rank", "max_recv_token_num",                      \
+        "dispatch_quant_mode", "dispatch_quant_out_dtype", "shared_expert_quant_out_dtype",                  \
+        "combine_quant_mode", "activation", "activation_params", "activation_out_dtype",                     \
+        "transpose_weight1", "transpose_weight2", "topk_weights_type", "combine_comm_mode",                  \
+        "rank_num_per_server"
+static const char *const mega_moe_inputs[] = {MEGA_MOE_SEED_INPUTS, NULL};
+static const char *const mega_moe_ext_inputs[] = {MEGA_MOE_SEED_INPUTS,   "weight_zeros1",
+                                                  "weight_zeros2",        "shared_weight_zeros1",
+                                                  "shared_weight_zeros2", NULL};
+static const char *const mega_moe_attributes[] = {MEGA_MOE_SEED_ATTRIBUTES, NULL};
+static const char *const mega_moe_ext_attributes[] = {MEGA_MOE_SEED_ATTRIBUTES, "scale_block_n",
+                                                      "scale_block_k", "weight1_interleave", NULL};
 
 #define ANY_DTYPE (~UINT64_C(0) & ~MM_CASE_DTYPE(MM_DTYPE_INVALID))
 
