@@ -148,22 +148,22 @@ static mm_status routed_fp8(mm_model_files *files, const mm_model_config *c, con
     for (int k = 0; k < 2 && !st; k++) {
         char name[200];
         mm_tensor w, s;
-        snprintf(name, sizeof name, "%sweight", pre[k]);
+        snprintf(name, sizeof name, "%.159sweight", pre[k]);
         if ((st = mm_model_files_get(files, name, MM_DTYPE_FP8_E4M3FN, MM_DTYPE_INVALID, 2, in_shape,
                                      "(moe_intermediate_size, hidden_size)", &w, err)))
             break;
-        snprintf(name, sizeof name, "%sweight_scale_inv", pre[k]);
+        snprintf(name, sizeof name, "%.159sweight_scale_inv", pre[k]);
         if ((st = mm_model_files_get(files, name, MM_DTYPE_F32, MM_DTYPE_INVALID, 2, in_s, sdims, &s, err)))
             break;
         memcpy(w1 + k * i_n * h, w.data, (size_t)(i_n * h));
         memcpy(s1 + k * in_s[0] * in_s[1], s.data, (size_t)(in_s[0] * in_s[1]) * sizeof *s1);
     }
     char name[200];
-    snprintf(name, sizeof name, "%sweight", pre[2]);
+    snprintf(name, sizeof name, "%.159sweight", pre[2]);
     if (!st)
         st = mm_model_files_get(files, name, MM_DTYPE_FP8_E4M3FN, MM_DTYPE_INVALID, 2, down_shape,
                                 "(hidden_size, moe_intermediate_size)", w2, err);
-    snprintf(name, sizeof name, "%sweight_scale_inv", pre[2]);
+    snprintf(name, sizeof name, "%.159sweight_scale_inv", pre[2]);
     if (!st) st = mm_model_files_get(files, name, MM_DTYPE_F32, MM_DTYPE_INVALID, 2, down_s, sdims, s2, err);
     return st;
 }
