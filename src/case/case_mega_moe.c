@@ -17,6 +17,7 @@
 
 #include "case/case_context.h"
 #include "core/error.h"
+#include "ffn/activation.h"
 #include "io/json.h"
 #include "megamoe/comm.h"
 #include "megamoe/mega_moe.h"
@@ -44,6 +45,8 @@ static const char *const mega_moe_ext_attributes[] = {MEGA_MOE_SEED_ATTRIBUTES, 
                                                       "scale_block_k", "weight1_interleave", NULL};
 
 #define ANY_DTYPE (~UINT64_C(0) & ~MM_CASE_DTYPE(MM_DTYPE_INVALID))
+/* Room for the activation table's names in the "activation" attribute's choice list. */
+#define MM_CASE_MAX_ACTIVATIONS 16
 
 /* One rank's tensors. */
 typedef struct moe_rank_case {
@@ -178,7 +181,14 @@ static mm_status read_attrs(mm_case_ctx *ctx, moe_case_run *run, mm_error *err) 
     if ((st = attr_dtype(ctx, "activation_out_dtype", &a->activation_out_dtype, err)) != MM_OK) return st;
     if ((st = mm_case_attr_int64(ctx, "combine_quant_mode", 0, 0, 4, &v, err)) != MM_OK) return st;
     a->combine_quant_mode = (int)v;
-    static const char *const acts[] = {"swiglu", "swiglustep", "swigluoai", "situglu", "gelu", NULL};
+    /* The accepted names are the activation table's (src/ffn/activation.c), so a new row is accepted
+     * here without an edit. */
+    const char *acts[MM_CASE_MAX_ACTIVATIONS + 1];
+    int act_count = 0;
+    const mm_ffn_act_info *act_table = mm_ffn_act_table(&act_count);
+    if (act_count > MM_CASE_MAX_ACTIVATIONS) act_count = MM_CASE_MAX_ACTIVATIONS;
+    for (int i = 0; i < act_count; i++) acts[i] = act_table[i].name;
+    acts[act_count] = NULL;
     const char *act = NULL;
     if ((st = mm_case_attr_choice(ctx, "activation", "swiglu", acts, &act, err)) != MM_OK) return st;
     a->activation = (mm_mega_moe_activation)mm_mega_moe_activation_from_name(act);

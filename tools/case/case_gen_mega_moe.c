@@ -13,6 +13,7 @@
 #include "case/case_gen_mega_moe.h"
 #include "common/cli_util.h"
 #include "common/demo_data.h"
+#include "ffn/activation.h"
 #include "format/format_table.h"
 #include "ops/mega_moe/scenario_table.h"
 #include "megamoe/formats.h"
@@ -92,7 +93,7 @@ static int make_group(const gen_options *o, const mm_moe_scenario_row *scenario,
                       group_tensors *g, void **keep, int *nkeep) {
     memset(g, 0, sizeof *g);
     mm_dtype wt = scenario->weight_dtype;
-    int64_t H = o->hidden, I = o->inter, k2 = o->activation == 4 ? 2 * I : I;
+    int64_t H = o->hidden, I = o->inter, k2 = mm_ffn_act_k2((mm_mega_moe_activation)o->activation, I);
     int64_t K[2] = {H, k2}, N[2] = {2 * I, H};
     for (int which = 0; which < 2; which++) {
         int tr = o->transpose != 0;
@@ -154,7 +155,6 @@ static int write_case(const char *path, const gen_options *o, const mm_moe_scena
     int nkeep = 0, rc = MM_CLI_EXIT_OK;
     char text[64];
     mm_status st = keep ? mm_st_writer_create(&wr, &err) : MM_ERR_OUT_OF_MEMORY;
-    static const char *const act_names[] = {"swiglu", "swiglustep", "swigluoai", "situglu", "gelu"};
     mm_dtype dispatch = sc->dispatch_dtype;
     int mode = o->prequantized ? 0 : sc->dispatch_quant_mode;
 #define META(k, v)                                                                                           \
@@ -168,11 +168,11 @@ static int write_case(const char *path, const gen_options *o, const mm_moe_scena
     snprintf(text, sizeof text, "%d", mode);
     META("dispatch_quant_mode", text);
     if (dispatch != MM_DTYPE_INVALID) META("dispatch_quant_out_dtype", mm_dtype_name(dispatch));
-    META("activation", act_names[o->activation]);
-    if (o->activation == 4) {
+    META("activation", mm_mega_moe_activation_name((mm_mega_moe_activation)o->activation));
+    if (o->activation == MM_MEGA_MOE_GELU) {
         META("activation_params", "[3.4028234663852886e+38]");
-    } else if (o->clamp > 0 && o->activation != 3) {
-        if (o->activation == 2)
+    } else if (o->clamp > 0 && o->activation != MM_MEGA_MOE_SITUGLU) {
+        if (o->activation == MM_MEGA_MOE_SWIGLUOAI)
             snprintf(text, sizeof text, "[%.9g, 1.702, 1.0]", o->clamp);
         else
             snprintf(text, sizeof text, "[%.9g]", o->clamp);
@@ -334,10 +334,7 @@ int mm_cli_case_gen_mega_moe(int argc, char **argv) {
         case OPT_TOPK: bad = cli_parse_int64(cmd, "--topk", optarg, 1, 1 << 16, &o.topk); break;
         case OPT_SHARED: bad = cli_parse_int64(cmd, "--shared-experts", optarg, 0, 4, &o.shared); break;
         case OPT_ACT: {
-            static const char *const acts[] = {"swiglu", "swiglustep", "swigluoai", "situglu", "gelu"};
-            o.activation = -1;
-            for (int q = 0; q < 5; q++)
-                if (strcmp(optarg, acts[q]) == 0) o.activation = q;
+            o.activation = mm_mega_moe_activation_from_name(optarg);
             if (o.activation < 0) return cli_usage_error(cmd, "--activation '%s' is not known", optarg);
             break;
         }
