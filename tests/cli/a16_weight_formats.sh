@@ -62,6 +62,21 @@ for name, (dtype, bn, bk) in want.items():
 assert len(rows) == 10, sorted(rows)
 PY
 
+# --weight1-interleave stores the same master values in another order (with their scales and biases): where no
+# quantization block mixes gate and up channels (per-channel and MX scales, blocks of one row), every row's
+# outputs, hence its error and its difference from A16W16, are the same as without it.
+for il in plain il; do
+    flag=() && [ "$il" = il ] && flag=(--weight1-interleave)
+    expect 0 "run --json $il" -- run "${TINY[@]}" --scenario all --json --bias --scale-block-n 1 "${flag[@]}"
+    cp "$WORK/out" "$WORK/rows_$il.json"
+done
+python3 - "$WORK/rows_plain.json" "$WORK/rows_il.json" <<'PY' && ok || bad "--weight1-interleave changes the results"
+import json, sys
+keep = ("scenario", "maxerr_over_rms", "within_ulp_pct", "in_tolerance_pct", "vs_a16w16")
+rows = [[{k: o[k] for k in keep} for o in map(json.loads, open(f)) if o["type"] == "row"] for f in sys.argv[1:]]
+assert len(rows[0]) == 10 and rows[0] == rows[1], rows
+PY
+
 # 3. case-gen mega-moe-ext -> case -> the independent reference, for each row with and without bias and
 #    interleave (transposed weights, a shared expert, a mask and odd blocks in the second set).
 n=0
