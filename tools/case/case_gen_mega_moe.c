@@ -67,7 +67,6 @@ static const char usage_ext[] =
     "      --scale-block-n N         scale_block_n of a16w8-fp8 / a16w4-int (default 128; a16w4-int 1)\n"
     "      --scale-block-k K         scale_block_k (default 128)\n";
 
-
 static double uniform(uint64_t *s, double lo, double hi) {
     return lo + (hi - lo) * (double)(cli_rand_u64(s) >> 11) * (1.0 / 9007199254740992.0);
 }
@@ -356,8 +355,30 @@ static int case_gen_main(int argc, char **argv, int ext) {
                                                  {"scale-block-k", required_argument, NULL, OPT_BLOCK_K},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
-    gen_options o = {ext ? "a16w8-fp8" : "a16w16", 2, 8, -1, 64, 32, 0, 2, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0.0,
-                     ext, 0, 0, 0, 0};
+    gen_options o = {ext ? "a16w8-fp8" : "a16w16",
+                     2,
+                     8,
+                     -1,
+                     64,
+                     32,
+                     0,
+                     2,
+                     0,
+                     0,
+                     0,
+                     0,
+                     -1,
+                     1,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0.0,
+                     ext,
+                     0,
+                     0,
+                     0,
+                     0};
     const char *ext_only = NULL; /* an option of mega-moe-ext given to mega-moe */
     const char *out_path = NULL;
     int opt, bad = 0;
@@ -423,8 +444,10 @@ static int case_gen_main(int argc, char **argv, int ext) {
                                "case-gen mega-moe-ext writes it (op mega_moe_ext)",
                                o.scenario);
     if (!sc->block_scales && (o.bn > 0 || o.bk > 0))
-        return cli_usage_error(cmd, "--scale-block-%s applies to the block-scaled scenarios (a16w8-fp8, "
-                               "a16w4-int), not %s", o.bn > 0 ? "n" : "k", sc->spec_name);
+        return cli_usage_error(cmd,
+                               "--scale-block-%s applies to the block-scaled scenarios (a16w8-fp8, "
+                               "a16w4-int), not %s",
+                               o.bn > 0 ? "n" : "k", sc->spec_name);
     if (sc->block_scales) { /* the checkpoints' blocks unless given (`megamoe run`'s defaults) */
         int64_t bn, bk;
         run_moe_scale_blocks(NULL, sc, &bn, &bk);

@@ -17,8 +17,8 @@ static double uniform(uint64_t *s, double lo, double hi) {
 }
 
 int case_gen_ext_group(const gen_options *o, const mm_moe_scenario_row *scenario, int64_t count, int which,
-                       int64_t N, int64_t K, const case_gen_ext_buffers *b, uint64_t *s, mm_tensor *t, int *has,
-                       void **keep, int *nkeep) {
+                       int64_t N, int64_t K, const case_gen_ext_buffers *b, uint64_t *s, mm_tensor *t,
+                       int *has, void **keep, int *nkeep) {
     mm_dtype wt = scenario->weight_dtype;
     if (scenario->block_scales) {
         int64_t nb = (N + o->bn - 1) / o->bn, kb = (K + o->bk - 1) / o->bk, n = count * nb * kb;

@@ -32,7 +32,7 @@ typedef struct case_gen_ext_buffers {
  * its bias (INT4's, or with --bias one drawn here) at t[4 + which], zero points at t[6 + which].
  * Buffers it allocates go to keep. Returns 0 when out of memory. */
 int case_gen_ext_group(const gen_options *o, const mm_moe_scenario_row *scenario, int64_t count, int which,
-                       int64_t N, int64_t K, const case_gen_ext_buffers *b, uint64_t *s, mm_tensor *t, int *has,
-                       void **keep, int *nkeep);
+                       int64_t N, int64_t K, const case_gen_ext_buffers *b, uint64_t *s, mm_tensor *t,
+                       int *has, void **keep, int *nkeep);
 
 #endif

@@ -80,8 +80,8 @@ typedef struct run_moe_config {
     int topk_weights_type;       /* 0: weights at combine, 1: after the activation */
     int json;                    /* --json: JSON Lines on stdout instead of the banner, table and notes */
     /* Checkpoint-format knobs (docs/weight_formats.md), for every scenario: */
-    int bias;                      /* --bias: bias1 / bias2 on every expert (A8W4-INT has its own) */
-    int weight1_interleave;        /* --weight1-interleave: weight1's gate/up channels stored alternating */
+    int bias;               /* --bias: bias1 / bias2 on every expert (A8W4-INT has its own) */
+    int weight1_interleave; /* --weight1-interleave: weight1's gate/up channels stored alternating */
     int64_t scale_block_n, scale_block_k; /* --scale-block-n/-k of block-scaled rows (0: the default) */
 } run_moe_config;
 
@@ -117,8 +117,8 @@ void run_moe_expert_data_free(run_moe_expert_data *d);
 /* Quantizes one expert's matrix, n stored rows of k values level * step (levels n x k, each value exact
  * in BF16), to FP8 E4M3 or UINT4 with F32 scales per block of bn rows x bk columns (ceil(n/bn) x
  * ceil(k/bk), row-major) and for UINT4 U8 zero points of the same shape; data gets n stored rows. */
-void run_moe_block_quantize(mm_dtype dtype, const int8_t *levels, int64_t n, int64_t k, float step, int64_t bn,
-                            int64_t bk, uint8_t *data, float *scales, uint8_t *zeros);
+void run_moe_block_quantize(mm_dtype dtype, const int8_t *levels, int64_t n, int64_t k, float step,
+                            int64_t bn, int64_t bk, uint8_t *data, float *scales, uint8_t *zeros);
 /* The API's view of the data (stacked tensors, transpose flags set); pointers into d. */
 mm_mega_moe_expert_weights run_moe_expert_weights_view(const run_moe_expert_data *d);
 /* This rank's packed weights (its routed experts and the shared ones) from freshly generated experts;

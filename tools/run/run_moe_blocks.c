@@ -36,8 +36,8 @@ static float block_codes(mm_dtype dtype, int lo, int hi, float step, uint8_t cod
     return s;
 }
 
-void run_moe_block_quantize(mm_dtype dtype, const int8_t *levels, int64_t n, int64_t k, float step, int64_t bn,
-                            int64_t bk, uint8_t *data, float *scales, uint8_t *zeros) {
+void run_moe_block_quantize(mm_dtype dtype, const int8_t *levels, int64_t n, int64_t k, float step,
+                            int64_t bn, int64_t bk, uint8_t *data, float *scales, uint8_t *zeros) {
     int64_t row_bytes = mm_dtype_row_bytes(dtype, k), kb = (k + bk - 1) / bk;
     int nibbles = mm_dtype_bits(dtype) == 4;
     uint8_t codes[LEVELS];

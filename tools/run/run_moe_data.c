@@ -177,9 +177,10 @@ static mm_status make_matrix(const run_moe_config *cfg, mm_dtype dtype, const in
     int64_t row_bytes = mm_dtype_row_bytes(dtype, k), groups = (k + 31) / 32;
     int64_t mx_bytes = n * ((k + 63) / 64) * 2;
     int blocks = m->block_n > 0;
-    int64_t block_count = blocks ? ((n + m->block_n - 1) / m->block_n) * ((k + m->block_k - 1) / m->block_k) : 0;
+    int64_t block_count =
+        blocks ? ((n + m->block_n - 1) / m->block_n) * ((k + m->block_k - 1) / m->block_k) : 0;
     int mx = mm_format_is_mx(dtype) && !blocks; /* FP8 E4M3 is MX-scaled or block-scaled */
-    row_scratch *s = calloc(1, sizeof *s); /* ~34 KB of tables: not on a rank thread's stack */
+    row_scratch *s = calloc(1, sizeof *s);      /* ~34 KB of tables: not on a rank thread's stack */
     uint8_t *mx_groups = mx ? malloc((size_t)(n * groups)) : NULL;
     int8_t *all_levels = blocks ? malloc((size_t)(n * k)) : NULL; /* a block spans rows: all of them */
     if (s) {
@@ -284,9 +285,11 @@ mm_status run_moe_expert_data_make(const run_moe_config *cfg, const run_moe_scen
                       mm_dtype_name(dt), (long long)H, (long long)I);
         goto fail;
     }
-    matrix_out m1 = {d.weight1, d.scales1, d.bias1, d.mx_scales1, d.zeros1,
-                     d.block_n, d.block_k, d.weight1_interleave, bias && !sc->bias};
-    matrix_out m2 = {d.weight2, d.scales2, d.bias2, d.mx_scales2, d.zeros2, d.block_n, d.block_k, 0, bias && !sc->bias};
+    matrix_out m1 = {d.weight1,        d.scales1, d.bias1,   d.mx_scales1,
+                     d.zeros1,         d.block_n, d.block_k, d.weight1_interleave,
+                     bias && !sc->bias};
+    matrix_out m2 = {d.weight2, d.scales2, d.bias2, d.mx_scales2,     d.zeros2,
+                     d.block_n, d.block_k, 0,       bias && !sc->bias};
     st = make_matrix(cfg, dt, ids, first_id, count, 1, N1, H, &m1, err);
     if (st == MM_OK) st = make_matrix(cfg, dt, ids, first_id, count, 2, H, I, &m2, err);
     if (st != MM_OK) goto fail;

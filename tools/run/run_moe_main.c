@@ -249,10 +249,12 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
         case OPT_BIAS: o->cfg.bias = 1; break;
         case OPT_INTERLEAVE: o->cfg.weight1_interleave = 1; break;
         case OPT_BLOCK_N:
-            if (cli_parse_int64(cmd, "--scale-block-n", optarg, 1, 65536, &o->cfg.scale_block_n) != 0) return -1;
+            if (cli_parse_int64(cmd, "--scale-block-n", optarg, 1, 65536, &o->cfg.scale_block_n) != 0)
+                return -1;
             break;
         case OPT_BLOCK_K:
-            if (cli_parse_int64(cmd, "--scale-block-k", optarg, 1, 65536, &o->cfg.scale_block_k) != 0) return -1;
+            if (cli_parse_int64(cmd, "--scale-block-k", optarg, 1, 65536, &o->cfg.scale_block_k) != 0)
+                return -1;
             break;
         case 'h': print_usage(); return 1;
         default: cli_option_error(cmd, opt, argv); return -1;

@@ -233,7 +233,8 @@ void run_moe_print_kernels(const run_moe_scenario *sc) {
 
 /* The banner's line on the checkpoint-format knobs, when any applies: biases, the interleaved weight1,
  * the block sizes of the block-scaled scenarios in the list. */
-static void print_weight_layout(const run_moe_config *cfg, const run_moe_scenario *const *list, size_t count) {
+static void print_weight_layout(const run_moe_config *cfg, const run_moe_scenario *const *list,
+                                size_t count) {
     const char *sep = "weights:";
     if (cfg->bias) printf("%s bias1/bias2 on every expert", sep), sep = ";";
     if (cfg->weight1_interleave) printf("%s weight1 gate/up interleaved", sep), sep = ";";
@@ -241,8 +242,8 @@ static void print_weight_layout(const run_moe_config *cfg, const run_moe_scenari
         int64_t bn, bk;
         run_moe_scale_blocks(cfg, list[i], &bn, &bk);
         if (bn > 0)
-            printf("%s %s F32 block scales %lld x %lld%s", sep, list[i]->spec_name, (long long)bn, (long long)bk,
-                   list[i]->weight_dtype == MM_DTYPE_UINT4 ? " with zero points" : ""),
+            printf("%s %s F32 block scales %lld x %lld%s", sep, list[i]->spec_name, (long long)bn,
+                   (long long)bk, list[i]->weight_dtype == MM_DTYPE_UINT4 ? " with zero points" : ""),
                 sep = ";";
     }
     if (sep[0] == ';') printf("\n");
