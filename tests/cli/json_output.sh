@@ -24,10 +24,15 @@ for k, v in {"hidden": 256, "intermediate": 128, "experts": 16, "ranks": 4, "tok
              "iterations": 2, "topk": 8, "backend": "threads", "preset": "qwen3-30b-a3b"}.items():
     assert head[k] == v, (k, head[k])
 assert head["threads"].split()[0].isdigit() and head["cpu"], head
+assert head["bias"] is False and head["weight1_interleave"] is False, head
 assert [r["type"] for r in rows] == ["row"] * len(scenarios), rows
 assert [r["scenario"] for r in rows] == scenarios, rows
 for r in rows:
     assert r["tokens"] == 48, r
+    # the weights' dtype, and the F32 block size of the block-scaled rows only
+    assert r["weight_dtype"] in ("bf16", "int8", "int4", "fp8_e4m3fn", "fp8_e5m2", "fp4_e2m1", "uint4"), r
+    blocks = (128, 128) if r["scenario"] == "a16w8-fp8" else (1, 128) if r["scenario"] == "a16w4-int" else (None, None)
+    assert (r["scale_block_n"], r["scale_block_k"]) == blocks, r
     for k in ("dispatch_ms", "gemm1_ms", "activation_ms", "gemm2_ms", "shared_ms", "combine_ms", "setup_s",
               "generate_s", "check_s"):
         assert isinstance(r[k], (int, float)) and r[k] >= 0, (k, r)
@@ -50,7 +55,7 @@ PY
 }
 
 SMALL=(--hidden 256 --intermediate 128 --experts 16 --tokens 12 --iterations 2)
-ALL="a16w16 a8w8-int a8w4-int a8w8-fp-e4m3 a8w8-fp-e5m2 a8w4-fp a4w4-fp"
+ALL="a16w16 a8w8-int a8w4-int a8w8-fp-e4m3 a8w8-fp-e5m2 a8w4-fp a4w4-fp a16w8-fp8 a16w4-mx a16w4-int"
 
 expect 0 "run --json, every scenario" -- run "${SMALL[@]}" --check-tokens 3 --scenario all --json
 stderr_empty

@@ -33,7 +33,7 @@ import json, sys
 rows = [l.split() for l in open(sys.argv[1])]
 rows = [r for r in rows if len(r) == 15 and r[1].isdigit()]
 assert [r[0] for r in rows] == ["a16w16", "a8w8-int", "a8w4-int", "a8w8-fp-e4m3", "a8w8-fp-e5m2", "a8w4-fp",
-                                "a4w4-fp"], rows
+                                "a4w4-fp", "a16w8-fp8", "a16w4-mx", "a16w4-int"], rows
 for r in rows:
     assert int(r[1]) == 10 * int(sys.argv[3]), r
     assert float(r[11]) < 0.1 and r[13] == "100.0%", r

@@ -11,11 +11,13 @@
 #include <string.h>
 
 #include "case/case_gen_mega_moe.h"
+#include "case/case_gen_mega_moe_ext.h"
 #include "common/cli_util.h"
 #include "common/demo_data.h"
 #include "ffn/activation.h"
 #include "format/format_table.h"
 #include "ops/mega_moe/scenario_table.h"
+#include "run/run_moe.h"
 #include "megamoe/formats.h"
 #include "megamoe/safetensors.h"
 
@@ -28,7 +30,8 @@ static const char usage[] =
     "options:\n"
     "  -o, --output FILE             file to write (required)\n"
     "      --scenario NAME           a16w16, a8w8-int, a8w4-int, a8w8-fp-e4m3, a8w8-fp-e5m2, a8w4-fp,\n"
-    "                                a4w4-fp (default a16w16)\n"
+    "                                a4w4-fp (default a16w16; the A16 weight-only rows a16w8-fp8,\n"
+    "                                a16w4-mx, a16w4-int: case-gen mega-moe-ext)\n"
     "      --ranks R                 ranks (default 2)\n"
     "      --tokens BS               rows of x per rank (default 8); --zero-rank G gives rank G none\n"
     "      --zero-rank G             rank with BS = 0 (default none)\n"
@@ -49,13 +52,21 @@ static const char usage[] =
     "      --seed S                  random seed (default 1)\n"
     "  -h, --help                    show this help\n";
 
-typedef struct gen_options {
-    const char *scenario;
-    int64_t ranks, tokens, zero_rank, hidden, inter, experts, topk, shared, topk_weights_type, cq, cc, rps,
-        seed;
-    int prequantized, mask, transpose, activation;
-    double clamp;
-} gen_options;
+static const char usage_ext[] =
+    "usage: megamoe case-gen mega-moe-ext -o FILE [options]\n"
+    "\n"
+    "Writes a mega_moe_ext case (docs/weight_formats.md, docs/case_files.md): a mega_moe case whose weights\n"
+    "may be a checkpoint format: FP8 E4M3 with F32 block scales (a16w8-fp8), FP4 E2M1 with E8M0 MX scales\n"
+    "(a16w4-mx), UINT4 with F32 group scales and U8 zero points (a16w4-int), all with BF16 activations;\n"
+    "biases for every format and an interleaved weight1. Every option of case-gen mega-moe, and:\n"
+    "\n"
+    "      --scenario NAME           any row: a16w8-fp8 (default), a16w4-mx, a16w4-int, or one of\n"
+    "                                case-gen mega-moe's\n"
+    "      --bias                    bias1 / bias2 (routed and shared) for every weight format\n"
+    "      --weight1-interleave      attribute weight1_interleave = 1 (weight1's channel 2i is gate i,\n"
+    "                                2i + 1 up i)\n"
+    "      --scale-block-n N         scale_block_n of a16w8-fp8 / a16w4-int (default 128; a16w4-int 1)\n"
+    "      --scale-block-k K         scale_block_k (default 128)\n";
 
 static double uniform(uint64_t *s, double lo, double hi) {
     return lo + (hi - lo) * (double)(cli_rand_u64(s) >> 11) * (1.0 / 9007199254740992.0);
@@ -65,7 +76,8 @@ static uint32_t random_code(mm_dtype t, uint64_t *s) {
     switch (t) {
     case MM_DTYPE_BF16: return mm_f32_to_bf16((float)uniform(s, -0.5, 0.5));
     case MM_DTYPE_I8: return (uint8_t)(int8_t)((int)(cli_rand_u64(s) % 255) - 127);
-    case MM_DTYPE_INT4: return (uint32_t)(cli_rand_u64(s) % 16);
+    case MM_DTYPE_INT4:
+    case MM_DTYPE_UINT4: return (uint32_t)(cli_rand_u64(s) % 16);
     default: return mm_dtype_from_f32(t, (float)uniform(s, -4, 4)); /* an MX element type */
     }
 }
@@ -83,10 +95,11 @@ static void put_code(uint8_t *m, mm_dtype t, int64_t cols, int64_t row, int64_t 
     }
 }
 
-/* One group's six tensors for `count` experts; buffers are kept in `keep` for the writer. */
+/* One group's tensors for `count` experts (weight1/2, weight_scales1/2, bias1/2, weight_zeros1/2);
+ * buffers are kept in `keep` for the writer. */
 typedef struct group_tensors {
-    mm_tensor t[6];
-    int has[6];
+    mm_tensor t[8];
+    int has[8];
 } group_tensors;
 
 static int make_group(const gen_options *o, const mm_moe_scenario_row *scenario, int64_t count, uint64_t *s,
@@ -127,6 +140,13 @@ static int make_group(const gen_options *o, const mm_moe_scenario_row *scenario,
         int64_t wshape[3] = {count, rows, cols};
         g->t[which] = mm_tensor_make(wt, 3, wshape, w);
         g->has[which] = 1;
+        if (o->ext) { /* op mega_moe_ext: block scales, zero points, biases of every format */
+            case_gen_ext_buffers b = {sc, bias, mx};
+            if (!case_gen_ext_group(o, scenario, count, which, N[which], K[which], &b, s, g->t, g->has, keep,
+                                    nkeep))
+                return 0;
+            continue;
+        }
         if (mm_format_is_int_quant(wt)) {
             int64_t sshape[2] = {count, N[which]};
             g->t[2 + which] = mm_tensor_make(MM_DTYPE_F32, 2, sshape, sc);
@@ -151,7 +171,7 @@ static int write_case(const char *path, const gen_options *o, const mm_moe_scena
     mm_st_writer *wr = NULL;
     uint64_t s = (uint64_t)o->seed;
     int64_t H = o->hidden, K = o->topk, E = o->experts, El = E / o->ranks;
-    void **keep = calloc((size_t)(o->ranks * 64 + 8), sizeof *keep);
+    void **keep = calloc((size_t)(o->ranks * 80 + 8), sizeof *keep);
     int nkeep = 0, rc = MM_CLI_EXIT_OK;
     char text[64];
     mm_status st = keep ? mm_st_writer_create(&wr, &err) : MM_ERR_OUT_OF_MEMORY;
@@ -159,7 +179,7 @@ static int write_case(const char *path, const gen_options *o, const mm_moe_scena
     int mode = o->prequantized ? 0 : sc->dispatch_quant_mode;
 #define META(k, v)                                                                                           \
     if (st == MM_OK) st = mm_st_writer_set_metadata(wr, k, v, &err)
-    META("op", "mega_moe");
+    META("op", o->ext ? "mega_moe_ext" : "mega_moe");
     snprintf(text, sizeof text, "%lld", (long long)o->ranks);
     META("ranks", text);
     META("ep_world_size", text);
@@ -192,9 +212,18 @@ static int write_case(const char *path, const gen_options *o, const mm_moe_scena
         snprintf(text, sizeof text, "%lld", (long long)o->rps);
         META("rank_num_per_server", text);
     }
+    if (o->ext) {
+        if (o->bn > 0) {
+            snprintf(text, sizeof text, "%lld", (long long)o->bn);
+            META("scale_block_n", text);
+            snprintf(text, sizeof text, "%lld", (long long)o->bk);
+            META("scale_block_k", text);
+        }
+        META("weight1_interleave", o->interleave ? "1" : "0");
+    }
 #undef META
-    static const char *const names[6] = {"weight1",        "weight2", "weight_scales1",
-                                         "weight_scales2", "bias1",   "bias2"};
+    static const char *const names[8] = {"weight1", "weight2", "weight_scales1", "weight_scales2",
+                                         "bias1",   "bias2",   "weight_zeros1",  "weight_zeros2"};
     for (int64_t r = 0; r < o->ranks && st == MM_OK; r++) {
         int64_t bs = r == o->zero_rank ? 0 : o->tokens;
         int64_t xs[2] = {bs, H}, ks[2] = {bs, K}, ss[2] = {bs, (H + 31) / 32}, ms[1] = {bs};
@@ -246,11 +275,11 @@ static int write_case(const char *path, const gen_options *o, const mm_moe_scena
         if (o->mask) ADD("x_active_mask", mm_tensor_make(MM_DTYPE_I8, 1, ms, mask));
         group_tensors g;
         if (!make_group(o, sc, El, &s, &g, keep, &nkeep)) st = MM_ERR_OUT_OF_MEMORY;
-        for (int q = 0; q < 6 && st == MM_OK; q++)
+        for (int q = 0; q < 8 && st == MM_OK; q++)
             if (g.has[q]) ADD(names[q], g.t[q]);
         if (o->shared > 0 && st == MM_OK) {
             if (!make_group(o, sc, o->shared, &s, &g, keep, &nkeep)) st = MM_ERR_OUT_OF_MEMORY;
-            for (int q = 0; q < 6 && st == MM_OK; q++)
+            for (int q = 0; q < 8 && st == MM_OK; q++)
                 if (g.has[q]) {
                     char shared_name[40];
                     snprintf(shared_name, sizeof shared_name, "shared_%s", names[q]);
@@ -271,8 +300,10 @@ static int write_case(const char *path, const gen_options *o, const mm_moe_scena
     return rc;
 }
 
-int mm_cli_case_gen_mega_moe(int argc, char **argv) {
-    static const char *cmd = "case-gen mega-moe";
+/* ext: `case-gen mega-moe-ext` (op mega_moe_ext): every scenario row, --bias, --weight1-interleave and the
+ * block sizes; `case-gen mega-moe` refuses those (op mega_moe keeps the seed's contract). */
+static int case_gen_main(int argc, char **argv, int ext) {
+    const char *cmd = ext ? "case-gen mega-moe-ext" : "case-gen mega-moe";
     enum {
         OPT_SCENARIO = 256,
         OPT_RANKS,
@@ -292,7 +323,11 @@ int mm_cli_case_gen_mega_moe(int argc, char **argv) {
         OPT_CQ,
         OPT_CC,
         OPT_RPS,
-        OPT_SEED
+        OPT_SEED,
+        OPT_BIAS,
+        OPT_INTERLEAVE,
+        OPT_BLOCK_N,
+        OPT_BLOCK_K
     };
     static const struct option long_options[] = {{"output", required_argument, NULL, 'o'},
                                                  {"scenario", required_argument, NULL, OPT_SCENARIO},
@@ -314,9 +349,37 @@ int mm_cli_case_gen_mega_moe(int argc, char **argv) {
                                                  {"combine-comm-mode", required_argument, NULL, OPT_CC},
                                                  {"rank-num-per-server", required_argument, NULL, OPT_RPS},
                                                  {"seed", required_argument, NULL, OPT_SEED},
+                                                 {"bias", no_argument, NULL, OPT_BIAS},
+                                                 {"weight1-interleave", no_argument, NULL, OPT_INTERLEAVE},
+                                                 {"scale-block-n", required_argument, NULL, OPT_BLOCK_N},
+                                                 {"scale-block-k", required_argument, NULL, OPT_BLOCK_K},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
-    gen_options o = {"a16w16", 2, 8, -1, 64, 32, 0, 2, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0.0};
+    gen_options o = {ext ? "a16w8-fp8" : "a16w16",
+                     2,
+                     8,
+                     -1,
+                     64,
+                     32,
+                     0,
+                     2,
+                     0,
+                     0,
+                     0,
+                     0,
+                     -1,
+                     1,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0.0,
+                     ext,
+                     0,
+                     0,
+                     0,
+                     0};
+    const char *ext_only = NULL; /* an option of mega-moe-ext given to mega-moe */
     const char *out_path = NULL;
     int opt, bad = 0;
     optind = 0;
@@ -349,7 +412,17 @@ int mm_cli_case_gen_mega_moe(int argc, char **argv) {
         case OPT_CC: bad = cli_parse_int64(cmd, "--combine-comm-mode", optarg, 0, 2, &o.cc); break;
         case OPT_RPS: bad = cli_parse_int64(cmd, "--rank-num-per-server", optarg, 0, 64, &o.rps); break;
         case OPT_SEED: bad = cli_parse_int64(cmd, "--seed", optarg, 0, INT64_MAX, &o.seed); break;
-        case 'h': fputs(usage, stdout); return MM_CLI_EXIT_OK;
+        case OPT_BIAS: o.bias = 1, ext_only = "--bias"; break;
+        case OPT_INTERLEAVE: o.interleave = 1, ext_only = "--weight1-interleave"; break;
+        case OPT_BLOCK_N:
+            bad = cli_parse_int64(cmd, "--scale-block-n", optarg, 1, 1 << 16, &o.bn);
+            ext_only = "--scale-block-n";
+            break;
+        case OPT_BLOCK_K:
+            bad = cli_parse_int64(cmd, "--scale-block-k", optarg, 1, 1 << 16, &o.bk);
+            ext_only = "--scale-block-k";
+            break;
+        case 'h': fputs(ext ? usage_ext : usage, stdout); return MM_CLI_EXIT_OK;
         default: return cli_option_error(cmd, opt, argv);
         }
     }
@@ -360,11 +433,24 @@ int mm_cli_case_gen_mega_moe(int argc, char **argv) {
     for (int q = 0; q < mm_moe_scenario_count; q++)
         if (strcmp(o.scenario, mm_moe_scenario_table[q].spec_name) == 0) sc = &mm_moe_scenario_table[q];
     if (!sc) return cli_usage_error(cmd, "--scenario '%s' is not known", o.scenario);
-    if (sc->dispatch_dtype == MM_DTYPE_INVALID && sc->weight_dtype != MM_DTYPE_BF16)
+    if (!ext && ext_only)
+        return cli_usage_error(cmd, "%s is an option of case-gen mega-moe-ext (op mega_moe_ext)", ext_only);
+    if (!ext && sc->dispatch_dtype == MM_DTYPE_INVALID && sc->weight_dtype != MM_DTYPE_BF16)
         return cli_usage_error(cmd,
-                               "--scenario %s: case-gen does not write the A16 weight-only scenarios yet "
-                               "(op mega_moe_ext, docs/weight_formats.md)",
+                               "--scenario %s is an A16 weight-only scenario, not in op mega_moe's table: "
+                               "case-gen mega-moe-ext writes it (op mega_moe_ext)",
                                o.scenario);
+    if (!sc->block_scales && (o.bn > 0 || o.bk > 0))
+        return cli_usage_error(cmd,
+                               "--scale-block-%s applies to the block-scaled scenarios (a16w8-fp8, "
+                               "a16w4-int), not %s",
+                               o.bn > 0 ? "n" : "k", sc->spec_name);
+    if (sc->block_scales) { /* the checkpoints' blocks unless given (`megamoe run`'s defaults) */
+        int64_t bn, bk;
+        run_moe_scale_blocks(NULL, sc, &bn, &bk);
+        o.bn = o.bn > 0 ? o.bn : bn;
+        o.bk = o.bk > 0 ? o.bk : bk;
+    }
     if (o.experts == 0) o.experts = 2 * o.ranks;
     if (o.experts % o.ranks != 0)
         return cli_usage_error(cmd, "--experts %lld is not a multiple of --ranks %lld", (long long)o.experts,
@@ -375,4 +461,12 @@ int mm_cli_case_gen_mega_moe(int argc, char **argv) {
     if (o.prequantized && !mm_format_is_mx(sc->dispatch_dtype))
         return cli_usage_error(cmd, "--prequantized needs an FP scenario");
     return write_case(out_path, &o, sc);
+}
+
+int mm_cli_case_gen_mega_moe(int argc, char **argv) {
+    return case_gen_main(argc, argv, 0);
+}
+
+int mm_cli_case_gen_mega_moe_ext(int argc, char **argv) {
+    return case_gen_main(argc, argv, 1);
 }

@@ -4,6 +4,7 @@
  *
  *   run_moe_presets.c  model presets (the scenarios are the rows of ops/mega_moe/scenario_table.h)
  *   run_moe_data.c     seeded weights (per expert, so any rank can rebuild any expert), tokens, routing
+ *   run_moe_blocks.c   block-scaled quantization of those weights (FP8 E4M3 / UINT4 with zero points)
  *   run_moe_rank.c     the work of one rank: buffer, weights, timed iterations, the checked sample
  *   run_moe_check.c    the samples against the float64 reference (support/ref), on two threads; metrics
  *   run_moe_trace.c    Chrome / Perfetto JSON trace of the stage events
@@ -50,11 +51,15 @@ const run_moe_preset *run_moe_find_preset(const char *name);
  * `spec_name` is the --scenario spelling (docs/cli.md: the spec's names), `label` the report's, with the
  * dtypes and the check's tolerances. */
 typedef mm_moe_scenario_row run_moe_scenario;
+struct run_moe_config;
 
 /* The row whose --scenario spelling (`spec_name`) is name, or NULL. */
 const run_moe_scenario *run_moe_find_scenario(const char *name);
-/* 1 when `megamoe run` generates data for the scenario (not yet the A16 weight-only rows). */
-int run_moe_scenario_supported(const run_moe_scenario *sc);
+/* The block sizes the weights of sc carry (scale_block_n, scale_block_k): 0 x 0 for a row without F32
+ * block scales; else the configured ones, or the checkpoints' defaults where not configured (FP8 128 x
+ * 128 as DeepSeek-V3, UINT4 1 x 128 as AWQ/GPTQ group size 128). cfg may be NULL (the defaults). */
+void run_moe_scale_blocks(const struct run_moe_config *cfg, const run_moe_scenario *sc, int64_t *bn,
+                          int64_t *bk);
 
 /* ---- configuration of one run ---------------------------------------------------------------- */
 
@@ -74,21 +79,30 @@ typedef struct run_moe_config {
     int64_t rank_num_per_server; /* domain size for combine_comm_mode 2 (0: flat) */
     int topk_weights_type;       /* 0: weights at combine, 1: after the activation */
     int json;                    /* --json: JSON Lines on stdout instead of the banner, table and notes */
+    /* Checkpoint-format knobs (docs/weight_formats.md), for every scenario: */
+    int bias;               /* --bias: bias1 / bias2 on every expert (A8W4-INT has its own) */
+    int weight1_interleave; /* --weight1-interleave: weight1's gate/up channels stored alternating */
+    int64_t scale_block_n, scale_block_k; /* --scale-block-n/-k of block-scaled rows (0: the default) */
 } run_moe_config;
 
 /* ---- synthetic data (run_moe_data.c) ---------------------------------------------------------- */
 
 /* The stacked weights of `count` experts in the scenario's storage, transposed layout: weight1
  * (count, 2I, H), weight2 (count, H, I) (each output channel a contiguous row over the reduction
- * dimension, 4-bit types packed along it). Scales: INT (count, N) F32, MX (count, N, ceil(K/64), 2). */
+ * dimension, 4-bit types packed along it). Scales: INT (count, N) F32, MX (count, N, ceil(K/64), 2),
+ * block-scaled (count, ceil(N/bn), ceil(K/bk)) F32 with U8 zero points for UINT4 (run_moe_blocks.c).
+ * With weight1_interleave, weight1's stored channel 2i is gate i and 2i + 1 up i (scales, bias alike). */
 typedef struct run_moe_expert_data {
     mm_dtype dtype;
     int64_t count, hidden, inter;
+    int64_t block_n, block_k; /* F32 block scales (0 x 0: none) */
+    int weight1_interleave;
     void *weight1, *weight2;
-    float *scales1, *scales2;                     /* INT8 / INT4 */
-    uint8_t *mx_scales1, *mx_scales2;             /* MX */
-    float *bias1, *bias2;                         /* INT4 (the standard MSD bias 8 * s * column sum) */
-    mm_tensor t_w1, t_w2, t_s1, t_s2, t_b1, t_b2; /* descriptors of the above */
+    float *scales1, *scales2;         /* INT8 / INT4 per channel, or the block scales */
+    uint8_t *mx_scales1, *mx_scales2; /* MX */
+    uint8_t *zeros1, *zeros2;         /* UINT4 zero points, the block scales' shape */
+    float *bias1, *bias2; /* INT4 (the standard MSD bias 8 * s * column sum), or --bias for any dtype */
+    mm_tensor t_w1, t_w2, t_s1, t_s2, t_b1, t_b2, t_z1, t_z2; /* descriptors of the above */
 } run_moe_expert_data;
 
 /* Builds experts first_id .. first_id + count - 1 (ids of the seed stream: routed experts use their
@@ -100,6 +114,11 @@ mm_status run_moe_expert_data_make(const run_moe_config *cfg, const run_moe_scen
                                    const int64_t *ids, int64_t count, run_moe_expert_data *out,
                                    mm_error *err);
 void run_moe_expert_data_free(run_moe_expert_data *d);
+/* Quantizes one expert's matrix, n stored rows of k values level * step (levels n x k, each value exact
+ * in BF16), to FP8 E4M3 or UINT4 with F32 scales per block of bn rows x bk columns (ceil(n/bn) x
+ * ceil(k/bk), row-major) and for UINT4 U8 zero points of the same shape; data gets n stored rows. */
+void run_moe_block_quantize(mm_dtype dtype, const int8_t *levels, int64_t n, int64_t k, float step,
+                            int64_t bn, int64_t bk, uint8_t *data, float *scales, uint8_t *zeros);
 /* The API's view of the data (stacked tensors, transpose flags set); pointers into d. */
 mm_mega_moe_expert_weights run_moe_expert_weights_view(const run_moe_expert_data *d);
 /* This rank's packed weights (its routed experts and the shared ones) from freshly generated experts;

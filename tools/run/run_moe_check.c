@@ -25,8 +25,15 @@ static mm_ref_weights ref_weights_of(const run_moe_expert_data *d) {
     w.count = d->count;
     w.weight1 = d->weight1;
     w.weight2 = d->weight2;
-    w.scales1 = d->scales1;
-    w.scales2 = d->scales2;
+    if (d->block_n > 0) { /* block-scaled (A16W8-FP8, A16W4-INT) */
+        w.block_scales1 = d->scales1;
+        w.block_scales2 = d->scales2;
+        w.zeros1 = d->zeros1;
+        w.zeros2 = d->zeros2;
+    } else {
+        w.scales1 = d->scales1;
+        w.scales2 = d->scales2;
+    }
     w.mx_scales1 = d->mx_scales1;
     w.mx_scales2 = d->mx_scales2;
     w.bias1 = d->bias1;
@@ -139,6 +146,8 @@ static mm_status check_rows(check_part *p) {
     attrs.transpose_weight2 = 1;
     attrs.topk_weights_type = cfg->topk_weights_type;
     attrs.combine_quant_mode = cfg->combine_quant_mode;
+    run_moe_scale_blocks(cfg, p->sc, &attrs.scale_block_n, &attrs.scale_block_k);
+    attrs.weight1_interleave = cfg->weight1_interleave;
     /* combine_comm_mode stays 0: in this one-rank world a per-rank or per-domain partial sum would
      * group the experts differently from the run's placement. Modes 1 and 2 change only where the
      * routed terms are summed in F32 before y's rounding, which the tolerance covers. */

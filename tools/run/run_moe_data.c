@@ -4,7 +4,8 @@
  * Every expert's BF16 master weights come from its own random stream (seed, expert id, matrix), so a
  * rank builds only its own experts, the check rebuilds only the experts its sample touches, and MPI
  * processes need not exchange weights. Quantized scenarios quantize these same BF16 values with the
- * formats API (per-channel INT8 / INT4, MX block-32), which keeps the scenarios comparable. Values are
+ * formats API (per-channel INT8 / INT4, MX block-32) or by block (FP8 / UINT4, run_moe_blocks.c), which
+ * keeps the scenarios comparable. Values are
  * uniform with variance about 1 / K per weight (K the reduction length), so activations stay O(1). */
 #include <math.h>
 #include <stdlib.h>
@@ -150,21 +151,43 @@ static mm_status store_row(mm_dtype dtype, int64_t k, row_scratch *s, uint8_t *d
     return mm_int4_pack(q, k, dst, err);
 }
 
-/* One matrix of `count` experts: (count, n, k) stored rows of k; fills data, per-channel scales,
- * bias (INT4) and the packed MX scale tensor. */
+/* Where one matrix of `count` experts goes: (count, n, k) stored rows of k; per-channel scales or block
+ * scales (with zero points), bias and the packed MX scale tensor, each NULL when unused. */
+typedef struct matrix_out {
+    uint8_t *data;
+    float *scales, *bias;
+    uint8_t *mx_scales, *zeros;
+    int64_t block_n, block_k; /* block-scaled when > 0 (run_moe_blocks.c) */
+    int interleave;           /* draw order gate 0..I-1, up 0..I-1 stored alternating (weight1) */
+    int extra_bias;           /* --bias on a dtype without its own bias: seeded values in bias */
+} matrix_out;
+
+/* Stored row of the r-th drawn channel: with interleave, gate i (r < n/2) is 2i and up i is 2i + 1. */
+static int64_t stored_row(const matrix_out *m, int64_t n, int64_t r) {
+    if (!m->interleave) return r;
+    return r < n / 2 ? 2 * r : 2 * (r - n / 2) + 1;
+}
+
+/* One matrix of `count` experts: the levels of each output channel drawn in channel order, quantized
+ * per row (BF16, INT8 / INT4 per channel, MX) or per block, stored at the channel's stored row. */
 static mm_status make_matrix(const run_moe_config *cfg, mm_dtype dtype, const int64_t *ids, int64_t first_id,
-                             int64_t count, int matrix, int64_t n, int64_t k, uint8_t *data, float *scales,
-                             float *bias, uint8_t *mx_scales, mm_error *err) {
+                             int64_t count, int matrix, int64_t n, int64_t k, const matrix_out *m,
+                             mm_error *err) {
     mm_status st = MM_OK;
     int64_t row_bytes = mm_dtype_row_bytes(dtype, k), groups = (k + 31) / 32;
     int64_t mx_bytes = n * ((k + 63) / 64) * 2;
-    row_scratch *s = calloc(1, sizeof *s); /* ~34 KB of tables: not on a rank thread's stack */
-    uint8_t *mx_groups = mm_format_is_mx(dtype) ? malloc((size_t)(n * groups)) : NULL;
+    int blocks = m->block_n > 0;
+    int64_t block_count =
+        blocks ? ((n + m->block_n - 1) / m->block_n) * ((k + m->block_k - 1) / m->block_k) : 0;
+    int mx = mm_format_is_mx(dtype) && !blocks; /* FP8 E4M3 is MX-scaled or block-scaled */
+    row_scratch *s = calloc(1, sizeof *s);      /* ~34 KB of tables: not on a rank thread's stack */
+    uint8_t *mx_groups = mx ? malloc((size_t)(n * groups)) : NULL;
+    int8_t *all_levels = blocks ? malloc((size_t)(n * k)) : NULL; /* a block spans rows: all of them */
     if (s) {
         s->levels = malloc((size_t)k);
         s->bf16 = malloc((size_t)k * 2);
     }
-    if (!s || !s->levels || !s->bf16 || (mm_format_is_mx(dtype) && !mx_groups)) {
+    if (!s || !s->levels || !s->bf16 || (mx && !mx_groups) || (blocks && !all_levels)) {
         st = cli_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for weight rows of %lld values", (long long)k);
         goto done;
     }
@@ -175,14 +198,30 @@ static mm_status make_matrix(const run_moe_config *cfg, mm_dtype dtype, const in
         int64_t id = ids ? ids[e] : first_id + e;
         uint64_t state = stream_seed(cfg->seed, (uint64_t)id + 1, (uint64_t)matrix + 1);
         for (int64_t r = 0; r < n && st == MM_OK; r++) {
+            int64_t sr = stored_row(m, n, r);
+            if (blocks) {
+                draw_levels(&state, k, all_levels + sr * k);
+                continue;
+            }
             draw_levels(&state, k, s->levels);
-            float *sc = scales ? &scales[e * n + r] : NULL;
-            float *b = bias ? &bias[e * n + r] : NULL;
-            st = store_row(dtype, k, s, data + (e * n + r) * row_bytes, sc, b,
-                           mx_groups ? mx_groups + r * groups : NULL, err);
+            float *sc = m->scales ? &m->scales[e * n + sr] : NULL;
+            float *b = m->bias && !m->extra_bias ? &m->bias[e * n + sr] : NULL;
+            st = store_row(dtype, k, s, m->data + (e * n + sr) * row_bytes, sc, b,
+                           mx_groups ? mx_groups + sr * groups : NULL, err);
         }
+        if (st == MM_OK && blocks)
+            run_moe_block_quantize(dtype, all_levels, n, k, s->step, m->block_n, m->block_k,
+                                   m->data + e * n * row_bytes, m->scales + e * block_count,
+                                   m->zeros ? m->zeros + e * block_count : NULL);
         if (st == MM_OK && mx_groups)
-            st = mm_mx_weight_scales_pack(mx_groups, n, k, mx_scales + e * mx_bytes, err);
+            st = mm_mx_weight_scales_pack(mx_groups, n, k, m->mx_scales + e * mx_bytes, err);
+        if (st == MM_OK && m->extra_bias) {
+            /* its own stream, so the weights are those of the run without --bias; O(1) outputs get
+             * biases uniform in [-1/4, 1/4) */
+            uint64_t b_state = stream_seed(cfg->seed, (uint64_t)id + 1, (uint64_t)matrix + 0x101);
+            for (int64_t r = 0; r < n; r++)
+                m->bias[e * n + stored_row(m, n, r)] = (float)(uniform01(&b_state) * 0.5 - 0.25);
+        }
     }
 done:
     if (s) {
@@ -191,6 +230,7 @@ done:
     }
     free(s);
     free(mx_groups);
+    free(all_levels);
     return st;
 }
 
@@ -209,21 +249,32 @@ mm_status run_moe_expert_data_make(const run_moe_config *cfg, const run_moe_scen
     d.count = count;
     d.hidden = H;
     d.inter = I;
+    d.weight1_interleave = cfg->weight1_interleave;
+    run_moe_scale_blocks(cfg, sc, &d.block_n, &d.block_k);
+    int blocks = d.block_n > 0, zeros = blocks && dt == MM_DTYPE_UINT4, bias = sc->bias || cfg->bias;
+    /* scale entries per matrix: per channel (INT), per block, or none */
+    int64_t n_s1 = blocks ? ((N1 + d.block_n - 1) / d.block_n) * ((H + d.block_k - 1) / d.block_k) : N1;
+    int64_t n_s2 = blocks ? ((H + d.block_n - 1) / d.block_n) * ((I + d.block_k - 1) / d.block_k) : H;
     mm_status st = MM_OK;
     d.weight1 = alloc_bytes(count * N1 * mm_dtype_row_bytes(dt, H));
     d.weight2 = alloc_bytes(count * H * mm_dtype_row_bytes(dt, I));
     int ok = d.weight1 && d.weight2;
-    if (mm_format_is_int_quant(dt)) {
-        d.scales1 = alloc_bytes(count * N1 * (int64_t)sizeof(float));
-        d.scales2 = alloc_bytes(count * H * (int64_t)sizeof(float));
+    if (mm_format_is_int_quant(dt) || blocks) {
+        d.scales1 = alloc_bytes(count * n_s1 * (int64_t)sizeof(float));
+        d.scales2 = alloc_bytes(count * n_s2 * (int64_t)sizeof(float));
         ok = ok && d.scales1 && d.scales2;
     }
-    if (sc->bias) {
+    if (zeros) {
+        d.zeros1 = alloc_bytes(count * n_s1);
+        d.zeros2 = alloc_bytes(count * n_s2);
+        ok = ok && d.zeros1 && d.zeros2;
+    }
+    if (bias) {
         d.bias1 = alloc_bytes(count * N1 * (int64_t)sizeof(float));
         d.bias2 = alloc_bytes(count * H * (int64_t)sizeof(float));
         ok = ok && d.bias1 && d.bias2;
     }
-    if (mm_format_is_mx(dt)) {
+    if (mm_format_is_mx(dt) && !blocks) {
         d.mx_scales1 = alloc_bytes(count * N1 * ((H + 63) / 64) * 2);
         d.mx_scales2 = alloc_bytes(count * H * ((I + 63) / 64) * 2);
         ok = ok && d.mx_scales1 && d.mx_scales2;
@@ -234,29 +285,39 @@ mm_status run_moe_expert_data_make(const run_moe_config *cfg, const run_moe_scen
                       mm_dtype_name(dt), (long long)H, (long long)I);
         goto fail;
     }
-    st = make_matrix(cfg, dt, ids, first_id, count, 1, N1, H, d.weight1, d.scales1, d.bias1, d.mx_scales1,
-                     err);
-    if (st == MM_OK)
-        st = make_matrix(cfg, dt, ids, first_id, count, 2, H, I, d.weight2, d.scales2, d.bias2, d.mx_scales2,
-                         err);
+    matrix_out m1 = {d.weight1,        d.scales1, d.bias1,   d.mx_scales1,
+                     d.zeros1,         d.block_n, d.block_k, d.weight1_interleave,
+                     bias && !sc->bias};
+    matrix_out m2 = {d.weight2, d.scales2, d.bias2, d.mx_scales2,     d.zeros2,
+                     d.block_n, d.block_k, 0,       bias && !sc->bias};
+    st = make_matrix(cfg, dt, ids, first_id, count, 1, N1, H, &m1, err);
+    if (st == MM_OK) st = make_matrix(cfg, dt, ids, first_id, count, 2, H, I, &m2, err);
     if (st != MM_OK) goto fail;
 
     int64_t s_w1[3] = {count, N1, H}, s_w2[3] = {count, H, I};
     d.t_w1 = mm_tensor_make(dt, 3, s_w1, d.weight1);
     d.t_w2 = mm_tensor_make(dt, 3, s_w2, d.weight2);
-    if (mm_format_is_int_quant(dt)) {
-        int64_t s1[2] = {count, N1}, s2[2] = {count, H};
+    int64_t s1[2] = {count, N1}, s2[2] = {count, H};
+    if (blocks) {
+        int64_t b1[3] = {count, (N1 + d.block_n - 1) / d.block_n, (H + d.block_k - 1) / d.block_k};
+        int64_t b2[3] = {count, (H + d.block_n - 1) / d.block_n, (I + d.block_k - 1) / d.block_k};
+        d.t_s1 = mm_tensor_make(MM_DTYPE_F32, 3, b1, d.scales1);
+        d.t_s2 = mm_tensor_make(MM_DTYPE_F32, 3, b2, d.scales2);
+        if (zeros) {
+            d.t_z1 = mm_tensor_make(MM_DTYPE_U8, 3, b1, d.zeros1);
+            d.t_z2 = mm_tensor_make(MM_DTYPE_U8, 3, b2, d.zeros2);
+        }
+    } else if (mm_format_is_int_quant(dt)) {
         d.t_s1 = mm_tensor_make(MM_DTYPE_F32, 2, s1, d.scales1);
         d.t_s2 = mm_tensor_make(MM_DTYPE_F32, 2, s2, d.scales2);
-        if (sc->bias) {
-            d.t_b1 = mm_tensor_make(MM_DTYPE_F32, 2, s1, d.bias1);
-            d.t_b2 = mm_tensor_make(MM_DTYPE_F32, 2, s2, d.bias2);
-        }
+    } else if (mm_format_is_mx(dt)) {
+        int64_t x1[4] = {count, N1, (H + 63) / 64, 2}, x2[4] = {count, H, (I + 63) / 64, 2};
+        d.t_s1 = mm_tensor_make(MM_DTYPE_E8M0, 4, x1, d.mx_scales1);
+        d.t_s2 = mm_tensor_make(MM_DTYPE_E8M0, 4, x2, d.mx_scales2);
     }
-    if (mm_format_is_mx(dt)) {
-        int64_t s1[4] = {count, N1, (H + 63) / 64, 2}, s2[4] = {count, H, (I + 63) / 64, 2};
-        d.t_s1 = mm_tensor_make(MM_DTYPE_E8M0, 4, s1, d.mx_scales1);
-        d.t_s2 = mm_tensor_make(MM_DTYPE_E8M0, 4, s2, d.mx_scales2);
+    if (bias) {
+        d.t_b1 = mm_tensor_make(MM_DTYPE_F32, 2, s1, d.bias1);
+        d.t_b2 = mm_tensor_make(MM_DTYPE_F32, 2, s2, d.bias2);
     }
     *out = d;
     return MM_OK;
@@ -274,6 +335,8 @@ void run_moe_expert_data_free(run_moe_expert_data *d) {
     free(d->mx_scales2);
     free(d->bias1);
     free(d->bias2);
+    free(d->zeros1);
+    free(d->zeros2);
     memset(d, 0, sizeof *d);
 }
 
@@ -295,6 +358,13 @@ mm_mega_moe_expert_weights run_moe_expert_weights_view(const run_moe_expert_data
         w.bias1 = &d->t_b1;
         w.bias2 = &d->t_b2;
     }
+    if (d->t_z1.ndim) {
+        w.weight_zeros1 = &d->t_z1;
+        w.weight_zeros2 = &d->t_z2;
+    }
+    w.scale_block_n = d->block_n;
+    w.scale_block_k = d->block_k;
+    w.weight1_interleave = d->weight1_interleave;
     return w;
 }
 

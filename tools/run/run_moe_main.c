@@ -44,11 +44,23 @@ static void print_usage(void) {
         printf(", %s\n", p->default_scenario);
     }
     printf("      --scenario NAME    one of");
-    for (int i = 0; i < mm_moe_scenario_count; i++)
-        if (run_moe_scenario_supported(&mm_moe_scenario_table[i]))
-            printf(" %s", mm_moe_scenario_table[i].spec_name);
+    for (int i = 0, column = 32; i < mm_moe_scenario_count; i++) {
+        const char *name = mm_moe_scenario_table[i].spec_name;
+        if (column + 1 + (int)strlen(name) > 100) { /* wrap under the option's text */
+            printf("\n                        ");
+            column = 24;
+        }
+        column += printf(" %s", name);
+    }
     printf(",\n"
-           "                         or all (default: the preset's)\n"
+           "                         or all (default: the preset's); a16w8-fp8, a16w4-mx, a16w4-int are\n"
+           "                         the A16 weight-only checkpoint formats (docs/weight_formats.md)\n"
+           "      --bias             bias1 / bias2 on every expert, any scenario (a8w4-int has its own)\n"
+           "      --weight1-interleave\n"
+           "                         weight1's gate/up channels stored alternating (gpt-oss's gate_up_proj)\n"
+           "      --scale-block-n N, --scale-block-k K\n"
+           "                         F32 block size of a16w8-fp8 / a16w4-int weights (default 128 x 128\n"
+           "                         for a16w8-fp8, 1 x 128 for a16w4-int)\n"
            "      --ranks R          ranks as threads (default 4; --backend mpi: the processes)\n"
            "      --tokens T         tokens per rank (default: the preset's, a few seconds in all)\n"
            "      --experts E        routed experts loaded (a multiple of R; default: the preset's)\n"
@@ -106,7 +118,11 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
         OPT_TOPK_WEIGHTS_TYPE,
         OPT_THREADS,
         OPT_JSON,
-        OPT_QUIET
+        OPT_QUIET,
+        OPT_BIAS,
+        OPT_INTERLEAVE,
+        OPT_BLOCK_N,
+        OPT_BLOCK_K
     };
     static const struct option long_options[] = {
         {"preset", required_argument, NULL, OPT_PRESET},
@@ -130,6 +146,10 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
         {"threads", required_argument, NULL, OPT_THREADS},
         {"json", no_argument, NULL, OPT_JSON},
         {"quiet", no_argument, NULL, OPT_QUIET},
+        {"bias", no_argument, NULL, OPT_BIAS},
+        {"weight1-interleave", no_argument, NULL, OPT_INTERLEAVE},
+        {"scale-block-n", required_argument, NULL, OPT_BLOCK_N},
+        {"scale-block-k", required_argument, NULL, OPT_BLOCK_K},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof *o);
@@ -226,6 +246,16 @@ static int parse_options(int argc, char **argv, run_moe_options *o) {
             break;
         case OPT_JSON: o->cfg.json = 1; break;
         case OPT_QUIET: cli_progress_quiet(); break;
+        case OPT_BIAS: o->cfg.bias = 1; break;
+        case OPT_INTERLEAVE: o->cfg.weight1_interleave = 1; break;
+        case OPT_BLOCK_N:
+            if (cli_parse_int64(cmd, "--scale-block-n", optarg, 1, 65536, &o->cfg.scale_block_n) != 0)
+                return -1;
+            break;
+        case OPT_BLOCK_K:
+            if (cli_parse_int64(cmd, "--scale-block-k", optarg, 1, 65536, &o->cfg.scale_block_k) != 0)
+                return -1;
+            break;
         case 'h': print_usage(); return 1;
         default: cli_option_error(cmd, opt, argv); return -1;
         }
@@ -303,8 +333,7 @@ size_t run_moe_scenario_list(const run_moe_options *o, const run_moe_scenario **
     const char *name = o->scenario ? o->scenario : o->cfg.preset->default_scenario;
     if (strcmp(name, "all") == 0) {
         size_t n = 0;
-        for (int i = 0; i < mm_moe_scenario_count; i++)
-            if (run_moe_scenario_supported(&mm_moe_scenario_table[i])) list[n++] = &mm_moe_scenario_table[i];
+        for (int i = 0; i < mm_moe_scenario_count; i++) list[n++] = &mm_moe_scenario_table[i];
         return n;
     }
     list[0] = run_moe_find_scenario(name);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* tools/run/run_moe_presets.c: the model presets and the scenario table of `megamoe run`.
+/* tools/run/run_moe_presets.c: the model presets of `megamoe run`, its scenarios (every row of the
+ * scenario table) and the block sizes of the block-scaled ones.
  *
  * Presets copy the MoE layer shapes of public models. Token counts are scaled so that one iteration
  * runs in well under a second on the 2-core CI machine (docs/testing.md); DeepSeek-V3's 256 experts are
@@ -68,18 +69,18 @@ const run_moe_preset *run_moe_find_preset(const char *name) {
     return NULL;
 }
 
-int run_moe_scenario_supported(const run_moe_scenario *sc) {
-    /* the A16 weight-only rows (docs/weight_formats.md) need block scales / zero points that the data
-     * generator does not make yet: they run through `megamoe case` (op mega_moe_ext) and the tests */
-    return sc->dispatch_dtype != MM_DTYPE_INVALID || sc->weight_dtype == MM_DTYPE_BF16;
-}
-
 const run_moe_scenario *run_moe_find_scenario(const char *name) {
     for (int i = 0; i < mm_moe_scenario_count; i++)
-        if (strcmp(name, mm_moe_scenario_table[i].spec_name) == 0 &&
-            run_moe_scenario_supported(&mm_moe_scenario_table[i]))
-            return &mm_moe_scenario_table[i];
+        if (strcmp(name, mm_moe_scenario_table[i].spec_name) == 0) return &mm_moe_scenario_table[i];
     return NULL;
+}
+
+void run_moe_scale_blocks(const run_moe_config *cfg, const run_moe_scenario *sc, int64_t *bn, int64_t *bk) {
+    *bn = *bk = 0;
+    if (!sc->block_scales) return;
+    /* the checkpoints' blocks: DeepSeek-V3's FP8 128 x 128, AWQ/GPTQ's INT4 groups of 128 along K */
+    *bn = cfg && cfg->scale_block_n > 0 ? cfg->scale_block_n : sc->weight_dtype == MM_DTYPE_UINT4 ? 1 : 128;
+    *bk = cfg && cfg->scale_block_k > 0 ? cfg->scale_block_k : 128;
 }
 
 mm_mega_moe_attrs run_moe_attrs(const run_moe_config *cfg, const run_moe_scenario *sc) {

@@ -31,15 +31,25 @@ void run_moe_print_header(const run_moe_config *cfg) {
 }
 
 /* The row of one scenario as a JSON object: the table's columns, and the note's times. */
-static void print_json_row(const run_moe_scenario *sc, int64_t tokens, const double *stage_ms, double wall,
-                           double flops, const run_moe_errors *errors, double vs_a16w16,
-                           const double setup_check[3]) {
+static void print_json_row(const run_moe_config *cfg, const run_moe_scenario *sc, int64_t tokens,
+                           const double *stage_ms, double wall, double flops, const run_moe_errors *errors,
+                           double vs_a16w16, const double setup_check[3]) {
     static const char *const stage_keys[MM_MEGA_MOE_STAGE_COUNT] = {
         [MM_MEGA_MOE_STAGE_DISPATCH] = "dispatch_ms",     [MM_MEGA_MOE_STAGE_GEMM1] = "gemm1_ms",
         [MM_MEGA_MOE_STAGE_ACTIVATION] = "activation_ms", [MM_MEGA_MOE_STAGE_GEMM2] = "gemm2_ms",
         [MM_MEGA_MOE_STAGE_SHARED] = "shared_ms",         [MM_MEGA_MOE_STAGE_COMBINE] = "combine_ms"};
     cli_json j = cli_json_begin(stdout, "row");
     cli_json_str(&j, "scenario", sc->spec_name);
+    cli_json_str(&j, "weight_dtype", mm_dtype_name(sc->weight_dtype));
+    int64_t bn, bk; /* the F32 block scales' size, null for a row without them */
+    run_moe_scale_blocks(cfg, sc, &bn, &bk);
+    if (bn > 0) {
+        cli_json_int(&j, "scale_block_n", bn);
+        cli_json_int(&j, "scale_block_k", bk);
+    } else {
+        cli_json_null(&j, "scale_block_n");
+        cli_json_null(&j, "scale_block_k");
+    }
     cli_json_int(&j, "tokens", tokens);
     for (int s = 0; s < MM_MEGA_MOE_STAGE_COUNT; s++)
         if (stage_keys[s]) cli_json_num(&j, stage_keys[s], stage_ms[s]);
@@ -82,7 +92,7 @@ static void print_row(const run_moe_config *cfg, const run_moe_scenario *sc, con
     double flops = 2.0 * (double)tokens * (double)(cfg->topk + cfg->shared_experts) *
                    (double)(cfg->hidden * 2 * cfg->inter + cfg->inter * cfg->hidden);
     if (cfg->json) {
-        print_json_row(sc, tokens, stage_ms, wall, flops, errors, vs_a16w16, setup_check);
+        print_json_row(cfg, sc, tokens, stage_ms, wall, flops, errors, vs_a16w16, setup_check);
         return;
     }
     printf("%-15s %7lld %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.2f %9.0f %8.1f", sc->spec_name,
@@ -197,6 +207,8 @@ static void print_json_banner(const run_moe_config *cfg, const char *backend, co
     cli_json_int(&j, "combine_comm_mode", cfg->combine_comm_mode);
     cli_json_int(&j, "rank_num_per_server", cfg->rank_num_per_server);
     cli_json_int(&j, "topk_weights_type", cfg->topk_weights_type);
+    cli_json_bool(&j, "bias", cfg->bias);
+    cli_json_bool(&j, "weight1_interleave", cfg->weight1_interleave);
     cli_json_end(&j);
 }
 
@@ -217,6 +229,24 @@ void run_moe_print_kernels(const run_moe_scenario *sc) {
     cli_kernels_describe(line, sizeof line, sc->spec_name, sc->gemm1_input, sc->gemm2_input,
                          sc->weight_dtype);
     printf("%s\n", line);
+}
+
+/* The banner's line on the checkpoint-format knobs, when any applies: biases, the interleaved weight1,
+ * the block sizes of the block-scaled scenarios in the list. */
+static void print_weight_layout(const run_moe_config *cfg, const run_moe_scenario *const *list,
+                                size_t count) {
+    const char *sep = "weights:";
+    if (cfg->bias) printf("%s bias1/bias2 on every expert", sep), sep = ";";
+    if (cfg->weight1_interleave) printf("%s weight1 gate/up interleaved", sep), sep = ";";
+    for (size_t i = 0; i < count; i++) {
+        int64_t bn, bk;
+        run_moe_scale_blocks(cfg, list[i], &bn, &bk);
+        if (bn > 0)
+            printf("%s %s F32 block scales %lld x %lld%s", sep, list[i]->spec_name, (long long)bn,
+                   (long long)bk, list[i]->weight_dtype == MM_DTYPE_UINT4 ? " with zero points" : ""),
+                sep = ";";
+    }
+    if (sep[0] == ';') printf("\n");
 }
 
 void run_moe_print_banner(const run_moe_config *cfg, const char *backend, const run_moe_scenario *const *list,
@@ -264,6 +294,7 @@ void run_moe_print_banner(const run_moe_config *cfg, const char *backend, const 
         printf("no reference check\n");
     printf("worker pool: %s\n", threads);
     for (size_t i = 0; i < count; i++) run_moe_print_kernels(list[i]);
+    print_weight_layout(cfg, list, count);
     printf("times in ms per call (median); stages: mean over ranks; total: first rank start to last rank "
            "end\n\n");
 }

@@ -1,14 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """tests/cli/lib/mega_moe_case.py: independent checks of `megamoe case` on mega_moe files (standard
-library only), used by tests/cli/case_mega_moe.sh.
+library only), used by tests/cli/case_mega_moe.sh and tests/cli/case_mega_moe_a16.sh.
 
-  reference CASE OUT   recomputes y of an A16W16 case from the case file alone (float64 with the
-                       spec's BF16 rounding points: GEMM1 output, activation output, expert output,
-                       final sum; swiglu without clamp) and compares it with megamoe's output file;
-                       expert_token_nums must match exactly. It reads the layout the way the spec
-                       says (weight1 (E_l, H, 2I) or (E_l, 2I, H) with transpose_weight1, gate = the
-                       first I columns; inactive rows give y = 0; shared experts add unweighted), so
-                       it catches a case runner that wires a tensor or attribute wrongly.
+  reference CASE OUT   recomputes y of an A16W16 mega_moe case, or of a mega_moe_ext case with BF16
+                       activations (A16W16 or the A16 weight-only formats FP8 E4M3 + F32 blocks,
+                       FP4 E2M1 + E8M0 MX scales, UINT4 + F32 blocks + U8 zero points; biases;
+                       weight1_interleave), from the case file alone (float64 with the spec's BF16
+                       rounding points: the dequantized weight w' = BF16(F32(F32(q - z) * s)), GEMM1
+                       output + bias1, activation output, expert output + bias2, final sum; swiglu
+                       without clamp) and compares it with megamoe's output file (|d| <= 2^-6 |ref|
+                       + 0.01 rms(y), `megamoe run`'s A16W16 tolerance); expert_token_nums must
+                       match exactly. It reads the layout the way the spec says (weight1 (E_l, H, 2I)
+                       or (E_l, 2I, H) with transpose_weight1, gate = the first I columns or, with
+                       weight1_interleave, the even ones; inactive rows give y = 0; shared experts
+                       add unweighted), so it catches a case runner that wires a tensor or attribute
+                       wrongly.
   broken MEGAMOE CASE  damages a valid case in many ways; each must exit 2 with one stderr line
                        naming the rule (a fragment) and write no output file.
 
@@ -51,24 +57,85 @@ def values(tensor):
     return list(struct.unpack("<%d%s" % (count, fmt), raw))
 
 
-def expert_ffn(x, w1, w2, e, H, I, t1, t2):
-    """One A16W16 expert on one row, the spec's rounding points; swiglu without clamp."""
+def f32(v):
+    """v rounded once to F32 (nearest even)."""
+    return struct.unpack("<f", struct.pack("<f", v))[0]
+
+
+def e4m3_value(code):
+    sign = -1.0 if code & 0x80 else 1.0
+    e, m = (code >> 3) & 0xF, code & 7
+    if e == 0xF and m == 7:
+        return math.nan
+    return sign * (m / 8.0 * 2.0**-6 if e == 0 else (1.0 + m / 8.0) * 2.0 ** (e - 7))
+
+
+def e2m1_value(code):
+    return (-1.0 if code & 8 else 1.0) * [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0][code & 7]
+
+
+def group_weights(meta, t, prefix, which, K, N):
+    """GEMM `which` (1, 2) of one weight group (prefix "rank<g>." or "rank<g>.shared_") as dequantized values
+    w[e][n * K + k] (logical (k, n): k the reduction), plus its bias (count x N, or None). BF16 weights are
+    their values; the A16 weight-only formats (docs/weight_formats.md) are w' = BF16(F32(F32(q - z) * s)):
+    FP8 E4M3 with F32 block scales, FP4 E2M1 with E8M0 MX scales (N, ceil(K/64), 2), UINT4 (two codes per
+    byte along the stored last dimension, element 2i low) with F32 block scales and U8 zero points."""
+    name = "%sweight%d" % (prefix, which)
+    dtype, shape, raw = t[name]
+    logical = meta.get("dtype." + name, dtype)
+    transposed = meta.get("transpose_weight%d" % which, "false") == "true"
+    count = shape[0]
+    last = K if transposed else N
+    four = logical in ("F4", "uint4")
+    row_bytes = (last + 1) // 2 if four else last * (2 if dtype == "BF16" else 1)
+    rows = N if transposed else K
+    scales = t.get("%sweight_scales%d" % (prefix, which))
+    zeros = t.get("%sweight_zeros%d" % (prefix, which))
+    bn, bk = int(meta.get("scale_block_n", "0")), int(meta.get("scale_block_k", "0"))
+    sv = values(scales) if scales and scales[0] == "F32" else None
+    zv = list(zeros[2]) if zeros else None
+    out = []
+    for e in range(count):
+        w = [0.0] * (N * K)
+        for n in range(N):
+            for k in range(K):
+                r, c = (n, k) if transposed else (k, n)
+                at = (e * rows + r) * row_bytes
+                if dtype == "BF16":
+                    w[n * K + k] = bf16_value(struct.unpack_from("<H", raw, at + 2 * c)[0])
+                    continue
+                code = (raw[at + c // 2] >> (4 * (c % 2))) & 15 if four else raw[at + c]
+                if logical == "F4":  # MX: one E8M0 scale per 32 along K
+                    pairs = (K + 63) // 64
+                    value, zero = e2m1_value(code), 0
+                    scale = 2.0 ** (scales[2][(e * N + n) * pairs * 2 + k // 32] - 127)
+                else:
+                    b = (e * ((N + bn - 1) // bn) + n // bn) * ((K + bk - 1) // bk) + k // bk
+                    value = float(code) if logical == "uint4" else e4m3_value(code)
+                    zero = zv[b] if zv else 0
+                    scale = sv[b]
+                w[n * K + k] = round_bf16(f32(f32(value - zero) * scale))
+        out.append(w)
+    bias = t.get("%sbias%d" % (prefix, which))
+    return out, (values(bias) if bias else None)
+
+
+def expert_ffn(x, g1, g2, e, H, I, interleave):
+    """One A16 expert on one row, the spec's rounding points (bias added before them); swiglu without clamp.
+    With weight1_interleave GEMM1's channel 2j is gate j and 2j + 1 up j."""
+    (w1, b1), (w2, b2) = g1, g2
     h = []
     for n in range(2 * I):
-        acc = 0.0
-        for k in range(H):
-            acc += x[k] * (w1[(e * 2 * I + n) * H + k] if t1 else w1[(e * H + k) * 2 * I + n])
-        h.append(round_bf16(acc))
+        acc = sum(x[k] * w1[e][n * H + k] for k in range(H))
+        h.append(round_bf16(acc + (b1[e * 2 * I + n] if b1 else 0.0)))
     a = []
     for j in range(I):
-        g, u = h[j], h[I + j]
+        g, u = (h[2 * j], h[2 * j + 1]) if interleave else (h[j], h[I + j])
         a.append(round_bf16(g / (1.0 + math.exp(-g)) * u))
     out = []
     for n in range(H):
-        acc = 0.0
-        for k in range(I):
-            acc += a[k] * (w2[(e * H + n) * I + k] if t2 else w2[(e * I + k) * H + n])
-        out.append(round_bf16(acc))
+        acc = sum(a[k] * w2[e][n * I + k] for k in range(I))
+        out.append(round_bf16(acc + (b2[e * H + n] if b2 else 0.0)))
     return out
 
 
@@ -76,18 +143,18 @@ def reference(case_path, out_path):
     meta, t = load(case_path)
     _, o = load(out_path)
     failures = []
-    assert meta["op"] == "mega_moe" and meta.get("dispatch_quant_mode", "0") == "0"
+    assert meta["op"] in ("mega_moe", "mega_moe_ext") and meta.get("dispatch_quant_mode", "0") == "0"
     assert meta.get("activation", "swiglu") == "swiglu" and "activation_params" not in meta
     R, E = int(meta["ranks"]), int(meta["moe_expert_num"])
     El = E // R
-    t1 = meta.get("transpose_weight1", "false") == "true"
-    t2 = meta.get("transpose_weight2", "false") == "true"
+    interleave = meta.get("weight1_interleave", "0") == "1"
     wtype = int(meta.get("topk_weights_type", "0"))
     H = t["rank0.x"][1][1]
-    I = (t["rank0.weight1"][1][1] if t1 else t["rank0.weight1"][1][2]) // 2
+    w2_shape = json.loads(meta["shape.rank0.weight2"]) if "shape.rank0.weight2" in meta else t["rank0.weight2"][1]
+    I = w2_shape[2] if meta.get("transpose_weight2", "false") == "true" else w2_shape[1]  # uint4: logical shape
     K = t["rank0.topk_ids"][1][1]
-    w1 = [values(t["rank%d.weight1" % r]) for r in range(R)]
-    w2 = [values(t["rank%d.weight2" % r]) for r in range(R)]
+    groups = [(group_weights(meta, t, "rank%d." % r, 1, H, 2 * I), group_weights(meta, t, "rank%d." % r, 2, I, H))
+              for r in range(R)]
     counts = [0] * E
     checked = 0
     for r in range(R):
@@ -98,7 +165,8 @@ def reference(case_path, out_path):
         mask = values(t["rank%d.x_active_mask" % r]) if "rank%d.x_active_mask" % r in t else [1] * bs
         shared = "rank%d.shared_weight1" % r in t
         if shared:
-            s1, s2 = values(t["rank%d.shared_weight1" % r]), values(t["rank%d.shared_weight2" % r])
+            sg = (group_weights(meta, t, "rank%d.shared_" % r, 1, H, 2 * I),
+                  group_weights(meta, t, "rank%d.shared_" % r, 2, I, H))
             S = t["rank%d.shared_weight1" % r][1][0]
         y = values(o["rank%d.y" % r])
         rms = math.sqrt(sum(v * v for v in y) / len(y)) if y else 0.0
@@ -113,11 +181,11 @@ def reference(case_path, out_path):
                     g = gates[i * K + k]
                     if wtype == 1:  # the gate multiplies the activation output, before its rounding
                         raise SystemExit("reference: topk_weights_type 1 is not modelled here")
-                    out = expert_ffn(row, w1[owner], w2[owner], local, H, I, t1, t2)
+                    out = expert_ffn(row, groups[owner][0], groups[owner][1], local, H, I, interleave)
                     acc = [acc[n] + g * out[n] for n in range(H)]
                 if shared:
                     for s in range(S):
-                        out = expert_ffn(row, s1, s2, s, H, I, t1, t2)
+                        out = expert_ffn(row, sg[0], sg[1], s, H, I, interleave)
                         acc = [acc[n] + out[n] for n in range(H)]
             for n in range(H):
                 want, got = round_bf16(acc[n]), y[i * H + n]
