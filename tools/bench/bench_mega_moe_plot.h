@@ -23,6 +23,7 @@ typedef struct bench_stage_case {
 
 typedef struct bench_stage_plot {
     const char *path;
+    const char *backend; /* threads: ranks are threads of this process; else one process per rank */
     int count;
     bench_stage_case cases[BENCH_PLOT_MAX_CASES];
 } bench_stage_plot;
