@@ -71,13 +71,13 @@ int bench_stage_plot_write(const bench_stage_plot *p, const char *cmd) {
                 at += ms;
             }
         }
-        /* The layer call's median wall time (first rank start to last rank end) for comparison. */
+        /* The layer call's mean wall time (first rank start to last rank end) for comparison. */
         double lx_ms = cli_svg_map(&x, k->layer_ms);
         cli_svg_line(&s, "layer-time", lx_ms, top - gap, lx_ms, bottom, "black", 1.5, "5 3");
         /* above the frame, kept inside the chart when the line is near its right end */
         int near_end = lx_ms > W - right - 50;
         cli_svg_text(&s, "layer-time-label", near_end ? lx_ms + 3 : lx_ms, top - gap - 5, 10,
-                     near_end ? "end" : "middle", 0, "call %.3f ms (median)", k->layer_ms);
+                     near_end ? "end" : "middle", 0, "call %.3f ms (mean)", k->layer_ms);
         y0 = bottom + case_bottom;
     }
     return cli_svg_close(&s, cmd, p->path);

@@ -6,7 +6,7 @@
  *   run_moe_data.c     seeded weights (per expert, so any rank can rebuild any expert), tokens, routing
  *   run_moe_rank.c     the work of one rank: buffer, weights, timed iterations, the checked sample
  *   run_moe_check.c    the samples against the float64 reference (support/ref), on two threads; metrics
- *   run_moe_trace.c    Chrome / Perfetto JSON trace of the stage events
+ *   run_moe_trace.c    Chrome / Perfetto JSON trace: setup, stage events, expert batches, flows
  *   run_moe_report.c   the banner, the table rows, the notes
  *   run_moe_mpi.c      the launched driver (mpi: one rank per process; rank 0 gathers and reports)
  *   run_moe_main.c     options, the threads driver */
