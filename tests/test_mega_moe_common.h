@@ -375,7 +375,8 @@ typedef struct moe_run_arg {
     void (*breaker)(mm_mega_moe_attrs *attrs, mm_tensor *ids, mm_tensor *x, int64_t *max_tokens);
     int plan_only;
     mm_mega_moe_plan_info info[8];
-    int unfused; /* weights packed without the fused activation (ops/mega_moe/weights.h) */
+    int unfused;              /* weights packed without the fused activation (ops/mega_moe/weights.h) */
+    mm_mega_moe_stats *stats; /* NULL, or per rank: mm_mega_moe_last_stats after the last call */
 } moe_run_arg;
 
 static inline mm_status moe_rank_fn(mm_comm *comm, void *arg_, mm_error *err) {
@@ -428,6 +429,7 @@ static inline mm_status moe_rank_fn(mm_comm *comm, void *arg_, mm_error *err) {
         else
             s = mm_mega_moe_run(buf, w, &attrs, &in, &out, err);
     }
+    if (s == MM_OK && arg->stats && !arg->plan_only) s = mm_mega_moe_last_stats(buf, &arg->stats[r], err);
     arg->status[r] = s;
     if (s != MM_OK && err) arg->err[r] = *err;
     mm_mega_moe_weights_free(w);

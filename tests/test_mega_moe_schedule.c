@@ -8,6 +8,7 @@
  *   - scheduling: a hot expert (every token's first expert), many experts without rows, BS = 0 ranks,
  *     decode-sized calls, all combine modes: within tolerance of the reference, and the same bits with
  *     1 and 2 pool threads.
+ *     The stats of each call name its batches' experts with the rows expert_token_nums gives them.
  *   - the compute gate: concurrent ranks never exceed its capacity and all get through. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -54,12 +55,14 @@ static moe_spec spec_of(const scenario *sc, int ranks, uint64_t seed) {
     return sp;
 }
 
-/* Runs the case (fused or not, with `threads` pool threads); copies every rank's y into ys. */
-static int run_into(moe_case *c, int unfused, int threads, uint16_t **ys) {
+/* Runs the case (fused or not, with `threads` pool threads); copies every rank's y into ys and, when
+ * stats is not NULL, every rank's stats of the call into stats. */
+static int run_into(moe_case *c, int unfused, int threads, uint16_t **ys, mm_mega_moe_stats *stats) {
     moe_run_arg arg;
     memset(&arg, 0, sizeof arg);
     arg.break_rank = -1;
     arg.unfused = unfused;
+    arg.stats = stats;
     int before = mm_parallel_num_threads();
     mm_parallel_set_num_threads(threads);
     mm_status st = moe_case_run(c, &arg);
@@ -99,9 +102,9 @@ static void fused_case(const moe_spec *sp, const char *label) {
         return;
     }
     uint16_t *fused[8] = {0}, *plain[8] = {0};
-    if (run_into(&c, 1, 2, fused)) {
+    if (run_into(&c, 1, 2, fused, NULL)) {
         double e = moe_case_check(&c, label);
-        if (run_into(&c, 0, 2, plain)) {
+        if (run_into(&c, 0, 2, plain, NULL)) {
             moe_case_check(&c, label);
             check_same_y(&c, fused, plain, label);
         }
@@ -143,7 +146,45 @@ static void test_fused_vs_unfused(void) {
 
 /* ---- scheduling ------------------------------------------------------------------------------- */
 
-/* Within tolerance of the reference, and the same bits with 1 and 2 pool threads. */
+/* The stats' batches against the reference's expert_token_nums: every local expert with rows has one
+ * record (global id, those rows), one without rows none; the records' batches are 0 .. batch_count - 1,
+ * each with exactly one gemm1, activation and gemm2 event, and no other event names a batch; the first
+ * event is the dispatch. */
+static void check_expert_records(const moe_case *c, const mm_mega_moe_stats *stats, const char *label) {
+    int64_t El = c->sp.experts / c->sp.ranks;
+    for (int r = 0; r < c->sp.ranks; r++) {
+        const mm_mega_moe_stats *s = &stats[r];
+        const int32_t *want = c->ref.ranks[r].expert_token_nums;
+        int bad = 0, expected = 0;
+        for (int64_t j = 0; j < El; j++) {
+            int found = 0;
+            for (int q = 0; q < s->expert_count; q++)
+                if (s->experts[q].expert == r * El + j) {
+                    found++;
+                    bad |= s->experts[q].rows != want[j] || s->experts[q].batch < 0 ||
+                           s->experts[q].batch >= s->batch_count;
+                }
+            bad |= found != (want[j] > 0);
+            expected += want[j] > 0;
+        }
+        bad |= s->expert_count != expected || s->event_count < 1 ||
+               s->events[0].stage != MM_MEGA_MOE_STAGE_DISPATCH;
+        for (int b = 0; b < s->batch_count; b++) {
+            int per_stage[MM_MEGA_MOE_STAGE_COUNT] = {0};
+            for (int i = 0; i < s->event_count; i++)
+                if (s->events[i].batch == b) per_stage[s->events[i].stage]++;
+            bad |= per_stage[MM_MEGA_MOE_STAGE_GEMM1] != 1 || per_stage[MM_MEGA_MOE_STAGE_ACTIVATION] != 1 ||
+                   per_stage[MM_MEGA_MOE_STAGE_GEMM2] != 1 || per_stage[MM_MEGA_MOE_STAGE_DISPATCH] != 0 ||
+                   per_stage[MM_MEGA_MOE_STAGE_SHARED] != 0 || per_stage[MM_MEGA_MOE_STAGE_COMBINE] != 0;
+        }
+        for (int i = 0; i < s->event_count; i++) bad |= s->events[i].batch >= s->batch_count;
+        CHECK(!bad);
+        if (bad) fprintf(stderr, "  %s rank %d: expert records disagree with expert_token_nums\n", label, r);
+    }
+}
+
+/* Within tolerance of the reference, the same bits with 1 and 2 pool threads, and the stats' expert
+ * records right. */
 static void schedule_case(const moe_spec *sp, const char *label) {
     moe_case c;
     if (!moe_case_build(&c, sp)) {
@@ -151,9 +192,11 @@ static void schedule_case(const moe_spec *sp, const char *label) {
         return;
     }
     uint16_t *one[8] = {0}, *two[8] = {0};
-    if (run_into(&c, 0, 1, one)) {
+    mm_mega_moe_stats stats[8];
+    if (run_into(&c, 0, 1, one, stats)) {
+        check_expert_records(&c, stats, label);
         double e = moe_case_check(&c, label);
-        if (run_into(&c, 0, 2, two)) check_same_y(&c, one, two, label);
+        if (run_into(&c, 0, 2, two, NULL)) check_same_y(&c, one, two, label);
         printf("  %-52s error %.3g, 1 thread == 2 threads\n", label, e);
     }
     free_ys(one, sp->ranks);

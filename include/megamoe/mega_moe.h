@@ -254,20 +254,37 @@ typedef enum mm_mega_moe_stage {
 
 const char *mm_mega_moe_stage_name(mm_mega_moe_stage stage); /* "dispatch", "gemm1", ... */
 
-#define MM_MEGA_MOE_MAX_EVENTS 128
+#define MM_MEGA_MOE_MAX_EVENTS         128 /* events kept per call */
+#define MM_MEGA_MOE_MAX_EXPERT_RECORDS 256 /* expert records kept per call */
 
 /* One interval of work on this rank: seconds on CLOCK_MONOTONIC (comparable across the ranks of one
- * machine, so a trace can show overlap). */
+ * machine, so a trace can show overlap). The first event of a call is always the dispatch of this
+ * rank's rows (counting, quantizing, sending, signalling); later dispatch events are waits for other
+ * ranks' rows. */
 typedef struct mm_mega_moe_event {
     mm_mega_moe_stage stage;
+    int batch; /* gemm1, activation, gemm2 of routed experts: the batch they computed (expert records
+                  with this batch); -1 for every other event */
     double begin, end;
 } mm_mega_moe_event;
+
+/* A routed expert computed on this rank by one batch of a call: the experts that became complete
+ * together run as one grouped GEMM1, activation and GEMM2, so a batch, not an expert, has a time. */
+typedef struct mm_mega_moe_expert_record {
+    int batch;    /* 0, 1, ... in the order the call ran its batches */
+    int expert;   /* global expert id */
+    int64_t rows; /* rows it computed (from every source rank) */
+} mm_mega_moe_expert_record;
 
 typedef struct mm_mega_moe_stats {
     double seconds[MM_MEGA_MOE_STAGE_COUNT]; /* summed duration of each stage's events */
     double total_begin, total_end;           /* the whole mm_mega_moe_run (after validation) */
     int event_count;                         /* events in order of their begin; extra ones are dropped */
     mm_mega_moe_event events[MM_MEGA_MOE_MAX_EVENTS];
+    int batch_count;  /* batches of routed experts the call ran (all of them, even past the records) */
+    int expert_count; /* expert records in batch order (experts without rows run no batch and have
+                         none); extra ones are dropped */
+    mm_mega_moe_expert_record experts[MM_MEGA_MOE_MAX_EXPERT_RECORDS];
 } mm_mega_moe_stats;
 
 /* Copies the timing of this rank's last successful mm_mega_moe_run (zeroed before the first). */

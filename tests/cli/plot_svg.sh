@@ -4,7 +4,8 @@
 # stage bars are well-formed SVG (python3 xml.etree) with the expected parts: one marker per measured
 # (format, rows) point of the registry's kernels, the two peak lines and the bandwidth line, the axis
 # labels, the title naming the CPU and the thread count (the same as the --json header's); one stacked
-# bar segment per (rank, stage) with time and one rank label per rank. Also `bench mega-moe --json`.
+# bar segment per (rank, stage) with time and one rank label per rank, also under mpirun (each process's
+# times gathered to rank 0). Also `bench mega-moe --json`.
 # Usage: bash plot_svg.sh <path-to-megamoe> <source-dir>
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
@@ -78,6 +79,26 @@ assert len(text_of("legend")) == 6 and len(text_of("axis-label")) == 1, text_of(
 assert "qwen3-30b-a3b" in text_of("case-label")[0], text_of("case-label")
 assert len(by_class("layer-time")) == 1
 '
+
+# bench mega-moe under mpirun, one rank per process: rank 0 gathers every rank's stage times (it once
+# summed them with an allreduce longer than the comm layer's limit and failed), so each rank has its bar.
+if cli_has_mpi; then
+    cli_mpi_env
+    timeout 300 mpirun --oversubscribe -n 2 "$MEGAMOE" bench mega-moe --backend mpi --preset qwen3-30b-a3b \
+        --phase decode --decode-tokens 2 --iterations 1 --json --plot "$WORK/layer_mpi.svg" >"$WORK/out" 2>"$WORK/err"
+    status=$?
+    if [ "$status" -eq 0 ]; then ok; else bad "bench mega-moe --backend mpi --plot: exit $status ($(head -c 300 "$WORK/err"))"; fi
+    svg_check layer_mpi.svg '
+head, rows = objs[0], [o for o in objs if o["type"] == "row"]
+assert head["backend"] == "mpi processes" and head["ranks"] == 2 and len(rows) == 1, (head, rows)
+assert "ranks as processes" in text_of("subtitle")[0], text_of("subtitle")
+assert text_of("rank-label") == ["rank 0", "rank 1"], text_of("rank-label")
+tips = [e.find(NS + "title").text for e in by_class("stage")]
+for r in (0, 1):
+    for st in ("dispatch", "gemm1", "gemm2", "combine"):
+        assert any(t.startswith("rank %d %s:" % (r, st)) for t in tips), (r, st, tips)
+'
+fi
 
 # An unwritable plot path: one line, status 1.
 expect 1 "bench ffn --plot into a missing folder" -- bench ffn --quick --hidden 256 --intermediate 128 --rows 1 \

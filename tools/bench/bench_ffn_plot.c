@@ -24,7 +24,7 @@ static void legend_line(cli_svg *s, double x, double y, const char *cls, const c
 
 int bench_ffn_plot_write(const bench_ffn_plot *p) {
     const char *cmd = "bench ffn";
-    const double W = 1000, H = 620, left = 90, right = 270, top = 56, bottom = 64;
+    const double W = 1060, H = 620, left = 90, right = 310, top = 56, bottom = 64;
     cli_svg_axis x = {INFINITY, 0, 1, left, W - right}, y = {INFINITY, 0, 1, H - bottom, top};
     for (int i = 0; i < p->count; i++) {
         x.lo = fmin(x.lo, p->points[i].intensity), x.hi = fmax(x.hi, p->points[i].intensity);
@@ -37,6 +37,8 @@ int bench_ffn_plot_write(const bench_ffn_plot *p) {
             if (p->bandwidth > 0) x.hi = fmax(x.hi, peaks[k] * 1e9 / p->bandwidth * 2); /* the ridge points */
         }
     if (p->count == 0) x.lo = 1, x.hi = fmax(x.hi, 10), y.lo = 1, y.hi = fmax(y.hi, 10);
+    /* a margin, so that no marker sits on the frame */
+    x.lo /= 1.25, x.hi *= 1.25, y.lo /= 1.25, y.hi *= 1.25;
     cli_svg_axis_round(&x);
     cli_svg_axis_round(&y);
 
@@ -46,8 +48,10 @@ int bench_ffn_plot_write(const bench_ffn_plot *p) {
     cli_cpu_model(cpu, sizeof cpu);
     cli_svg_text(&s, "title", W / 2, 28, 16, "middle", 0, "megamoe bench ffn roofline: %s, %d thread%s",
                  cpu[0] ? cpu : "CPU", p->threads, cli_plural_s(p->threads));
-    cli_svg_axes(&s, &x, &y, "arithmetic intensity (FLOPs per weight byte)",
-                 "achieved GFLOP/s (INT: GOP/s), N threads");
+    char y_label[96];
+    snprintf(y_label, sizeof y_label, "achieved GFLOP/s (int8: GOP/s) on %d thread%s", p->threads,
+             cli_plural_s(p->threads));
+    cli_svg_axes(&s, &x, &y, "arithmetic intensity (FLOPs per weight byte)", y_label);
 
     /* The ceilings: peak loops (horizontal) and streaming bandwidth (slanted, clipped to the plot). */
     static const char *const peak_cls[2] = {"peak-bf16", "peak-int8"}, *const peak_color[2] = {"#444444",

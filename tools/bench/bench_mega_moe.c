@@ -302,7 +302,11 @@ static void report(const bench_options *o, const bench_case *bc, const rank_time
         snprintf(k->label, sizeof k->label, "%s %s, %s, %lld token%s per rank", cfg->preset->name,
                  bc->sc->name, bc->phase, (long long)cfg->tokens, cli_plural_s(cfg->tokens));
         k->ranks = stage_ranks < BENCH_PLOT_MAX_RANKS ? stage_ranks : BENCH_PLOT_MAX_RANKS;
-        k->layer_ms = 1e3 * l.median;
+        /* the mean call, like the bars' stage times: a rank's stages lie inside each call, so no bar
+         * passes the line (a median could be shorter than the mean of the stages) */
+        k->layer_ms = 0;
+        for (int64_t it = 0; it < cfg->iterations; it++)
+            k->layer_ms += 1e3 * layer[it] / (double)cfg->iterations;
         for (int64_t r = 0; r < k->ranks; r++) memcpy(k->ms[r], stages[r], sizeof k->ms[r]);
     }
 }
@@ -447,13 +451,11 @@ static mm_status bench_process(mm_comm *comm, void *arg, mm_error *err) {
         memset(&t, 0, sizeof t);
         mm_status st = rank_main(comm, &cases[i], &t, err);
         if (st == MM_OK) st = reduce_over_comm(comm, &cases[i], &t, err);
-        /* --plot: every rank's stage times to rank 0 (a sum where each rank fills its own row). */
-        static double stages[BENCH_PLOT_MAX_RANKS][MM_MEGA_MOE_STAGE_COUNT];
+        /* --plot: every rank's stage times (an allgather: one row per rank; an allreduce would carry at
+         * most MM_COMM_ALLREDUCE_MAX values). */
+        static double stages[MM_COMM_MAX_RANKS][MM_MEGA_MOE_STAGE_COUNT];
         memset(stages, 0, sizeof stages);
-        if (rank < BENCH_PLOT_MAX_RANKS) memcpy(stages[rank], t.stage_ms, sizeof stages[rank]);
-        if (st == MM_OK && o->plot)
-            st = mm_comm_allreduce_f64(comm, &stages[0][0], BENCH_PLOT_MAX_RANKS * MM_MEGA_MOE_STAGE_COUNT,
-                                       MM_REDUCE_SUM, err);
+        if (st == MM_OK && o->plot) st = mm_comm_allgather(comm, t.stage_ms, sizeof t.stage_ms, stages, err);
         if (st != MM_OK)
             rc = rank == 0 ? cli_report(cmd, err) : cli_exit_status(st);
         else if (rank == 0)
@@ -560,7 +562,7 @@ int mm_bench_mega_moe_main(int argc, char **argv) {
         cli_error(cmd, "out of memory");
         return MM_CLI_EXIT_FAILURE;
     }
-    if (o.plot) o.plot->path = plot_path;
+    if (o.plot) o.plot->path = plot_path, o.plot->backend = o.backend;
     int rc = cli_backend_is_threads(o.backend) ? run_threads(&o) : run_launched(&o);
     /* Under a launcher only rank 0 reports, so only it has cases to draw. */
     if (rc == MM_CLI_EXIT_OK && o.plot && o.plot->count > 0 && bench_stage_plot_write(o.plot, cmd) != 0)

@@ -27,8 +27,10 @@ int bench_stage_plot_write(const bench_stage_plot *p, const char *cmd) {
     cli_threads_describe(threads, sizeof threads);
     cli_svg_text(&s, "title", W / 2, 28, 16, "middle", 0, "megamoe bench mega-moe: stage time per rank, %s",
                  cpu[0] ? cpu : "CPU");
+    int as_threads = cli_backend_is_threads(p->backend);
     cli_svg_text(&s, "subtitle", W / 2, 48, 12, "middle", 0,
-                 "worker pool %s; mean over the timed layer calls (mm_mega_moe_last_stats)", threads);
+                 "ranks as %s, worker pool %s%s; mean over the timed layer calls (mm_mega_moe_last_stats)",
+                 as_threads ? "threads" : "processes", as_threads ? "" : "of each ", threads);
     /* Legend: one swatch per stage. */
     double lx = left;
     for (int st = 0; st < MM_MEGA_MOE_STAGE_COUNT; st++) {
@@ -47,7 +49,8 @@ int bench_stage_plot_write(const bench_stage_plot *p, const char *cmd) {
             for (int st = 0; st < MM_MEGA_MOE_STAGE_COUNT; st++) sum += k->ms[r][st];
             most = fmax(most, sum);
         }
-        cli_svg_axis x = {0, most > 0 ? most : 1, 0, left, W - right};
+        /* 5% headroom, so that the call's line never falls on the frame */
+        cli_svg_axis x = {0, most > 0 ? most * 1.05 : 1, 0, left, W - right};
         cli_svg_axis_round(&x);
         double top = y0 + case_top, bottom = top + (double)shown * (bar + gap);
         cli_svg_axis y = {0, 1, 0, bottom, top - gap};
@@ -68,11 +71,13 @@ int bench_stage_plot_write(const bench_stage_plot *p, const char *cmd) {
                 at += ms;
             }
         }
-        /* The layer call's median wall time (first rank start to last rank end) for comparison. */
+        /* The layer call's mean wall time (first rank start to last rank end) for comparison. */
         double lx_ms = cli_svg_map(&x, k->layer_ms);
         cli_svg_line(&s, "layer-time", lx_ms, top - gap, lx_ms, bottom, "black", 1.5, "5 3");
-        cli_svg_text(&s, "layer-time-label", lx_ms, top - gap - 2, 10, "middle", 0, "call %.3f ms",
-                     k->layer_ms);
+        /* above the frame, kept inside the chart when the line is near its right end */
+        int near_end = lx_ms > W - right - 50;
+        cli_svg_text(&s, "layer-time-label", near_end ? lx_ms + 3 : lx_ms, top - gap - 5, 10,
+                     near_end ? "end" : "middle", 0, "call %.3f ms (mean)", k->layer_ms);
         y0 = bottom + case_bottom;
     }
     return cli_svg_close(&s, cmd, p->path);

@@ -17,12 +17,13 @@
 typedef struct bench_stage_case {
     char label[128];
     int64_t ranks;
-    double layer_ms; /* the median call, first rank start to last rank end */
+    double layer_ms; /* the mean call, first rank start to last rank end */
     double ms[BENCH_PLOT_MAX_RANKS][MM_MEGA_MOE_STAGE_COUNT];
 } bench_stage_case;
 
 typedef struct bench_stage_plot {
     const char *path;
+    const char *backend; /* threads: ranks are threads of this process; else one process per rank */
     int count;
     bench_stage_case cases[BENCH_PLOT_MAX_CASES];
 } bench_stage_plot;

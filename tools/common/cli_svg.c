@@ -135,10 +135,24 @@ static double linear_step(double span) {
     return raw / p <= 1 ? p : raw / p <= 2 ? 2 * p : raw / p <= 5 ? 5 * p : 10 * p;
 }
 
+/* The largest (down) or smallest (up) 1, 2 or 5 times a power of ten at or beyond v > 0. */
+static double round_125(double v, int up) {
+    static const double m[4] = {1, 2, 5, 10};
+    double p = pow(10, floor(log10(v)));
+    if (up) {
+        for (int i = 0; i < 4; i++)
+            if (m[i] * p >= v * (1 - 1e-9)) return m[i] * p;
+        return 10 * p;
+    }
+    for (int i = 3; i >= 0; i--)
+        if (m[i] * p <= v * (1 + 1e-9)) return m[i] * p;
+    return p;
+}
+
 void cli_svg_axis_round(cli_svg_axis *a) {
     if (a->log) {
-        a->lo = pow(10, floor(log10(a->lo)));
-        a->hi = pow(10, ceil(log10(a->hi)));
+        a->lo = round_125(a->lo, 0);
+        a->hi = round_125(a->hi, 1);
         if (a->hi <= a->lo) a->hi = a->lo * 10;
     } else {
         if (a->hi <= a->lo) a->hi = a->lo + 1;
@@ -151,9 +165,14 @@ void cli_svg_axis_round(cli_svg_axis *a) {
 /* Tick values of an axis, at most `max`. */
 static int ticks(const cli_svg_axis *a, double *v, int max) {
     int n = 0;
-    if (a->log)
-        for (double t = a->lo; t <= a->hi * 1.0001 && n < max; t *= 10) v[n++] = t;
-    else {
+    if (a->log) {
+        /* 1-2-5 steps over up to 2.5 decades, else decades only */
+        int fine = log10(a->hi / a->lo) <= 2.5;
+        static const double m[3] = {1, 2, 5};
+        for (double p = pow(10, floor(log10(a->lo))); p <= a->hi * 1.0001; p *= 10)
+            for (int i = 0; i < (fine ? 3 : 1); i++)
+                if (m[i] * p >= a->lo * 0.9999 && m[i] * p <= a->hi * 1.0001 && n < max) v[n++] = m[i] * p;
+    } else {
         double step = linear_step(a->hi - a->lo);
         for (double t = a->lo; t <= a->hi + step * 1e-6 && n < max; t += step) v[n++] = t;
     }

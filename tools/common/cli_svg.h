@@ -44,11 +44,11 @@ typedef struct cli_svg_axis {
 
 /* The pixel of value v (clamped to the axis). */
 double cli_svg_map(const cli_svg_axis *a, double v);
-/* Widens [lo, hi] to whole decades (log) or to a round step (linear). */
+/* Widens [lo, hi] to 1, 2 or 5 times a power of ten (log) or to a round step (linear). */
 void cli_svg_axis_round(cli_svg_axis *a);
-/* The frame of the plot area, ticks and grid (decades on a log axis, 1-2-5 steps on a linear one) and
- * the axis labels; y_label NULL: no y ticks or label (bars whose rows are labelled instead). The y axis's
- * p0 is the bottom pixel. */
+/* The frame of the plot area, ticks and grid (on a log axis 1, 2, 5 per decade over up to 2.5 decades,
+ * else decades; 1-2-5 steps on a linear one) and the axis labels; y_label NULL: no y ticks or label (bars
+ * whose rows are labelled instead). The y axis's p0 is the bottom pixel. */
 void cli_svg_axes(cli_svg *s, const cli_svg_axis *x, const cli_svg_axis *y, const char *x_label,
                   const char *y_label);
 

@@ -39,15 +39,38 @@ void cli_trace_thread(cli_trace *t, int64_t tid, const char *name, int64_t sort)
         (long long)tid, (long long)sort);
 }
 
-void cli_trace_slice(cli_trace *t, int64_t tid, const char *name, const char *cat, double begin, double end,
-                     const char *args) {
+void cli_trace_slice_open(cli_trace *t, int64_t tid, const char *name, const char *cat, double begin,
+                          double end) {
     if (!t->file) return;
     if (t->origin < 0.0) t->origin = begin;
     comma(t);
     fprintf(t->file,
             "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":1,\"tid\":%lld,\"ts\":%.3f,\"dur\":%.3f,"
-            "\"args\":{%s}}",
-            name, cat, (long long)tid, (begin - t->origin) * 1e6, (end - begin) * 1e6, args ? args : "");
+            "\"args\":{",
+            name, cat, (long long)tid, (begin - t->origin) * 1e6, (end - begin) * 1e6);
+}
+
+void cli_trace_slice_close(cli_trace *t) {
+    if (t->file) fputs("}}", t->file);
+}
+
+void cli_trace_slice(cli_trace *t, int64_t tid, const char *name, const char *cat, double begin, double end,
+                     const char *args) {
+    if (!t->file) return;
+    cli_trace_slice_open(t, tid, name, cat, begin, end);
+    fputs(args ? args : "", t->file);
+    cli_trace_slice_close(t);
+}
+
+void cli_trace_flow(cli_trace *t, int64_t tid, const char *name, const char *cat, int64_t id, double at,
+                    int finish) {
+    if (!t->file) return;
+    if (t->origin < 0.0) t->origin = at;
+    comma(t);
+    fprintf(t->file,
+            "{\"ph\":\"%s\",\"name\":\"%s\",\"cat\":\"%s\",\"id\":%lld,\"pid\":1,\"tid\":%lld,\"ts\":%.3f%s}",
+            finish ? "f" : "s", name, cat, (long long)id, (long long)tid, (at - t->origin) * 1e6,
+            finish ? ",\"bp\":\"e\"" : "");
 }
 
 int cli_trace_close(cli_trace *t, const char *command, const char *path) {

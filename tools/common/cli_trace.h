@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tools/common/cli_trace.h: the Chrome / Perfetto JSON trace of `--trace FILE` (run, every --op, and
- * layer): a process, named tracks (threads: one per rank, one for the host's setup and check phases) and
- * complete slices ("ph":"X") on the CLOCK_MONOTONIC time line (cli_now_seconds), shifted so that the
- * trace starts near 0. Load the file in ui.perfetto.dev or chrome://tracing. */
+ * layer): a process, named tracks (threads: one per rank, one for the host's setup and check phases),
+ * complete slices ("ph":"X") and flows ("ph":"s" / "f") on the CLOCK_MONOTONIC time line
+ * (cli_now_seconds), shifted so that the trace starts near 0. Load the file in ui.perfetto.dev or
+ * chrome://tracing. */
 #ifndef MEGAMOE_TOOLS_CLI_TRACE_H
 #define MEGAMOE_TOOLS_CLI_TRACE_H
 
@@ -24,6 +25,16 @@ void cli_trace_thread(cli_trace *t, int64_t tid, const char *name, int64_t sort)
  * text (`"iteration":3`), or NULL. */
 void cli_trace_slice(cli_trace *t, int64_t tid, const char *name, const char *cat, double begin, double end,
                      const char *args);
+/* The same slice in two calls, for args too long for one string: the caller writes the members of its
+ * "args" object to t->file between them (only when t->file is not NULL). */
+void cli_trace_slice_open(cli_trace *t, int64_t tid, const char *name, const char *cat, double begin,
+                          double end);
+void cli_trace_slice_close(cli_trace *t);
+/* One end of a flow (an arrow between slices, ui.perfetto.dev and chrome://tracing): the start (finish
+ * 0) binds to the slice of track tid open at `at`, the finish (1) to the slice enclosing `at` on its
+ * track; both ends share id, name and cat. */
+void cli_trace_flow(cli_trace *t, int64_t tid, const char *name, const char *cat, int64_t id, double at,
+                    int finish);
 /* Ends and closes the file; 0, or -1 after one error line (command NULL: none) when writing failed. */
 int cli_trace_close(cli_trace *t, const char *command, const char *path);
 

@@ -7,7 +7,7 @@
  *   run_moe_blocks.c   block-scaled quantization of those weights (FP8 E4M3 / UINT4 with zero points)
  *   run_moe_rank.c     the work of one rank: buffer, weights, timed iterations, the checked sample
  *   run_moe_check.c    the samples against the float64 reference (support/ref), on two threads; metrics
- *   run_moe_trace.c    Chrome / Perfetto JSON trace of the stage events
+ *   run_moe_trace.c    Chrome / Perfetto JSON trace: setup, stage events, expert batches, flows
  *   run_moe_report.c   the banner, the table rows, the notes
  *   run_moe_mpi.c      the launched driver (mpi: one rank per process; rank 0 gathers and reports)
  *   run_moe_main.c     options, the threads driver */
@@ -123,10 +123,10 @@ void run_moe_block_quantize(mm_dtype dtype, const int8_t *levels, int64_t n, int
 mm_mega_moe_expert_weights run_moe_expert_weights_view(const run_moe_expert_data *d);
 /* This rank's packed weights (its routed experts and the shared ones) from freshly generated experts;
  * the generated copies are freed before returning (the packed weights are all the operator keeps).
- * generate_seconds (may be NULL) gets the time spent generating, before packing. */
+ * generated_at (may be NULL) gets the time (cli_now_seconds) generating ended and packing began. */
 mm_status run_moe_weights_make(mm_comm *comm, const run_moe_config *cfg, const run_moe_scenario *sc,
-                               mm_mega_moe_buffer *buffer, mm_mega_moe_weights **out,
-                               double *generate_seconds, mm_error *err);
+                               mm_mega_moe_buffer *buffer, mm_mega_moe_weights **out, double *generated_at,
+                               mm_error *err);
 
 /* One rank's tokens and routing: x (T, H) BF16, topk_ids (T, K) I32, topk_weights (T, K) F32:
  * softmax over all experts of logits = expert bias (skewed popularity, equal on all ranks) + token
@@ -145,12 +145,18 @@ mm_mega_moe_attrs run_moe_attrs(const run_moe_config *cfg, const run_moe_scenari
 
 /* ---- the per-rank job (run_moe_rank.c) -------------------------------------------------------- */
 
+/* When a rank's phases began and ended (cli_now_seconds: CLOCK_MONOTONIC, shared by the ranks of one
+ * machine). Setup is tokens, buffer, weights; the weights are generating then packing. */
+typedef struct run_moe_rank_spans {
+    double setup_begin, generate_begin, generate_end, pack_end, setup_end;
+    double warmup_begin, warmup_end; /* the untimed first call */
+} run_moe_rank_spans;
+
 /* What one rank brings back. Filled by the rank; in MPI runs, rank 0 receives the others' copies. */
 typedef struct run_moe_rank_result {
-    mm_mega_moe_stats *stats; /* cfg.iterations entries: the timed runs (the warm-up is not kept) */
-    int64_t recv_rows;        /* rows that reached this rank's experts in one call */
-    double setup_seconds;     /* weight generation + packing + buffer */
-    double generate_seconds;  /* of which: generating (and quantizing) this rank's weights */
+    mm_mega_moe_stats *stats;  /* cfg.iterations entries: the timed runs (the warm-up is not kept) */
+    run_moe_rank_spans *spans; /* one */
+    int64_t *routed;           /* cfg.experts entries: rows this rank's tokens route to each expert */
     /* the checked sample: rows spread over the rank's tokens */
     int64_t sample_count;
     int64_t *sample_rows;
@@ -185,15 +191,18 @@ mm_status run_moe_check(const run_moe_config *cfg, const run_moe_scenario *sc,
 
 /* ---- the trace (run_moe_trace.c) -------------------------------------------------------------- */
 
-/* Appends the scenario's events (every rank, every timed iteration) to an open trace. */
 typedef struct run_moe_trace {
     cli_trace base;                                 /* the writer (common/cli_trace.h) */
     unsigned char lane_named[MM_COMM_MAX_RANKS][4]; /* extra tracks of a rank already named */
+    int64_t next_flow;                              /* ids of the dispatch -> expert flows so far */
 } run_moe_trace;
 
 int run_moe_trace_open(run_moe_trace *t, const char *path, int64_t ranks);
+/* Appends the scenario to an open trace: every rank's setup and warm-up, its timed calls with their
+ * stage events, the flows from each dispatch to the expert batches its rows reach, and the host's
+ * check from check_begin to check_end (none when check_end <= check_begin). */
 void run_moe_trace_scenario(run_moe_trace *t, const run_moe_config *cfg, const run_moe_scenario *sc,
-                            const run_moe_rank_result *results);
+                            const run_moe_rank_result *results, double check_begin, double check_end);
 int run_moe_trace_close(run_moe_trace *t);
 
 /* ---- the drivers (run_moe_main.c, run_moe_mpi.c) and the report (run_moe_report.c) ------------ */

@@ -427,9 +427,8 @@ void run_moe_tokens_free(run_moe_tokens *t) {
 }
 
 mm_status run_moe_weights_make(mm_comm *comm, const run_moe_config *cfg, const run_moe_scenario *sc,
-                               mm_mega_moe_buffer *buffer, mm_mega_moe_weights **out,
-                               double *generate_seconds, mm_error *err) {
-    double t0 = cli_now_seconds();
+                               mm_mega_moe_buffer *buffer, mm_mega_moe_weights **out, double *generated_at,
+                               mm_error *err) {
     int64_t local = cfg->experts / cfg->ranks;
     run_moe_expert_data routed, shared;
     memset(&routed, 0, sizeof routed);
@@ -438,7 +437,7 @@ mm_status run_moe_weights_make(mm_comm *comm, const run_moe_config *cfg, const r
     if (st == MM_OK && cfg->shared_experts > 0)
         st = run_moe_expert_data_make(cfg, sc, RUN_MOE_SHARED_ID_BASE, NULL, cfg->shared_experts, &shared,
                                       err);
-    if (generate_seconds) *generate_seconds = cli_now_seconds() - t0;
+    if (generated_at) *generated_at = cli_now_seconds();
     if (st == MM_OK) {
         mm_mega_moe_expert_weights rv = run_moe_expert_weights_view(&routed);
         mm_mega_moe_expert_weights sv = run_moe_expert_weights_view(&shared);

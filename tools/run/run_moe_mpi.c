@@ -25,6 +25,8 @@ static mm_status gather_results(mm_comm *comm, const run_moe_config *cfg, run_mo
     };
     const struct field fields[] = {
         {(size_t)cfg->iterations * sizeof(mm_mega_moe_stats), offsetof(run_moe_rank_result, stats)},
+        {sizeof(run_moe_rank_spans), offsetof(run_moe_rank_result, spans)},
+        {(size_t)cfg->experts * sizeof(int64_t), offsetof(run_moe_rank_result, routed)},
         {(size_t)s * sizeof(int64_t), offsetof(run_moe_rank_result, sample_rows)},
         {(size_t)(s * H) * 2, offsetof(run_moe_rank_result, sample_x)},
         {(size_t)(s * K) * 4, offsetof(run_moe_rank_result, sample_ids)},

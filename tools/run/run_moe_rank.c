@@ -22,13 +22,15 @@ mm_status run_moe_result_alloc(const run_moe_config *cfg, run_moe_rank_result *r
     int64_t n = sample_count_of(cfg), H = cfg->hidden, K = cfg->topk;
     r->sample_count = n;
     r->stats = calloc((size_t)cfg->iterations, sizeof *r->stats);
+    r->spans = calloc(1, sizeof *r->spans);
+    r->routed = calloc((size_t)cfg->experts, sizeof *r->routed);
     r->sample_rows = calloc((size_t)n + 1, sizeof *r->sample_rows);
     r->sample_x = calloc((size_t)(n * H) + 1, 2);
     r->sample_ids = calloc((size_t)(n * K) + 1, 4);
     r->sample_weights = calloc((size_t)(n * K) + 1, 4);
     r->sample_y = calloc((size_t)(n * H) + 1, 2);
-    if (!r->stats || !r->sample_rows || !r->sample_x || !r->sample_ids || !r->sample_weights ||
-        !r->sample_y) {
+    if (!r->stats || !r->spans || !r->routed || !r->sample_rows || !r->sample_x || !r->sample_ids ||
+        !r->sample_weights || !r->sample_y) {
         run_moe_result_free(r);
         return cli_fail(err, MM_ERR_OUT_OF_MEMORY, "no memory for the results of %lld iterations",
                         (long long)cfg->iterations);
@@ -38,6 +40,8 @@ mm_status run_moe_result_alloc(const run_moe_config *cfg, run_moe_rank_result *r
 
 void run_moe_result_free(run_moe_rank_result *r) {
     free(r->stats);
+    free(r->spans);
+    free(r->routed);
     free(r->sample_rows);
     free(r->sample_x);
     free(r->sample_ids);
@@ -70,7 +74,8 @@ mm_status run_moe_rank(mm_comm *comm, const run_moe_config *cfg, const run_moe_s
     memset(&tok, 0, sizeof tok);
     uint16_t *y = malloc((size_t)(T * H) * 2 + 2);
     int32_t *expert_token_nums = malloc((size_t)local * 4 + 4);
-    double t0 = cli_now_seconds();
+    run_moe_rank_spans *spans = res->spans;
+    spans->setup_begin = cli_now_seconds();
 
     mm_status st = y && expert_token_nums
                        ? MM_OK
@@ -78,6 +83,7 @@ mm_status run_moe_rank(mm_comm *comm, const run_moe_config *cfg, const run_moe_s
                                   (long long)H);
     if (st == MM_OK) st = run_moe_tokens_make(cfg, rank, &tok, err);
     if ((st = mm_comm_agree(comm, st, err)) != MM_OK) goto fail;
+    for (int64_t i = 0; i < T * K; i++) res->routed[tok.ids[i]]++;
 
     mm_mega_moe_sizing sizing = {.moe_expert_num = cfg->experts,
                                  .num_max_tokens_per_rank = T,
@@ -86,9 +92,11 @@ mm_status run_moe_rank(mm_comm *comm, const run_moe_config *cfg, const run_moe_s
                                  .intermediate_hidden = cfg->inter,
                                  .max_recv_token_num = 0};
     if ((st = mm_mega_moe_buffer_create(comm, &sizing, &buffer, err)) != MM_OK) goto fail;
-    st = run_moe_weights_make(comm, cfg, sc, buffer, &weights, &res->generate_seconds, err);
+    spans->generate_begin = cli_now_seconds();
+    st = run_moe_weights_make(comm, cfg, sc, buffer, &weights, &spans->generate_end, err);
+    spans->pack_end = cli_now_seconds();
     if ((st = mm_comm_agree(comm, st, err)) != MM_OK) goto fail;
-    res->setup_seconds = cli_now_seconds() - t0;
+    spans->setup_end = cli_now_seconds();
 
     int64_t x_shape[2] = {T, H}, k_shape[2] = {T, K}, e_shape[1] = {local};
     mm_tensor x = mm_tensor_make(MM_DTYPE_BF16, 2, x_shape, tok.x);
@@ -102,10 +110,11 @@ mm_status run_moe_rank(mm_comm *comm, const run_moe_config *cfg, const run_moe_s
     mm_mega_moe_attrs attrs = run_moe_attrs(cfg, sc);
     mm_mega_moe_plan_info info;
     if ((st = mm_mega_moe_plan(buffer, weights, &attrs, &in, &info, err)) != MM_OK) goto fail;
-    res->recv_rows = info.recv_rows;
 
     /* warm-up: first touch of the buffer, the pool's threads and the caches; not kept */
+    spans->warmup_begin = cli_now_seconds();
     if ((st = mm_mega_moe_run(buffer, weights, &attrs, &in, &out, err)) != MM_OK) goto fail;
+    spans->warmup_end = cli_now_seconds();
     for (int64_t it = 0; it < cfg->iterations; it++) {
         if ((st = mm_mega_moe_run(buffer, weights, &attrs, &in, &out, err)) != MM_OK) goto fail;
         if ((st = mm_mega_moe_last_stats(buffer, &res->stats[it], err)) != MM_OK) goto fail;

@@ -161,11 +161,11 @@ int run_moe_report_scenario(const run_moe_config *cfg, const run_moe_scenario *s
         }
         if (!(errors.within_tolerance >= 1.0)) rc = MM_CLI_EXIT_FAILURE;
     }
-    double check_seconds = cli_now_seconds() - check_begin;
+    double check_end = cli_now_seconds(), check_seconds = check_end - check_begin;
     double setup = 0.0, generate = 0.0;
     for (int64_t r = 0; r < cfg->ranks; r++) {
-        setup = fmax(setup, res[r].setup_seconds);
-        generate = fmax(generate, res[r].generate_seconds);
+        setup = fmax(setup, res[r].spans->setup_end - res[r].spans->setup_begin);
+        generate = fmax(generate, res[r].spans->generate_end - res[r].spans->generate_begin);
     }
     const double setup_check[3] = {setup, generate, check_seconds};
     print_row(cfg, sc, res, checked ? &errors : NULL, compare_with_a16w16(cfg, sc, res, report), setup_check);
@@ -175,7 +175,7 @@ int run_moe_report_scenario(const run_moe_config *cfg, const run_moe_scenario *s
         cli_error(cmd, "%s: %.3f%% of the checked outputs exceed the tolerance |d| <= %g |ref| + %g rms(ref)",
                   sc->spec_name, (1.0 - errors.within_tolerance) * 100.0,
                   run_moe_check_tolerance_relative(cfg, sc), sc->tolerance_rms);
-    if (trace) run_moe_trace_scenario(trace, cfg, sc, res);
+    if (trace) run_moe_trace_scenario(trace, cfg, sc, res, check_begin, checked ? check_end : check_begin);
     return rc;
 }
 

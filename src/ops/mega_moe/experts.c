@@ -48,9 +48,11 @@ static mm_status run_ready(run_state *s, const int64_t *ready, int64_t n_ready,
     mm_status st = MM_OK;
     mm_ffn_group *groups = calloc((size_t)n_ready, sizeof *groups);
     if (!groups) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "expert groups: out of memory");
+    int batch = mm_moe_stats_batch(s->b);
     for (int64_t q = 0; q < n_ready; q++) {
         int64_t j = ready[q], r0 = s->recv_block[j * s->R], cnt = 0;
         for (int64_t src = 0; src < s->R; src++) cnt += mm_moe_block_rows(s, src, j);
+        mm_moe_stats_expert(s->b, batch, s->me * s->El + j, cnt);
         stage_expert_rows(s, j);
         const uint8_t *a = s->recv_local + r0 * s->b->recv_slot_bytes;
         groups[q] = (mm_ffn_group){r0,

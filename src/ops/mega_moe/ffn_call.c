@@ -8,10 +8,12 @@
 #include "ops/mega_moe/gate.h"
 #include "ops/mega_moe/stats.h"
 
+/* Timing is asked for the routed experts only, whose batch the scheduler opened just before the job. */
 static void record_stage(void *ctx, mm_ffn_stage stage, double begin, double end) {
     static const mm_mega_moe_stage stages[] = {MM_MEGA_MOE_STAGE_GEMM1, MM_MEGA_MOE_STAGE_ACTIVATION,
                                                MM_MEGA_MOE_STAGE_GEMM2};
-    mm_moe_stats_event(ctx, stages[stage], begin, end);
+    mm_mega_moe_buffer *buf = ctx;
+    mm_moe_stats_event_of_batch(buf, stages[stage], buf->stats.batch_count - 1, begin, end);
 }
 
 void mm_moe_ffn_job_init(mm_ffn_job *job, const mm_moe_path *path, const mm_ffn_act *act,

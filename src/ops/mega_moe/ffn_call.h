@@ -10,7 +10,8 @@
 
 /* A job for the experts of `set` on path (dtypes, BF16 rounding of A16W16's GEMM1 output) with the
  * call's activation; the other fields (groups, row weights, scratch, outputs) are the caller's.
- * timing: the buffer whose stats receive the GEMM1 / activation / GEMM2 stages (NULL = none). */
+ * timing: the buffer whose stats receive the GEMM1 / activation / GEMM2 stages, as events of the
+ * call's last opened batch (mm_moe_stats_batch; NULL = none). */
 void mm_moe_ffn_job_init(mm_ffn_job *job, const mm_moe_path *path, const mm_ffn_act *act,
                          const mm_moe_expert_set *set, int64_t hidden, int64_t inter,
                          mm_mega_moe_buffer *timing);

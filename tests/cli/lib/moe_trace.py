@@ -1,0 +1,205 @@
+# SPDX-License-Identifier: Apache-2.0
+"""tests/cli/lib/moe_trace.py: independent checks of the Chrome / Perfetto trace of
+`megamoe run --op mega-moe --trace FILE` (standard library only), used by tests/cli/run_mega_moe.sh
+and tests/cli/run_mpi.sh.
+
+  moe_trace.py TRACE RANKS EXPERTS TOKENS TOPK ITERATIONS CHECKED SCENARIO...
+
+What it asserts, from the command line's shape alone:
+  - tracks: "rank 0" .. "rank R-1" (and their overlap tracks) and "host (check)";
+  - per scenario and rank: a setup slice holding "generate weights" then "pack weights", a warm-up
+    after it, ITERATIONS timed call slices, and every stage slice inside a call of its rank; with
+    CHECKED (1) one "check" slice per scenario on the host track, after every rank's calls;
+  - per call: one "dispatch" (the rank sending), the first stage of the call, whose args list the
+    experts its rows go to: ids below EXPERTS, rows summing to TOKENS * TOPK;
+  - per call: the gemm1 / activation / gemm2 slices of each batch carry the same experts and rows; the
+    experts are the rank's own (global ids rank * E/R ...), each computed by one batch, on exactly the
+    rows the ranks' dispatches routed to it (summed over the sending ranks), so all ranks' expert rows
+    sum to RANKS * TOKENS * TOPK;
+  - flows: each start ("s") has exactly one finish ("f", bp "e") with its id, name and cat; the start
+    lies inside a dispatch slice of rank src, the finish inside a gemm1 slice of the same scenario and
+    iteration on rank dst, later, whose experts include one the dispatch routed rows to; and every
+    (dispatch, batch) pair that shares such an expert has its flow.
+
+Prints one line per failure and exits 1 when anything failed."""
+import collections
+import json
+import sys
+
+failures = []
+
+
+def fail(msg):
+    failures.append(msg)
+    if len(failures) <= 20:
+        print("moe_trace: " + msg)
+
+
+def rank_of(tid):
+    return tid % 1000
+
+
+def enclosing(slices_by_tid, tid, ts):
+    """The innermost slice of track tid containing ts (what a viewer binds a flow end to)."""
+    inside = [s for s in slices_by_tid.get(tid, []) if s["ts"] <= ts <= s["ts"] + s["dur"]]
+    return min(inside, key=lambda s: s["dur"]) if inside else None
+
+
+def main(argv):
+    path = argv[1]
+    ranks, experts, tokens, topk, iterations, checked = (int(v) for v in argv[2:8])
+    scenarios = argv[8:]
+    local = experts // ranks
+    ev = json.load(open(path))["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    plain = sorted(n for n in names.values() if "overlap" not in n)
+    want = sorted(["rank %d" % r for r in range(ranks)] + ["host (check)"])
+    if plain != want:
+        fail("tracks %s, expected %s" % (plain, want))
+    host = [t for t, n in names.items() if n == "host (check)"]
+    xs = [e for e in ev if e["ph"] == "X"]
+    by_tid = collections.defaultdict(list)
+    for s in xs:
+        by_tid[s["tid"]].append(s)
+
+    def within(inner, outer):
+        return outer["ts"] - 0.002 <= inner["ts"] and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"] + 0.002
+
+    calls = [s for s in xs if s["cat"] == "run"]
+    stages = [s for s in xs if s["cat"] in scenarios]
+    for sc in scenarios:
+        for r in range(ranks):
+            setup = [s for s in xs if s["tid"] == r and s["cat"] == "setup" and s["args"].get("scenario") == sc]
+            kinds = {n: [s for s in setup if s["name"] == n] for n in ("setup", "generate weights", "pack weights", "warm-up")}
+            if any(len(v) != 1 for v in kinds.values()):
+                fail("%s rank %d: setup slices %s" % (sc, r, sorted(s["name"] for s in setup)))
+                continue
+            whole, gen, pack, warm = (kinds[n][0] for n in ("setup", "generate weights", "pack weights", "warm-up"))
+            if not (within(gen, whole) and within(pack, whole) and gen["ts"] + gen["dur"] <= pack["ts"] + 0.002):
+                fail("%s rank %d: generate / pack not inside setup, in order" % (sc, r))
+            if warm["ts"] < whole["ts"] + whole["dur"] - 0.002:
+                fail("%s rank %d: warm-up before the end of setup" % (sc, r))
+            mine = [c for c in calls if c["tid"] == r and c["name"] == "mega_moe " + sc]
+            if sorted(c["args"]["iteration"] for c in mine) != list(range(iterations)):
+                fail("%s rank %d: call iterations %s" % (sc, r, [c["args"]["iteration"] for c in mine]))
+            if any(c["ts"] < warm["ts"] + warm["dur"] - 0.002 for c in mine):
+                fail("%s rank %d: a timed call before the warm-up ended" % (sc, r))
+        checks = [s for s in xs if s["name"] == "check" and s["args"].get("scenario") == sc]
+        if checked:
+            if len(checks) != 1 or checks[0]["tid"] not in host:
+                fail("%s: check slices %s" % (sc, checks))
+            elif any(checks[0]["ts"] < c["ts"] + c["dur"] - 0.002 for c in calls if c["name"] == "mega_moe " + sc):
+                fail("%s: check before a timed call ended" % sc)
+        elif checks:
+            fail("%s: a check slice without a check" % sc)
+
+    for s in stages:
+        if not any(c["tid"] == rank_of(s["tid"]) and c["name"] == "mega_moe " + s["cat"]
+                   and c["args"]["iteration"] == s["args"]["iteration"] and within(s, c) for c in calls):
+            fail("stage outside its call: %s" % s)
+
+    # Per call: the dispatch (send) and the batches.
+    sends = {}  # (scenario, iteration, rank) -> slice
+    batches = collections.defaultdict(dict)  # (scenario, iteration, rank) -> batch -> {name: slice}
+    for s in stages:
+        key = (s["cat"], s["args"]["iteration"], rank_of(s["tid"]))
+        if s["name"] == "dispatch":
+            if key in sends:
+                fail("two dispatch sends in %s" % (key,))
+            sends[key] = s
+        if "batch" in s["args"]:
+            if s["name"] not in ("gemm1", "activation", "gemm2"):
+                fail("batch args on %s" % s["name"])
+            batches[key].setdefault(s["args"]["batch"], {})[s["name"]] = s
+    for sc in scenarios:
+        for it in range(iterations):
+            routed = collections.Counter()
+            for r in range(ranks):
+                key = (sc, it, r)
+                send = sends.get(key)
+                if send is None:
+                    fail("no dispatch in %s" % (key,))
+                    continue
+                first = min(s["ts"] for s in stages if (s["cat"], s["args"]["iteration"], rank_of(s["tid"])) == key)
+                if send["ts"] > first:
+                    fail("dispatch not the first stage of %s" % (key,))
+                ids, rows = send["args"]["experts"], send["args"]["rows"]
+                if len(ids) != len(rows) or sum(rows) != tokens * topk or any(not 0 <= e < experts for e in ids) \
+                        or any(n <= 0 for n in rows) or len(set(ids)) != len(ids):
+                    fail("dispatch args of %s: %s %s" % (key, ids, rows))
+                routed.update(dict(zip(ids, rows)))
+            computed = collections.Counter()
+            for r in range(ranks):
+                for b, parts in batches[(sc, it, r)].items():
+                    if sorted(parts) != ["activation", "gemm1", "gemm2"]:
+                        fail("%s rank %d it %d batch %d: stages %s" % (sc, r, it, b, sorted(parts)))
+                        continue
+                    args = [(p["args"]["experts"], p["args"]["rows"]) for p in parts.values()]
+                    if any(a != args[0] for a in args):
+                        fail("%s rank %d batch %d: stages disagree on experts/rows" % (sc, r, b))
+                    ids, rows = args[0]
+                    if len(ids) != len(rows) or not ids or any(not r * local <= e < (r + 1) * local for e in ids):
+                        fail("%s rank %d batch %d: experts %s not the rank's" % (sc, r, b, ids))
+                    for e, n in zip(ids, rows):
+                        if e in computed:
+                            fail("%s it %d: expert %d in two batches" % (sc, it, e))
+                        computed[e] += n
+            if computed != routed:
+                fail("%s it %d: rows computed per expert %s != rows routed %s" % (sc, it, dict(computed), dict(routed)))
+            if sum(computed.values()) != ranks * tokens * topk:
+                fail("%s it %d: %d expert rows, expected %d" % (sc, it, sum(computed.values()), ranks * tokens * topk))
+
+    # Flows.
+    starts = collections.defaultdict(list)
+    finishes = collections.defaultdict(list)
+    for e in ev:
+        if e["ph"] == "s":
+            starts[e["id"]].append(e)
+        elif e["ph"] == "f":
+            finishes[e["id"]].append(e)
+    if not starts:
+        fail("no flows")
+    if set(starts) != set(finishes):
+        fail("flow ids without both ends: %s" % sorted(set(starts) ^ set(finishes))[:10])
+    linked = set()
+    for fid, ss in starts.items():
+        ff = finishes.get(fid, [])
+        if len(ss) != 1 or len(ff) != 1:
+            fail("flow %s: %d starts, %d finishes" % (fid, len(ss), len(ff)))
+            continue
+        s, f = ss[0], ff[0]
+        if (s["name"], s["cat"]) != (f["name"], f["cat"]) or f.get("bp") != "e":
+            fail("flow %s: ends differ in name/cat or finish not bound to its enclosing slice" % fid)
+        src, dst = enclosing(by_tid, s["tid"], s["ts"]), enclosing(by_tid, f["tid"], f["ts"])
+        if src is None or src["name"] != "dispatch":
+            fail("flow %s starts on %s" % (fid, src and src["name"]))
+            continue
+        if dst is None or dst["name"] != "gemm1" or "batch" not in dst["args"]:
+            fail("flow %s finishes on %s" % (fid, dst and dst["name"]))
+            continue
+        if (src["cat"], src["args"]["iteration"]) != (dst["cat"], dst["args"]["iteration"]):
+            fail("flow %s crosses calls" % fid)
+        if not f["ts"] > s["ts"]:
+            fail("flow %s goes back in time" % fid)
+        routed = {e for e, n in zip(src["args"]["experts"], src["args"]["rows"]) if n > 0}
+        if not routed & set(dst["args"]["experts"]):
+            fail("flow %s: batch experts %s, none routed from rank %d (%s)"
+                 % (fid, dst["args"]["experts"], rank_of(src["tid"]), sorted(routed)))
+        linked.add((src["cat"], src["args"]["iteration"], rank_of(src["tid"]), rank_of(dst["tid"]),
+                    dst["args"]["batch"]))
+    for (sc, it, src), send in sends.items():
+        routed = set(send["args"]["experts"])
+        for dst in range(ranks):
+            for b, parts in batches[(sc, it, dst)].items():
+                if "gemm1" in parts and routed & set(parts["gemm1"]["args"]["experts"]) \
+                        and (sc, it, src, dst, b) not in linked:
+                    fail("no flow from rank %d's dispatch to rank %d batch %d (%s it %d)" % (src, dst, b, sc, it))
+
+    if failures:
+        print("moe_trace: %d failure(s)" % len(failures))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
