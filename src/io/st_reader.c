@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/free_all.h"
 #include "io/io_util.h"
 #include "io/st_internal.h"
 
@@ -48,10 +49,7 @@ void mm_st_close(mm_st_reader *reader) {
     if (reader->fd >= 0) close(reader->fd);
     free(reader->memory);
     mm_json_doc_free(reader->header);
-    free(reader->tensors);
-    free(reader->by_name);
-    free(reader->meta);
-    free(reader);
+    MM_FREE_ALL(reader->tensors, reader->by_name, reader->meta, reader);
 }
 
 /* Checks the header length field against the file size before anything is allocated. */
