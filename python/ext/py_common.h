@@ -43,6 +43,18 @@ PyObject *mm_py_tensors_finish(mm_py_tensor *t, int n);
 /* __enter__ (returns self) and __exit__ (calls self.close()) of every object with a close(). */
 PyObject *mm_py_enter(PyObject *self, PyObject *unused);
 PyObject *mm_py_exit(PyObject *self, PyObject *args);
+/* The entries of __enter__ and __exit__ in the method table of every object with a close(). */
+#define MM_PY_WITH_METHODS                                                                                   \
+    {"__enter__", mm_py_enter, METH_NOARGS, NULL}, {                                                         \
+        "__exit__", mm_py_exit, METH_VARARGS, NULL                                                           \
+    }
+
+/* Fills the static type object *type of class `name` ("megamoe._megamoe.<Name>"; the module attribute
+ * is <Name>), readies it and adds it to module. subclassable: the Python layer derives from it; init
+ * NULL: made by the extension only, not constructible from Python. Returns 0 or -1. */
+int mm_py_add_class(PyObject *module, PyTypeObject *type, const char *name, const char *doc, Py_ssize_t size,
+                    int subclassable, initproc init, destructor dealloc, PyMethodDef *methods,
+                    PyGetSetDef *getset);
 
 /* A dtype name -> mm_dtype, or -1 with InvalidArgumentError naming `name`. */
 int mm_py_dtype(PyObject *name_obj, const char *name, mm_dtype *out);

@@ -75,22 +75,11 @@ static PyObject *weights_closed(PyObject *self, void *unused) {
 
 static PyMethodDef weights_methods[] = {
     {"close", weights_close, METH_NOARGS, "Frees the packed weights (idempotent)."},
-    {"__enter__", mm_py_enter, METH_NOARGS, NULL},
-    {"__exit__", mm_py_exit, METH_VARARGS, NULL},
+    MM_PY_WITH_METHODS,
     {NULL, NULL, 0, NULL},
 };
 static PyGetSetDef weights_getset[] = {{"closed", weights_closed, NULL, "True after close().", NULL},
                                        {NULL, NULL, NULL, NULL, NULL}};
-
-static PyTypeObject weights_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "megamoe._megamoe.Weights",
-    .tp_basicsize = sizeof(py_weights),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "One rank's packed MegaMoE expert weights (from MegaMoE.weights or World.weights).",
-    .tp_dealloc = weights_dealloc,
-    .tp_methods = weights_methods,
-    .tp_getset = weights_getset,
-};
 
 /* ---- sizing and call tensors ----------------------------------------------------------------- */
 
@@ -302,24 +291,13 @@ static PyMethodDef mega_moe_methods[] = {
     {"weights", mega_moe_weights, METH_VARARGS, "weights(routed, shared=None) -> Weights (local)."},
     {"run", mega_moe_run, METH_VARARGS, "run(weights, attrs, specs): one collective call."},
     {"close", mega_moe_close, METH_NOARGS, "Collective: frees the buffer and the communicator."},
-    {"__enter__", mm_py_enter, METH_NOARGS, NULL},
-    {"__exit__", mm_py_exit, METH_VARARGS, NULL},
+    MM_PY_WITH_METHODS,
     {NULL, NULL, 0, NULL},
 };
 static PyGetSetDef mega_moe_getset[] = {{"rank_and_size", mega_moe_rank, NULL, "(rank, size).", NULL},
                                         {NULL, NULL, NULL, NULL, NULL}};
 
-static PyTypeObject mega_moe_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "megamoe._megamoe.MegaMoE",
-    .tp_basicsize = sizeof(py_mega_moe),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "MegaMoE, one rank per MPI process (use megamoe.MegaMoE).",
-    .tp_new = PyType_GenericNew,
-    .tp_init = mega_moe_init,
-    .tp_dealloc = mega_moe_dealloc,
-    .tp_methods = mega_moe_methods,
-    .tp_getset = mega_moe_getset,
-};
+static PyTypeObject mega_moe_type;
 
 static PyObject *py_mpi_available(PyObject *self, PyObject *unused) {
     (void)self;
@@ -333,9 +311,12 @@ static PyMethodDef methods[] = {
 };
 
 int mm_py_init_mega_moe(PyObject *module) {
-    if (PyType_Ready(&weights_type) < 0 || PyType_Ready(&mega_moe_type) < 0) return -1;
-    if (PyModule_AddObjectRef(module, "Weights", (PyObject *)&weights_type) < 0 ||
-        PyModule_AddObjectRef(module, "MegaMoE", (PyObject *)&mega_moe_type) < 0)
+    if (mm_py_add_class(module, &weights_type, "megamoe._megamoe.Weights",
+                        "One rank's packed MegaMoE expert weights (from MegaMoE.weights or World.weights).",
+                        sizeof(py_weights), 0, NULL, weights_dealloc, weights_methods, weights_getset) < 0 ||
+        mm_py_add_class(module, &mega_moe_type, "megamoe._megamoe.MegaMoE",
+                        "MegaMoE, one rank per MPI process (use megamoe.MegaMoE).", sizeof(py_mega_moe), 0,
+                        mega_moe_init, mega_moe_dealloc, mega_moe_methods, mega_moe_getset) < 0)
         return -1;
     return PyModule_AddFunctions(module, methods);
 }

@@ -194,26 +194,16 @@ static PyMethodDef world_methods[] = {
     {"weights", world_weights, METH_VARARGS, "weights(rank, routed, shared=None) -> Weights."},
     {"run", world_run, METH_VARARGS, "run(weights_list, attrs, specs_list): one MegaMoE call on every rank."},
     {"close", world_close, METH_NOARGS, "Frees the buffers and the world (idempotent)."},
-    {"__enter__", mm_py_enter, METH_NOARGS, NULL},
-    {"__exit__", mm_py_exit, METH_VARARGS, NULL},
+    MM_PY_WITH_METHODS,
     {NULL, NULL, 0, NULL},
 };
 static PyGetSetDef world_getset[] = {{"nranks", world_size, NULL, "Ranks of the world.", NULL},
                                      {NULL, NULL, NULL, NULL, NULL}};
 
-static PyTypeObject world_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "megamoe._megamoe.World",
-    .tp_basicsize = sizeof(py_world),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "A persistent world of rank threads (use megamoe.World).",
-    .tp_new = PyType_GenericNew,
-    .tp_init = world_init,
-    .tp_dealloc = world_dealloc,
-    .tp_methods = world_methods,
-    .tp_getset = world_getset,
-};
+static PyTypeObject world_type;
 
 int mm_py_init_world(PyObject *module) {
-    if (PyType_Ready(&world_type) < 0) return -1;
-    return PyModule_AddObjectRef(module, "World", (PyObject *)&world_type);
+    return mm_py_add_class(module, &world_type, "megamoe._megamoe.World",
+                           "A persistent world of rank threads (use megamoe.World).", sizeof(py_world), 1,
+                           world_init, world_dealloc, world_methods, world_getset);
 }
