@@ -17,6 +17,7 @@ typedef struct py_experts {
     PyObject_HEAD mm_experts *e;
     int busy;
 } py_experts;
+static PyTypeObject experts_type;
 
 static int dict_int(PyObject *dict, const char *key, int64_t *out) {
     PyObject *v = PyDict_GetItemString(dict, key);
@@ -153,15 +154,11 @@ static PyObject *experts_closed(PyObject *self, void *unused) {
 
 static PyMethodDef experts_methods[] = {
     {"run", experts_run, METH_VARARGS, "run(attrs, x, topk_ids, topk_weights, x_active_mask, flags, y)."},
-    {"close", experts_close, METH_NOARGS, "Frees the packed weights (idempotent)."},
-    MM_PY_WITH_METHODS,
-    {NULL, NULL, 0, NULL},
+    MM_PY_CLOSE_METHODS(experts_close, "Frees the packed weights (idempotent)."),
 };
 static PyGetSetDef experts_getset[] = {{"nbytes", experts_bytes, NULL, "Bytes of the packed weights.", NULL},
                                        {"closed", experts_closed, NULL, "True after close().", NULL},
                                        {NULL, NULL, NULL, NULL, NULL}};
-
-static PyTypeObject experts_type;
 
 int mm_py_init_experts(PyObject *module) {
     return mm_py_add_class(module, &experts_type, "megamoe._megamoe.Experts",

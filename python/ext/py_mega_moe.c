@@ -51,6 +51,27 @@ void mm_py_weights_hold(PyObject *obj, int delta) {
     ((py_weights *)obj)->busy += delta;
 }
 
+PyObject *mm_py_weights_pack(mm_mega_moe_buffer *buffer, PyObject *routed_obj, PyObject *shared_obj,
+                             const char *routed_label, const char *shared_label, const char *what,
+                             PyObject *owner) {
+    mm_py_expert_weights routed, shared;
+    if (mm_py_expert_weights_parse(routed_obj, routed_label, &routed) < 0) return NULL;
+    if (mm_py_expert_weights_parse(shared_obj, shared_label, &shared) < 0) {
+        mm_py_expert_weights_release(&routed);
+        return NULL;
+    }
+    mm_error err = {0};
+    mm_mega_moe_weights *w = NULL;
+    mm_status st;
+    Py_BEGIN_ALLOW_THREADS;
+    st = mm_mega_moe_weights_create(buffer, &routed.w, shared.w.count ? &shared.w : NULL, &w, &err);
+    Py_END_ALLOW_THREADS;
+    mm_py_expert_weights_release(&routed);
+    mm_py_expert_weights_release(&shared);
+    if (st != MM_OK) return mm_py_raise(&err, what);
+    return mm_py_weights_new(w, owner);
+}
+
 static PyObject *weights_close(PyObject *self, PyObject *unused) {
     (void)unused;
     py_weights *o = (py_weights *)self;
@@ -74,9 +95,7 @@ static PyObject *weights_closed(PyObject *self, void *unused) {
 }
 
 static PyMethodDef weights_methods[] = {
-    {"close", weights_close, METH_NOARGS, "Frees the packed weights (idempotent)."},
-    MM_PY_WITH_METHODS,
-    {NULL, NULL, 0, NULL},
+    MM_PY_CLOSE_METHODS(weights_close, "Frees the packed weights (idempotent)."),
 };
 static PyGetSetDef weights_getset[] = {{"closed", weights_closed, NULL, "True after close().", NULL},
                                        {NULL, NULL, NULL, NULL, NULL}};
@@ -160,6 +179,7 @@ typedef struct py_mega_moe {
     mm_mega_moe_buffer *buffer;
     int busy;
 } py_mega_moe;
+static PyTypeObject mega_moe_type;
 
 static int mega_moe_init(PyObject *self, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"mpi_comm_address", "sizing", NULL};
@@ -209,22 +229,7 @@ static PyObject *mega_moe_weights(PyObject *self, PyObject *args) {
     py_mega_moe *o = (py_mega_moe *)self;
     PyObject *routed_obj, *shared_obj = Py_None;
     if (!PyArg_ParseTuple(args, "O|O", &routed_obj, &shared_obj) || !mega_moe_open(o)) return NULL;
-    mm_py_expert_weights routed, shared;
-    if (mm_py_expert_weights_parse(routed_obj, "routed", &routed) < 0) return NULL;
-    if (mm_py_expert_weights_parse(shared_obj, "shared", &shared) < 0) {
-        mm_py_expert_weights_release(&routed);
-        return NULL;
-    }
-    mm_error err = {0};
-    mm_mega_moe_weights *w = NULL;
-    mm_status st;
-    Py_BEGIN_ALLOW_THREADS;
-    st = mm_mega_moe_weights_create(o->buffer, &routed.w, shared.w.count ? &shared.w : NULL, &w, &err);
-    Py_END_ALLOW_THREADS;
-    mm_py_expert_weights_release(&routed);
-    mm_py_expert_weights_release(&shared);
-    if (st != MM_OK) return mm_py_raise(&err, NULL);
-    return mm_py_weights_new(w, self);
+    return mm_py_weights_pack(o->buffer, routed_obj, shared_obj, "routed", "shared", NULL, self);
 }
 
 static PyObject *mega_moe_run(PyObject *self, PyObject *args) {
@@ -290,14 +295,10 @@ static PyObject *mega_moe_rank(PyObject *self, void *unused) {
 static PyMethodDef mega_moe_methods[] = {
     {"weights", mega_moe_weights, METH_VARARGS, "weights(routed, shared=None) -> Weights (local)."},
     {"run", mega_moe_run, METH_VARARGS, "run(weights, attrs, specs): one collective call."},
-    {"close", mega_moe_close, METH_NOARGS, "Collective: frees the buffer and the communicator."},
-    MM_PY_WITH_METHODS,
-    {NULL, NULL, 0, NULL},
+    MM_PY_CLOSE_METHODS(mega_moe_close, "Collective: frees the buffer and the communicator."),
 };
 static PyGetSetDef mega_moe_getset[] = {{"rank_and_size", mega_moe_rank, NULL, "(rank, size).", NULL},
                                         {NULL, NULL, NULL, NULL, NULL}};
-
-static PyTypeObject mega_moe_type;
 
 static PyObject *py_mpi_available(PyObject *self, PyObject *unused) {
     (void)self;

@@ -35,9 +35,9 @@ void cli_error(const char *command, const char *fmt, ...) {
 mm_status cli_fail(mm_error *err, mm_status status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    mm_failv(err, status, fmt, ap);
+    mm_status st = mm_failv(err, status, fmt, ap);
     va_end(ap);
-    return status;
+    return st;
 }
 
 /* The command line whose --help a usage error points to: "run --op re-routing" rather than "run". */
