@@ -238,6 +238,16 @@ static int is_digit(char c) {
     return c >= '0' && c <= '9';
 }
 
+/* Moves *at past the digits there, of which there must be at least one (else "expected <what>"). */
+static mm_status skip_digits(parser *p, size_t *at, const char *what) {
+    if (*at >= p->len || !is_digit(p->text[*at])) {
+        p->pos = *at;
+        return unexpected(p, what);
+    }
+    while (*at < p->len && is_digit(p->text[*at])) (*at)++;
+    return MM_OK;
+}
+
 static mm_status parse_number(parser *p, mm_json_value *v) {
     size_t start = p->pos, at = p->pos;
     mm_json_number *num = &v->u.number;
@@ -263,21 +273,15 @@ static mm_status parse_number(parser *p, mm_json_value *v) {
     if (at < p->len && p->text[at] == '.') {
         num->is_integer = 0;
         at++;
-        if (at >= p->len || !is_digit(p->text[at])) {
-            p->pos = at;
-            return unexpected(p, "a digit after the decimal point");
-        }
-        while (at < p->len && is_digit(p->text[at])) at++;
+        mm_status st = skip_digits(p, &at, "a digit after the decimal point");
+        if (st != MM_OK) return st;
     }
     if (at < p->len && (p->text[at] == 'e' || p->text[at] == 'E')) {
         num->is_integer = 0;
         at++;
         if (at < p->len && (p->text[at] == '+' || p->text[at] == '-')) at++;
-        if (at >= p->len || !is_digit(p->text[at])) {
-            p->pos = at;
-            return unexpected(p, "a digit in the exponent");
-        }
-        while (at < p->len && is_digit(p->text[at])) at++;
+        mm_status st = skip_digits(p, &at, "a digit in the exponent");
+        if (st != MM_OK) return st;
     }
     /* strtod needs a NUL-terminated copy: the text is not terminated and may be long. */
     size_t n = at - start;

@@ -64,6 +64,19 @@ int mm_json_number_to_int64(const mm_json_value *v, int64_t min, int64_t max, in
     return 1;
 }
 
+mm_status mm_json_member_typed(const mm_json_value *object, const char *key, mm_json_type type,
+                               int null_is_absent, const char *where, const char *must_be,
+                               const mm_json_value **out, mm_error *err) {
+    const mm_json_value *v = mm_json_object_get(object, key);
+    *out = NULL;
+    if (!v || (null_is_absent && v->type == MM_JSON_NULL)) return MM_OK;
+    if (v->type != type)
+        return mm_fail(err, MM_ERR_INVALID_FILE, "%s: \"%s\" is %s, must be %s", where, key,
+                       mm_json_type_phrase(v->type), must_be);
+    *out = v;
+    return MM_OK;
+}
+
 /* Parses text as JSON; on failure the message is "<label> = "<text>" is not valid JSON (...)". */
 static mm_status parse_literal(const char *label, const char *text, mm_json_doc **doc, mm_error *err) {
     if (!label || !text) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "JSON literal: label or text is NULL");

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/free_all.h"
 #include "megamoe/formats.h"
 #include "megamoe/mega_moe.h"
 #include "model/model_internal.h"
@@ -121,12 +122,7 @@ typedef struct quant_set {
 } quant_set;
 
 static void quant_set_free(quant_set *q) {
-    free(q->codes1);
-    free(q->zeros1);
-    free(q->codes2);
-    free(q->zeros2);
-    free(q->scales1);
-    free(q->scales2);
+    MM_FREE_ALL(q->codes1, q->zeros1, q->codes2, q->zeros2, q->scales1, q->scales2);
 }
 
 /* names: per expert j, the gate, up and down tensor prefixes (without ".qweight"). */
