@@ -360,15 +360,22 @@ static mm_status after_item(parser *p, char close, const char *expected, int *mo
     return unexpected(p, expected);
 }
 
+/* Steps over the opening '{' or '[' and the white space after it; 1 when the container is empty (its
+ * `close` is then consumed too), else 0. */
+static int open_container(parser *p, char close) {
+    p->pos++;
+    skip_whitespace(p);
+    if (p->pos < p->len && p->text[p->pos] == close) {
+        p->pos++;
+        return 1;
+    }
+    return 0;
+}
+
 static mm_status parse_object(parser *p, mm_json_value *v) {
     mm_status st = MM_OK;
     ptr_list keys = {0}; /* alternating: key value node (string), member value */
-    p->pos++;            /* '{' */
-    skip_whitespace(p);
-    if (p->pos < p->len && p->text[p->pos] == '}') {
-        p->pos++;
-        return MM_OK;
-    }
+    if (open_container(p, '}')) return MM_OK;
     for (;;) {
         skip_whitespace(p);
         if (p->pos >= p->len || p->text[p->pos] != '"') {
@@ -413,12 +420,7 @@ done:
 static mm_status parse_array(parser *p, mm_json_value *v) {
     mm_status st = MM_OK;
     ptr_list items = {0};
-    p->pos++; /* '[' */
-    skip_whitespace(p);
-    if (p->pos < p->len && p->text[p->pos] == ']') {
-        p->pos++;
-        return MM_OK;
-    }
+    if (open_container(p, ']')) return MM_OK;
     for (;;) {
         const mm_json_value *item = NULL;
         if ((st = parse_value(p, &item)) != MM_OK) goto done;
