@@ -43,6 +43,20 @@ PyObject *mm_py_tensors_finish(mm_py_tensor *t, int n);
 /* __enter__ (returns self) and __exit__ (calls self.close()) of every object with a close(). */
 PyObject *mm_py_enter(PyObject *self, PyObject *unused);
 PyObject *mm_py_exit(PyObject *self, PyObject *args);
+/* The end of the method table of every object with a close(): close, __enter__ (returns self),
+ * __exit__ (calls close()) and the sentinel, so `with obj:` closes it. */
+#define MM_PY_CLOSE_METHODS(close_fn, close_doc)                                                             \
+    {"close", close_fn, METH_NOARGS, close_doc}, {"__enter__", mm_py_enter, METH_NOARGS, NULL},              \
+        {"__exit__", mm_py_exit, METH_VARARGS, NULL}, {                                                      \
+        NULL, NULL, 0, NULL                                                                                  \
+    }
+
+/* Fills the static type object *type of class `name` ("megamoe._megamoe.<Name>"; the module attribute
+ * is <Name>), readies it and adds it to module. subclassable: the Python layer derives from it; init
+ * NULL: made by the extension only, not constructible from Python. Returns 0 or -1. */
+int mm_py_add_class(PyObject *module, PyTypeObject *type, const char *name, const char *doc, Py_ssize_t size,
+                    int subclassable, initproc init, destructor dealloc, PyMethodDef *methods,
+                    PyGetSetDef *getset);
 
 /* A dtype name -> mm_dtype, or -1 with InvalidArgumentError naming `name`. */
 int mm_py_dtype(PyObject *name_obj, const char *name, mm_dtype *out);
@@ -80,6 +94,12 @@ void mm_py_call_release(mm_py_call *c);
  * checked against (kept alive). mm_py_weights_get fails (exception) for another type or a closed one. */
 PyObject *mm_py_weights_new(mm_mega_moe_weights *w, PyObject *owner);
 mm_mega_moe_weights *mm_py_weights_get(PyObject *obj);
+/* Parses the routed and shared (None: none) expert weights, named by their labels in messages, packs
+ * them for buffer with the GIL released and returns the Weights object (owner kept alive); a failure
+ * of the packing is raised with prefix `what` (NULL: none). */
+PyObject *mm_py_weights_pack(mm_mega_moe_buffer *buffer, PyObject *routed_obj, PyObject *shared_obj,
+                             const char *routed_label, const char *shared_label, const char *what,
+                             PyObject *owner);
 /* Marks the objects as used by a running call (close() then refuses) or no longer. */
 void mm_py_weights_hold(PyObject *obj, int delta);
 

@@ -17,6 +17,7 @@ typedef struct py_experts {
     PyObject_HEAD mm_experts *e;
     int busy;
 } py_experts;
+static PyTypeObject experts_type;
 
 static int dict_int(PyObject *dict, const char *key, int64_t *out) {
     PyObject *v = PyDict_GetItemString(dict, key);
@@ -153,28 +154,14 @@ static PyObject *experts_closed(PyObject *self, void *unused) {
 
 static PyMethodDef experts_methods[] = {
     {"run", experts_run, METH_VARARGS, "run(attrs, x, topk_ids, topk_weights, x_active_mask, flags, y)."},
-    {"close", experts_close, METH_NOARGS, "Frees the packed weights (idempotent)."},
-    {"__enter__", mm_py_enter, METH_NOARGS, NULL},
-    {"__exit__", mm_py_exit, METH_VARARGS, NULL},
-    {NULL, NULL, 0, NULL},
+    MM_PY_CLOSE_METHODS(experts_close, "Frees the packed weights (idempotent)."),
 };
 static PyGetSetDef experts_getset[] = {{"nbytes", experts_bytes, NULL, "Bytes of the packed weights.", NULL},
                                        {"closed", experts_closed, NULL, "True after close().", NULL},
                                        {NULL, NULL, NULL, NULL, NULL}};
 
-static PyTypeObject experts_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "megamoe._megamoe.Experts",
-    .tp_basicsize = sizeof(py_experts),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "The local experts call (use megamoe.Experts).",
-    .tp_new = PyType_GenericNew,
-    .tp_init = experts_init,
-    .tp_dealloc = experts_dealloc,
-    .tp_methods = experts_methods,
-    .tp_getset = experts_getset,
-};
-
 int mm_py_init_experts(PyObject *module) {
-    if (PyType_Ready(&experts_type) < 0) return -1;
-    return PyModule_AddObjectRef(module, "Experts", (PyObject *)&experts_type);
+    return mm_py_add_class(module, &experts_type, "megamoe._megamoe.Experts",
+                           "The local experts call (use megamoe.Experts).", sizeof(py_experts), 1,
+                           experts_init, experts_dealloc, experts_methods, experts_getset);
 }

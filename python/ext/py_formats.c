@@ -31,17 +31,25 @@ static int is_mx_elem(mm_dtype d) {
 
 static const int WRITE_LAST[3] = {0, 1, 1}, READ_READ_WRITE[3] = {0, 0, 1}, REQUIRED[3] = {0, 0, 0};
 
+/* The arguments of the functions that take n (2 or 3) tensor specs and nothing else: parses them into
+ * t (none optional) and gives the rows and last dimension of the first. Returns 0 or -1 (exception). */
+static int parse_specs(PyObject *args, int n, const char *const *names, const int *writable, mm_py_tensor *t,
+                       int64_t *rows, int64_t *cols) {
+    PyObject *specs[3];
+    if (!PyArg_ParseTuple(args, n == 3 ? "OOO" : "OO", &specs[0], &specs[1], &specs[2]) ||
+        mm_py_tensors_parse(specs, names, writable, REQUIRED, n, t) < 0)
+        return -1;
+    rows_cols(&t[0].t, rows, cols);
+    return 0;
+}
+
 static PyObject *py_mx_quantize(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *specs[3];
     static const char *const names[3] = {"x", "q", "scales"};
     mm_py_tensor t[3];
-    if (!PyArg_ParseTuple(args, "OOO", &specs[0], &specs[1], &specs[2]) ||
-        mm_py_tensors_parse(specs, names, WRITE_LAST, REQUIRED, 3, t) < 0)
-        return NULL;
-    mm_tensor *x = &t[0].t, *q = &t[1].t, *s = &t[2].t;
     int64_t rows, n;
-    rows_cols(x, &rows, &n);
+    if (parse_specs(args, 3, names, WRITE_LAST, t, &rows, &n) < 0) return NULL;
+    mm_tensor *x = &t[0].t, *q = &t[1].t, *s = &t[2].t;
     mm_error err = {0};
     mm_status st = MM_OK;
     if (x->dtype != MM_DTYPE_BF16 && x->dtype != MM_DTYPE_F32) {
@@ -69,15 +77,11 @@ static PyObject *py_mx_quantize(PyObject *self, PyObject *args) {
 
 static PyObject *py_mx_dequantize(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *specs[3];
     static const char *const names[3] = {"q", "scales", "out"};
     mm_py_tensor t[3];
-    if (!PyArg_ParseTuple(args, "OOO", &specs[0], &specs[1], &specs[2]) ||
-        mm_py_tensors_parse(specs, names, READ_READ_WRITE, REQUIRED, 3, t) < 0)
-        return NULL;
-    mm_tensor *q = &t[0].t, *s = &t[1].t, *o = &t[2].t;
     int64_t rows, n;
-    rows_cols(q, &rows, &n);
+    if (parse_specs(args, 3, names, READ_READ_WRITE, t, &rows, &n) < 0) return NULL;
+    mm_tensor *q = &t[0].t, *s = &t[1].t, *o = &t[2].t;
     mm_error err = {0};
     mm_status st = MM_OK;
     if (!is_mx_elem(q->dtype)) {
@@ -224,18 +228,14 @@ static int codes_dtype(mm_dtype d, int encode) {
 /* convert(src, dst): exactly one side is f32, the other a code format; same logical shape. */
 static PyObject *py_convert(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *specs[2];
     static const char *const names[2] = {"src", "dst"};
     static const int writable[2] = {0, 1};
     mm_py_tensor t[2];
-    if (!PyArg_ParseTuple(args, "OO", &specs[0], &specs[1]) ||
-        mm_py_tensors_parse(specs, names, writable, REQUIRED, 2, t) < 0)
-        return NULL;
+    int64_t rows, n;
+    if (parse_specs(args, 2, names, writable, t, &rows, &n) < 0) return NULL;
     mm_tensor *s = &t[0].t, *d = &t[1].t;
     int encode = s->dtype == MM_DTYPE_F32;
     mm_tensor *codes = encode ? d : s;
-    int64_t rows, n;
-    rows_cols(s, &rows, &n);
     int same = s->ndim == d->ndim;
     for (int i = 0; same && i < s->ndim; i++) same = s->shape[i] == d->shape[i];
     if ((encode ? d->dtype : s->dtype) == MM_DTYPE_F32 || (!encode && d->dtype != MM_DTYPE_F32) ||

@@ -51,6 +51,27 @@ void mm_py_weights_hold(PyObject *obj, int delta) {
     ((py_weights *)obj)->busy += delta;
 }
 
+PyObject *mm_py_weights_pack(mm_mega_moe_buffer *buffer, PyObject *routed_obj, PyObject *shared_obj,
+                             const char *routed_label, const char *shared_label, const char *what,
+                             PyObject *owner) {
+    mm_py_expert_weights routed, shared;
+    if (mm_py_expert_weights_parse(routed_obj, routed_label, &routed) < 0) return NULL;
+    if (mm_py_expert_weights_parse(shared_obj, shared_label, &shared) < 0) {
+        mm_py_expert_weights_release(&routed);
+        return NULL;
+    }
+    mm_error err = {0};
+    mm_mega_moe_weights *w = NULL;
+    mm_status st;
+    Py_BEGIN_ALLOW_THREADS;
+    st = mm_mega_moe_weights_create(buffer, &routed.w, shared.w.count ? &shared.w : NULL, &w, &err);
+    Py_END_ALLOW_THREADS;
+    mm_py_expert_weights_release(&routed);
+    mm_py_expert_weights_release(&shared);
+    if (st != MM_OK) return mm_py_raise(&err, what);
+    return mm_py_weights_new(w, owner);
+}
+
 static PyObject *weights_close(PyObject *self, PyObject *unused) {
     (void)unused;
     py_weights *o = (py_weights *)self;
@@ -74,23 +95,10 @@ static PyObject *weights_closed(PyObject *self, void *unused) {
 }
 
 static PyMethodDef weights_methods[] = {
-    {"close", weights_close, METH_NOARGS, "Frees the packed weights (idempotent)."},
-    {"__enter__", mm_py_enter, METH_NOARGS, NULL},
-    {"__exit__", mm_py_exit, METH_VARARGS, NULL},
-    {NULL, NULL, 0, NULL},
+    MM_PY_CLOSE_METHODS(weights_close, "Frees the packed weights (idempotent)."),
 };
 static PyGetSetDef weights_getset[] = {{"closed", weights_closed, NULL, "True after close().", NULL},
                                        {NULL, NULL, NULL, NULL, NULL}};
-
-static PyTypeObject weights_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "megamoe._megamoe.Weights",
-    .tp_basicsize = sizeof(py_weights),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "One rank's packed MegaMoE expert weights (from MegaMoE.weights or World.weights).",
-    .tp_dealloc = weights_dealloc,
-    .tp_methods = weights_methods,
-    .tp_getset = weights_getset,
-};
 
 /* ---- sizing and call tensors ----------------------------------------------------------------- */
 
@@ -171,6 +179,7 @@ typedef struct py_mega_moe {
     mm_mega_moe_buffer *buffer;
     int busy;
 } py_mega_moe;
+static PyTypeObject mega_moe_type;
 
 static int mega_moe_init(PyObject *self, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"mpi_comm_address", "sizing", NULL};
@@ -220,22 +229,7 @@ static PyObject *mega_moe_weights(PyObject *self, PyObject *args) {
     py_mega_moe *o = (py_mega_moe *)self;
     PyObject *routed_obj, *shared_obj = Py_None;
     if (!PyArg_ParseTuple(args, "O|O", &routed_obj, &shared_obj) || !mega_moe_open(o)) return NULL;
-    mm_py_expert_weights routed, shared;
-    if (mm_py_expert_weights_parse(routed_obj, "routed", &routed) < 0) return NULL;
-    if (mm_py_expert_weights_parse(shared_obj, "shared", &shared) < 0) {
-        mm_py_expert_weights_release(&routed);
-        return NULL;
-    }
-    mm_error err = {0};
-    mm_mega_moe_weights *w = NULL;
-    mm_status st;
-    Py_BEGIN_ALLOW_THREADS;
-    st = mm_mega_moe_weights_create(o->buffer, &routed.w, shared.w.count ? &shared.w : NULL, &w, &err);
-    Py_END_ALLOW_THREADS;
-    mm_py_expert_weights_release(&routed);
-    mm_py_expert_weights_release(&shared);
-    if (st != MM_OK) return mm_py_raise(&err, NULL);
-    return mm_py_weights_new(w, self);
+    return mm_py_weights_pack(o->buffer, routed_obj, shared_obj, "routed", "shared", NULL, self);
 }
 
 static PyObject *mega_moe_run(PyObject *self, PyObject *args) {
@@ -301,25 +295,10 @@ static PyObject *mega_moe_rank(PyObject *self, void *unused) {
 static PyMethodDef mega_moe_methods[] = {
     {"weights", mega_moe_weights, METH_VARARGS, "weights(routed, shared=None) -> Weights (local)."},
     {"run", mega_moe_run, METH_VARARGS, "run(weights, attrs, specs): one collective call."},
-    {"close", mega_moe_close, METH_NOARGS, "Collective: frees the buffer and the communicator."},
-    {"__enter__", mm_py_enter, METH_NOARGS, NULL},
-    {"__exit__", mm_py_exit, METH_VARARGS, NULL},
-    {NULL, NULL, 0, NULL},
+    MM_PY_CLOSE_METHODS(mega_moe_close, "Collective: frees the buffer and the communicator."),
 };
 static PyGetSetDef mega_moe_getset[] = {{"rank_and_size", mega_moe_rank, NULL, "(rank, size).", NULL},
                                         {NULL, NULL, NULL, NULL, NULL}};
-
-static PyTypeObject mega_moe_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "megamoe._megamoe.MegaMoE",
-    .tp_basicsize = sizeof(py_mega_moe),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "MegaMoE, one rank per MPI process (use megamoe.MegaMoE).",
-    .tp_new = PyType_GenericNew,
-    .tp_init = mega_moe_init,
-    .tp_dealloc = mega_moe_dealloc,
-    .tp_methods = mega_moe_methods,
-    .tp_getset = mega_moe_getset,
-};
 
 static PyObject *py_mpi_available(PyObject *self, PyObject *unused) {
     (void)self;
@@ -333,9 +312,12 @@ static PyMethodDef methods[] = {
 };
 
 int mm_py_init_mega_moe(PyObject *module) {
-    if (PyType_Ready(&weights_type) < 0 || PyType_Ready(&mega_moe_type) < 0) return -1;
-    if (PyModule_AddObjectRef(module, "Weights", (PyObject *)&weights_type) < 0 ||
-        PyModule_AddObjectRef(module, "MegaMoE", (PyObject *)&mega_moe_type) < 0)
+    if (mm_py_add_class(module, &weights_type, "megamoe._megamoe.Weights",
+                        "One rank's packed MegaMoE expert weights (from MegaMoE.weights or World.weights).",
+                        sizeof(py_weights), 0, NULL, weights_dealloc, weights_methods, weights_getset) < 0 ||
+        mm_py_add_class(module, &mega_moe_type, "megamoe._megamoe.MegaMoE",
+                        "MegaMoE, one rank per MPI process (use megamoe.MegaMoE).", sizeof(py_mega_moe), 0,
+                        mega_moe_init, mega_moe_dealloc, mega_moe_methods, mega_moe_getset) < 0)
         return -1;
     return PyModule_AddFunctions(module, methods);
 }

@@ -8,6 +8,7 @@
  * memory is here: C-contiguous, the exact byte count, an item size (and kind) that fits the dtype. */
 #include "py_common.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "megamoe/mega_moe.h"
@@ -135,24 +136,79 @@ PyObject *mm_py_exit(PyObject *self, PyObject *args) {
     return PyObject_CallMethod(self, "close", NULL);
 }
 
-/* ---- attributes ----------------------------------------------------------------------------- */
-
-static int attr_dtype(PyObject *value, const char *key, mm_dtype *out) {
-    if (value == Py_None) {
-        *out = MM_DTYPE_INVALID;
-        return 0;
-    }
-    return mm_py_dtype(value, key, out);
+int mm_py_add_class(PyObject *module, PyTypeObject *type, const char *name, const char *doc, Py_ssize_t size,
+                    int subclassable, initproc init, destructor dealloc, PyMethodDef *methods,
+                    PyGetSetDef *getset) {
+    *type = (PyTypeObject){PyVarObject_HEAD_INIT(NULL, 0).tp_name = name,
+                           .tp_basicsize = size,
+                           .tp_flags = Py_TPFLAGS_DEFAULT | (subclassable ? Py_TPFLAGS_BASETYPE : 0),
+                           .tp_doc = doc,
+                           .tp_new = init ? PyType_GenericNew : NULL,
+                           .tp_init = init,
+                           .tp_dealloc = dealloc,
+                           .tp_methods = methods,
+                           .tp_getset = getset};
+    if (PyType_Ready(type) < 0) return -1;
+    return PyModule_AddObjectRef(module, strrchr(name, '.') + 1, (PyObject *)type);
 }
 
-static int attr_int(PyObject *value, const char *key, long long *out) {
-    *out = PyLong_AsLongLong(value);
-    if (*out == -1 && PyErr_Occurred()) {
+/* ---- attributes ----------------------------------------------------------------------------- */
+
+/* The attributes that are a number or a dtype name (None: MM_DTYPE_INVALID), where each is stored. */
+enum { ATTR_INT, ATTR_INT64, ATTR_DTYPE };
+#define ATTR(kind, field)                                                                                    \
+    { #field, kind, offsetof(mm_mega_moe_attrs, field) }
+static const struct {
+    const char *name;
+    int kind;
+    size_t offset;
+} plain_attrs[] = {
+    ATTR(ATTR_DTYPE, dispatch_quant_out_dtype), ATTR(ATTR_DTYPE, shared_expert_quant_out_dtype),
+    ATTR(ATTR_DTYPE, activation_out_dtype),     ATTR(ATTR_INT, dispatch_quant_mode),
+    ATTR(ATTR_INT, combine_quant_mode),         ATTR(ATTR_INT, topk_weights_type),
+    ATTR(ATTR_INT, combine_comm_mode),          ATTR(ATTR_INT64, rank_num_per_server)};
+#undef ATTR
+
+/* Stores value into attribute i of plain_attrs in *a. Returns 0 or -1 with an exception set. */
+static int attr_plain(PyObject *value, size_t i, mm_mega_moe_attrs *a) {
+    void *field = (char *)a + plain_attrs[i].offset;
+    const char *key = plain_attrs[i].name;
+    if (plain_attrs[i].kind == ATTR_DTYPE) {
+        if (value != Py_None) return mm_py_dtype(value, key, field);
+        *(mm_dtype *)field = MM_DTYPE_INVALID;
+        return 0;
+    }
+    long long v = PyLong_AsLongLong(value);
+    if (v == -1 && PyErr_Occurred()) {
         PyErr_Clear();
         mm_py_invalid("attribute %s must be an int", key);
         return -1;
     }
+    if (plain_attrs[i].kind == ATTR_INT64)
+        *(int64_t *)field = v;
+    else
+        *(int *)field = (int)v;
     return 0;
+}
+
+/* activation_params: a sequence of up to MM_MEGA_MOE_MAX_ACTIVATION_PARAMS floats. */
+static int attr_activation_params(PyObject *value, mm_mega_moe_attrs *a) {
+    PyObject *seq = PySequence_Fast(value, "activation_params must be a sequence of floats");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int st = 0;
+    if (n > MM_MEGA_MOE_MAX_ACTIVATION_PARAMS) {
+        mm_py_invalid("activation_params has %zd values (at most %d)", n, MM_MEGA_MOE_MAX_ACTIVATION_PARAMS);
+        st = -1;
+    }
+    for (Py_ssize_t i = 0; i < n && st == 0; i++) {
+        double d = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, i));
+        if (d == -1.0 && PyErr_Occurred()) st = -1;
+        a->activation_params[i] = (float)d;
+    }
+    if (st == 0) a->activation_param_count = (int)n;
+    Py_DECREF(seq);
+    return st;
 }
 
 int mm_py_attrs_parse(PyObject *dict, mm_mega_moe_attrs *a) {
@@ -166,17 +222,14 @@ int mm_py_attrs_parse(PyObject *dict, mm_mega_moe_attrs *a) {
     Py_ssize_t pos = 0;
     while (PyDict_Next(dict, &pos, &key, &value)) {
         const char *k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
-        long long v = 0;
         if (!k) {
             mm_py_invalid("attrs: keys must be strings");
             return -1;
         }
-        if (!strcmp(k, "dispatch_quant_out_dtype")) {
-            if (attr_dtype(value, k, &a->dispatch_quant_out_dtype) < 0) return -1;
-        } else if (!strcmp(k, "shared_expert_quant_out_dtype")) {
-            if (attr_dtype(value, k, &a->shared_expert_quant_out_dtype) < 0) return -1;
-        } else if (!strcmp(k, "activation_out_dtype")) {
-            if (attr_dtype(value, k, &a->activation_out_dtype) < 0) return -1;
+        size_t i = 0;
+        while (i < sizeof plain_attrs / sizeof plain_attrs[0] && strcmp(k, plain_attrs[i].name)) i++;
+        if (i < sizeof plain_attrs / sizeof plain_attrs[0]) {
+            if (attr_plain(value, i, a) < 0) return -1;
         } else if (!strcmp(k, "activation")) {
             const char *s = PyUnicode_Check(value) ? PyUnicode_AsUTF8(value) : NULL;
             int act = s ? mm_mega_moe_activation_from_name(s) : -1;
@@ -186,40 +239,7 @@ int mm_py_attrs_parse(PyObject *dict, mm_mega_moe_attrs *a) {
             }
             a->activation = (mm_mega_moe_activation)act;
         } else if (!strcmp(k, "activation_params")) {
-            PyObject *seq = PySequence_Fast(value, "activation_params must be a sequence of floats");
-            if (!seq) return -1;
-            Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-            if (n > MM_MEGA_MOE_MAX_ACTIVATION_PARAMS) {
-                Py_DECREF(seq);
-                mm_py_invalid("activation_params has %zd values (at most %d)", n,
-                              MM_MEGA_MOE_MAX_ACTIVATION_PARAMS);
-                return -1;
-            }
-            for (Py_ssize_t i = 0; i < n; i++) {
-                double d = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, i));
-                if (d == -1.0 && PyErr_Occurred()) {
-                    Py_DECREF(seq);
-                    return -1;
-                }
-                a->activation_params[i] = (float)d;
-            }
-            a->activation_param_count = (int)n;
-            Py_DECREF(seq);
-        } else if (!strcmp(k, "dispatch_quant_mode")) {
-            if (attr_int(value, k, &v) < 0) return -1;
-            a->dispatch_quant_mode = (int)v;
-        } else if (!strcmp(k, "combine_quant_mode")) {
-            if (attr_int(value, k, &v) < 0) return -1;
-            a->combine_quant_mode = (int)v;
-        } else if (!strcmp(k, "topk_weights_type")) {
-            if (attr_int(value, k, &v) < 0) return -1;
-            a->topk_weights_type = (int)v;
-        } else if (!strcmp(k, "combine_comm_mode")) {
-            if (attr_int(value, k, &v) < 0) return -1;
-            a->combine_comm_mode = (int)v;
-        } else if (!strcmp(k, "rank_num_per_server")) {
-            if (attr_int(value, k, &v) < 0) return -1;
-            a->rank_num_per_server = v;
+            if (attr_activation_params(value, a) < 0) return -1;
         } else {
             mm_py_invalid("attrs: unknown attribute '%s'", k);
             return -1;

@@ -21,6 +21,7 @@ typedef struct py_world {
     mm_mega_moe_buffer *buffers[MM_COMM_MAX_RANKS];
     int nranks, has_buffers, busy;
 } py_world;
+static PyTypeObject world_type;
 
 static int world_init(PyObject *self, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"nranks", NULL};
@@ -81,25 +82,11 @@ static PyObject *world_weights(PyObject *self, PyObject *args) {
     PyObject *routed_obj, *shared_obj = Py_None;
     if (!PyArg_ParseTuple(args, "iO|O", &rank, &routed_obj, &shared_obj) || !world_open(o, 1)) return NULL;
     if (rank < 0 || rank >= o->nranks) return mm_py_invalid("rank %d is outside [0, %d)", rank, o->nranks);
-    char group[32];
-    snprintf(group, sizeof group, "rank %d routed", rank);
-    mm_py_expert_weights routed, shared;
-    if (mm_py_expert_weights_parse(routed_obj, group, &routed) < 0) return NULL;
-    snprintf(group, sizeof group, "rank %d shared", rank);
-    if (mm_py_expert_weights_parse(shared_obj, group, &shared) < 0) {
-        mm_py_expert_weights_release(&routed);
-        return NULL;
-    }
-    mm_error err = {0};
-    mm_mega_moe_weights *w = NULL;
-    mm_status st;
-    Py_BEGIN_ALLOW_THREADS;
-    st = mm_mega_moe_weights_create(o->buffers[rank], &routed.w, shared.w.count ? &shared.w : NULL, &w, &err);
-    Py_END_ALLOW_THREADS;
-    mm_py_expert_weights_release(&routed);
-    mm_py_expert_weights_release(&shared);
-    if (st != MM_OK) return mm_py_raise(&err, group);
-    return mm_py_weights_new(w, self);
+    char routed_label[32], shared_label[32];
+    snprintf(routed_label, sizeof routed_label, "rank %d routed", rank);
+    snprintf(shared_label, sizeof shared_label, "rank %d shared", rank);
+    return mm_py_weights_pack(o->buffers[rank], routed_obj, shared_obj, routed_label, shared_label,
+                              shared_label, self);
 }
 
 /* run(weights_list, attrs, specs_list): lists of nranks entries. */
@@ -193,27 +180,13 @@ static PyMethodDef world_methods[] = {
     {"create_buffers", world_create_buffers, METH_O, "create_buffers(sizing): one MegaMoE buffer per rank."},
     {"weights", world_weights, METH_VARARGS, "weights(rank, routed, shared=None) -> Weights."},
     {"run", world_run, METH_VARARGS, "run(weights_list, attrs, specs_list): one MegaMoE call on every rank."},
-    {"close", world_close, METH_NOARGS, "Frees the buffers and the world (idempotent)."},
-    {"__enter__", mm_py_enter, METH_NOARGS, NULL},
-    {"__exit__", mm_py_exit, METH_VARARGS, NULL},
-    {NULL, NULL, 0, NULL},
+    MM_PY_CLOSE_METHODS(world_close, "Frees the buffers and the world (idempotent)."),
 };
 static PyGetSetDef world_getset[] = {{"nranks", world_size, NULL, "Ranks of the world.", NULL},
                                      {NULL, NULL, NULL, NULL, NULL}};
 
-static PyTypeObject world_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "megamoe._megamoe.World",
-    .tp_basicsize = sizeof(py_world),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "A persistent world of rank threads (use megamoe.World).",
-    .tp_new = PyType_GenericNew,
-    .tp_init = world_init,
-    .tp_dealloc = world_dealloc,
-    .tp_methods = world_methods,
-    .tp_getset = world_getset,
-};
-
 int mm_py_init_world(PyObject *module) {
-    if (PyType_Ready(&world_type) < 0) return -1;
-    return PyModule_AddObjectRef(module, "World", (PyObject *)&world_type);
+    return mm_py_add_class(module, &world_type, "megamoe._megamoe.World",
+                           "A persistent world of rank threads (use megamoe.World).", sizeof(py_world), 1,
+                           world_init, world_dealloc, world_methods, world_getset);
 }

@@ -163,10 +163,7 @@ static mm_status call_rank(mm_dc_workspace *ws, const mm_dc_attrs *attrs, dcc_ra
 static const dcc_op combine_op = {combine_outputs, 3, 0, "residual_x", read_rank, alloc_rank, call_rank};
 
 static mm_status run_combine(mm_case_ctx *ctx, mm_error *err) {
-    mm_dc_attrs attrs;
-    mm_status st = mm_case_dc_read_attrs(ctx, 1, &attrs, err);
-    if (st) return st;
-    return mm_case_dc_run(ctx, &combine_op, &attrs, err);
+    return mm_case_dc_read_and_run(ctx, &combine_op, 1, err);
 }
 
 const mm_case_op mm_case_op_combine_v2 = {"moe_distribute_combine_add_rms_norm_v2", 1, combine_inputs,

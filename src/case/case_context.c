@@ -176,51 +176,55 @@ mm_status mm_case_input(mm_case_ctx *ctx, int64_t rank, const char *name, int re
     return MM_OK;
 }
 
-/* The label every attribute message starts with. */
-static void attr_label(char *buf, size_t cap, const char *name) {
-    snprintf(buf, cap, "attribute \"%s\"", name);
+/* The metadata text of attribute `name`, or NULL when the file does not give it (the caller keeps
+ * its default); label gets the prefix every message about the attribute starts with. */
+static const char *attr_text(mm_case_ctx *ctx, const char *name, char *label, size_t cap) {
+    snprintf(label, cap, "attribute \"%s\"", name);
+    return mm_st_metadata(ctx->reader, name);
+}
+
+/* Reads attribute `name`, when the file gives it, as an int64 into *iv within [imin, imax], or (iv NULL)
+ * as a double into *dv within [dmin, dmax]; leaves the output alone when absent or invalid. */
+static mm_status attr_number(mm_case_ctx *ctx, const char *name, int64_t *iv, int64_t imin, int64_t imax,
+                             double *dv, double dmin, double dmax, mm_error *err) {
+    char label[96];
+    const char *text = attr_text(ctx, name, label, sizeof label);
+    if (!text) return MM_OK;
+    int64_t i = 0;
+    double d = 0;
+    mm_status st =
+        iv ? mm_json_literal_int64(label, text, &i, err) : mm_json_literal_double(label, text, &d, err);
+    if (st != MM_OK) return st;
+    if (iv && (i < imin || i > imax))
+        return mm_fail(err, MM_ERR_INVALID_FILE, "%s = %" PRId64 " is outside [%" PRId64 ", %" PRId64 "]",
+                       label, i, imin, imax);
+    if (!iv && !(d >= dmin && d <= dmax))
+        return mm_fail(err, MM_ERR_INVALID_FILE, "%s = %.17g is outside [%.17g, %.17g]", label, d, dmin,
+                       dmax);
+    if (iv)
+        *iv = i;
+    else
+        *dv = d;
+    return MM_OK;
 }
 
 mm_status mm_case_attr_int64(mm_case_ctx *ctx, const char *name, int64_t default_value, int64_t min,
                              int64_t max, int64_t *out, mm_error *err) {
-    const char *text = mm_st_metadata(ctx->reader, name);
-    char label[96];
     *out = default_value;
-    if (!text) return MM_OK;
-    attr_label(label, sizeof label, name);
-    int64_t v;
-    mm_status st = mm_json_literal_int64(label, text, &v, err);
-    if (st != MM_OK) return st;
-    if (v < min || v > max)
-        return mm_fail(err, MM_ERR_INVALID_FILE, "%s = %" PRId64 " is outside [%" PRId64 ", %" PRId64 "]",
-                       label, v, min, max);
-    *out = v;
-    return MM_OK;
+    return attr_number(ctx, name, out, min, max, NULL, 0, 0, err);
 }
 
 mm_status mm_case_attr_double(mm_case_ctx *ctx, const char *name, double default_value, double min,
                               double max, double *out, mm_error *err) {
-    const char *text = mm_st_metadata(ctx->reader, name);
-    char label[96];
     *out = default_value;
-    if (!text) return MM_OK;
-    attr_label(label, sizeof label, name);
-    double v;
-    mm_status st = mm_json_literal_double(label, text, &v, err);
-    if (st != MM_OK) return st;
-    if (!(v >= min && v <= max))
-        return mm_fail(err, MM_ERR_INVALID_FILE, "%s = %.17g is outside [%.17g, %.17g]", label, v, min, max);
-    *out = v;
-    return MM_OK;
+    return attr_number(ctx, name, NULL, 0, 0, out, min, max, err);
 }
 
 mm_status mm_case_attr_bool(mm_case_ctx *ctx, const char *name, int default_value, int *out, mm_error *err) {
-    const char *text = mm_st_metadata(ctx->reader, name);
     char label[96];
+    const char *text = attr_text(ctx, name, label, sizeof label);
     *out = default_value;
-    if (!text) return MM_OK;
-    attr_label(label, sizeof label, name);
-    return mm_json_literal_bool(label, text, out, err);
+    return text ? mm_json_literal_bool(label, text, out, err) : MM_OK;
 }
 
 mm_status mm_case_attr_choice(mm_case_ctx *ctx, const char *name, const char *default_value,

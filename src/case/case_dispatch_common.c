@@ -37,24 +37,20 @@ mm_status mm_case_dc_read_attrs(mm_case_ctx *ctx, int combine, mm_dc_attrs *a, m
     if (!mm_st_metadata(ctx->reader, "moe_expert_num"))
         return mm_fail(err, MM_ERR_INVALID_FILE, "attribute \"moe_expert_num\" is missing (required by %s)",
                        ctx->op->name);
+#define ATTR(field, def, lo, hi)                                                                             \
+    { #field, &a->field, def, lo, hi }
+    /* the attribute named as its field of mm_dc_attrs, its default and its range */
     const struct {
         const char *name;
         int64_t *v, def, lo, hi;
-    } ints[] = {
-        {"moe_expert_num", &a->moe_expert_num, 1, 1, INT32_MAX},
-        {"expert_shard_type", &a->expert_shard_type, 0, 0, INT32_MAX},
-        {"shared_expert_num", &a->shared_expert_num, 0, 0, INT32_MAX},
-        {"shared_expert_rank_num", &a->shared_expert_rank_num, 0, 0, INT32_MAX},
-        {"quant_mode", &a->quant_mode, 0, 0, INT32_MAX},
-        {"global_bs", &a->global_bs, 0, 0, INT32_MAX},
-        {"expert_token_nums_type", &a->expert_token_nums_type, 1, 0, 1},
-        {"zero_expert_num", &a->zero_expert_num, 0, 0, INT32_MAX},
-        {"copy_expert_num", &a->copy_expert_num, 0, 0, INT32_MAX},
-        {"const_expert_num", &a->const_expert_num, 0, 0, INT32_MAX},
-        {"out_dtype", &a->out_dtype, 0, 0, INT32_MAX},
-        {"comm_quant_mode", &a->comm_quant_mode, 0, 0, INT32_MAX},
-        {"group_list_type", &a->group_list_type, 0, 0, INT32_MAX},
-    };
+    } ints[] = {ATTR(moe_expert_num, 1, 1, INT32_MAX),    ATTR(expert_shard_type, 0, 0, INT32_MAX),
+                ATTR(shared_expert_num, 0, 0, INT32_MAX), ATTR(shared_expert_rank_num, 0, 0, INT32_MAX),
+                ATTR(quant_mode, 0, 0, INT32_MAX),        ATTR(global_bs, 0, 0, INT32_MAX),
+                ATTR(expert_token_nums_type, 1, 0, 1),    ATTR(zero_expert_num, 0, 0, INT32_MAX),
+                ATTR(copy_expert_num, 0, 0, INT32_MAX),   ATTR(const_expert_num, 0, 0, INT32_MAX),
+                ATTR(out_dtype, 0, 0, INT32_MAX),         ATTR(comm_quant_mode, 0, 0, INT32_MAX),
+                ATTR(group_list_type, 0, 0, INT32_MAX)};
+#undef ATTR
     size_t n = sizeof ints / sizeof ints[0] - (combine ? 0 : 3);
     for (size_t i = 0; i < n; i++)
         if ((st = mm_case_attr_int64(ctx, ints[i].name, ints[i].def, ints[i].lo, ints[i].hi, ints[i].v, err)))
@@ -330,4 +326,10 @@ mm_status mm_case_dc_run(mm_case_ctx *ctx, const dcc_op *op, const mm_dc_attrs *
     if (!run->rank) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "%s: out of memory", ctx->op->name);
     if (ctx->options.backend == MM_CASE_BACKEND_MPI) return run_mpi(run, err);
     return run_threads(run, err);
+}
+
+mm_status mm_case_dc_read_and_run(mm_case_ctx *ctx, const dcc_op *op, int combine, mm_error *err) {
+    mm_dc_attrs attrs;
+    mm_status st = mm_case_dc_read_attrs(ctx, combine, &attrs, err);
+    return st ? st : mm_case_dc_run(ctx, op, &attrs, err);
 }

@@ -38,5 +38,7 @@ mm_status mm_case_dc_read_attrs(mm_case_ctx *ctx, int combine, mm_dc_attrs *attr
 
 /* Runs the op on every rank of the case and adds the outputs. */
 mm_status mm_case_dc_run(mm_case_ctx *ctx, const dcc_op *op, const mm_dc_attrs *attrs, mm_error *err);
+/* The run function of both case ops: reads the attributes (combine's set when combine), then runs op. */
+mm_status mm_case_dc_read_and_run(mm_case_ctx *ctx, const dcc_op *op, int combine, mm_error *err);
 
 #endif

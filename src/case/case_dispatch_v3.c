@@ -88,10 +88,7 @@ static const dcc_op dispatch_op = {
     alloc_rank,       call_rank};
 
 static mm_status run_dispatch(mm_case_ctx *ctx, mm_error *err) {
-    mm_dc_attrs attrs;
-    mm_status st = mm_case_dc_read_attrs(ctx, 0, &attrs, err);
-    if (st) return st;
-    return mm_case_dc_run(ctx, &dispatch_op, &attrs, err);
+    return mm_case_dc_read_and_run(ctx, &dispatch_op, 0, err);
 }
 
 const mm_case_op mm_case_op_dispatch_v3 = {"moe_distribute_dispatch_v3", 1, dispatch_inputs,

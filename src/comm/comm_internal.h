@@ -36,6 +36,36 @@ typedef struct mm_comm_vtable {
     void *(*peer_ptr)(mm_symm *s, int peer);
 } mm_comm_vtable;
 
+/* A backend names the functions of its vtable <prefix>_barrier, <prefix>_alltoallv, ... (prefix mm_thr,
+ * mm_mpi): MM_COMM_BACKEND_DECLARE(prefix) declares them in the backend's header and
+ * MM_COMM_BACKEND_VTABLE fills the backend's vtable with them, so the list of entry points and their
+ * signatures stand once, here, beside the vtable. */
+#define MM_COMM_BACKEND_DECLARE(prefix)                                                                      \
+    mm_status prefix##_barrier(mm_comm *c, mm_error *err);                                                   \
+    mm_status prefix##_alltoallv(mm_comm *c, const void *send, const size_t *send_counts,                    \
+                                 const size_t *send_displs, void *recv, const size_t *recv_counts,           \
+                                 const size_t *recv_displs, mm_error *err);                                  \
+    mm_status prefix##_create_group(mm_comm *c, const int *members, int n, int my_new_rank, mm_comm **out,   \
+                                    mm_error *err);                                                          \
+    mm_status prefix##_split_node(mm_comm *c, mm_comm **out, mm_error *err);                                 \
+    mm_status prefix##_destroy(mm_comm *c, mm_error *err);                                                   \
+    mm_status prefix##_symm_alloc(mm_comm *c, size_t bytes, mm_symm **out, mm_error *err);                   \
+    mm_status prefix##_symm_free(mm_symm *s, mm_error *err);                                                 \
+    mm_status prefix##_put(mm_symm *s, int peer, size_t offset, const void *src, size_t bytes,               \
+                           mm_error *err);                                                                   \
+    mm_status prefix##_signal(mm_symm *s, int peer, uint64_t add, mm_error *err);                            \
+    uint64_t prefix##_signal_value(mm_symm *s, int peer);                                                    \
+    void *prefix##_peer_ptr(mm_symm *s, int peer)
+
+#define MM_COMM_BACKEND_VTABLE(name_, backend_, prefix)                                                      \
+    {                                                                                                        \
+        .name = name_, .backend = backend_, .barrier = prefix##_barrier, .alltoallv = prefix##_alltoallv,    \
+        .create_group = prefix##_create_group, .split_node = prefix##_split_node,                            \
+        .destroy = prefix##_destroy, .symm_alloc = prefix##_symm_alloc, .symm_free = prefix##_symm_free,     \
+        .put = prefix##_put, .signal = prefix##_signal, .signal_value = prefix##_signal_value,               \
+        .peer_ptr = prefix##_peer_ptr                                                                        \
+    }
+
 struct mm_comm {
     const mm_comm_vtable *vt;
     void *impl; /* backend state */

@@ -32,14 +32,19 @@ int mm_status_is_input_error(mm_status status) {
     return status == MM_ERR_INVALID_ARGUMENT || status == MM_ERR_INVALID_FILE;
 }
 
-mm_status mm_fail(mm_error *err, mm_status status, const char *fmt, ...) {
+mm_status mm_failv(mm_error *err, mm_status status, const char *fmt, va_list ap) {
     if (err) {
-        va_list ap;
-        va_start(ap, fmt);
         vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
         err->status = status;
     }
+    return status;
+}
+
+mm_status mm_fail(mm_error *err, mm_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mm_failv(err, status, fmt, ap);
+    va_end(ap);
     return status;
 }
 

@@ -231,48 +231,37 @@ float mm_table_int4_to_f32(uint32_t bits) {
     int nibble = (int)(bits & 0xFu);
     return (float)(nibble >= 8 ? nibble - 16 : nibble);
 }
-float mm_table_f16_to_f32(uint32_t bits) {
-    return mm_f16_to_f32((uint16_t)bits);
-}
-float mm_table_bf16_to_f32(uint32_t bits) {
-    return mm_bf16_to_f32((uint16_t)bits);
-}
 float mm_table_f32_to_f32(uint32_t bits) {
     return mm_f32_from_bits(bits);
-}
-float mm_table_fp8_e4m3fn_to_f32(uint32_t bits) {
-    return mm_fp8_e4m3fn_to_f32((uint8_t)bits);
-}
-float mm_table_fp8_e5m2_to_f32(uint32_t bits) {
-    return mm_fp8_e5m2_to_f32((uint8_t)bits);
-}
-float mm_table_e8m0_to_f32(uint32_t bits) {
-    return mm_e8m0_to_f32((uint8_t)bits);
-}
-float mm_table_fp4_e2m1_to_f32(uint32_t bits) {
-    return mm_fp4_e2m1_to_f32((uint8_t)(bits & 0xFu));
-}
-float mm_table_fp4_e1m2_to_f32(uint32_t bits) {
-    return mm_fp4_e1m2_to_f32((uint8_t)(bits & 0xFu));
-}
-uint32_t mm_table_f32_to_f16(float value) {
-    return mm_f32_to_f16(value);
-}
-uint32_t mm_table_f32_to_bf16(float value) {
-    return mm_f32_to_bf16(value);
 }
 uint32_t mm_table_f32_encode(float value) {
     return mm_f32_bits(value);
 }
-uint32_t mm_table_f32_to_fp8_e4m3fn(float value) {
-    return mm_f32_to_fp8_e4m3fn(value);
-}
-uint32_t mm_table_f32_to_fp8_e5m2(float value) {
-    return mm_f32_to_fp8_e5m2(value);
-}
-uint32_t mm_table_f32_to_fp4_e2m1(float value) {
-    return mm_f32_to_fp4_e2m1(value);
-}
+
+/* The float formats' adapters only narrow the code (mask: its width) or widen the result:
+ * mm_table_<name>_to_f32 calls mm_<name>_to_f32, mm_table_f32_to_<name> calls mm_f32_to_<name>. */
+#define TABLE_DECODER(name, code_type, mask)                                                                 \
+    float mm_table_##name##_to_f32(uint32_t bits) {                                                          \
+        return mm_##name##_to_f32((code_type)(bits & (mask)));                                               \
+    }
+#define TABLE_ENCODER(name)                                                                                  \
+    uint32_t mm_table_f32_to_##name(float value) {                                                           \
+        return mm_f32_to_##name(value);                                                                      \
+    }
+TABLE_DECODER(f16, uint16_t, 0xFFFFu)
+TABLE_DECODER(bf16, uint16_t, 0xFFFFu)
+TABLE_DECODER(fp8_e4m3fn, uint8_t, 0xFFu)
+TABLE_DECODER(fp8_e5m2, uint8_t, 0xFFu)
+TABLE_DECODER(e8m0, uint8_t, 0xFFu)
+TABLE_DECODER(fp4_e2m1, uint8_t, 0xFu)
+TABLE_DECODER(fp4_e1m2, uint8_t, 0xFu)
+TABLE_ENCODER(f16)
+TABLE_ENCODER(bf16)
+TABLE_ENCODER(fp8_e4m3fn)
+TABLE_ENCODER(fp8_e5m2)
+TABLE_ENCODER(fp4_e2m1)
+#undef TABLE_DECODER
+#undef TABLE_ENCODER
 
 /* ---- generic, through the format table ---- */
 

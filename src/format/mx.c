@@ -88,32 +88,32 @@ static mm_status check_mx_args(const void *x, int64_t n, mm_dtype elem, const vo
     return MM_OK;
 }
 
-mm_status mm_mx_quantize_row_bf16(const uint16_t *x, int64_t n, mm_dtype elem, uint8_t *q, uint8_t *scales,
-                                  mm_error *err) {
-    mm_status st = check_mx_args(x, n, elem, q, scales, err);
-    if (st != MM_OK) return st;
-    int emax = mx_emax(elem);
-    for (int64_t g = 0; g * MX_GROUP < n; g++) {
-        int64_t first = g * MX_GROUP;
-        int64_t len = n - first < MX_GROUP ? n - first : MX_GROUP;
-        quantize_group(x + first, len, first, elem, emax, q, &scales[g]);
-    }
-    return MM_OK;
-}
-
-mm_status mm_mx_quantize_row_f32(const float *x, int64_t n, mm_dtype elem, uint8_t *q, uint8_t *scales,
-                                 mm_error *err) {
-    mm_status st = check_mx_args(x, n, elem, q, scales, err);
+/* The body of both entry points: exactly one of x_bf16 and x_f32 is the row; an F32 row is rounded
+ * to BF16 group by group first, as the MX rule quantizes BF16 values. */
+static mm_status quantize_row(const uint16_t *x_bf16, const float *x_f32, int64_t n, mm_dtype elem,
+                              uint8_t *q, uint8_t *scales, mm_error *err) {
+    mm_status st = check_mx_args(x_bf16 ? (const void *)x_bf16 : x_f32, n, elem, q, scales, err);
     if (st != MM_OK) return st;
     int emax = mx_emax(elem);
     uint16_t group[MX_GROUP];
     for (int64_t g = 0; g * MX_GROUP < n; g++) {
         int64_t first = g * MX_GROUP;
         int64_t len = n - first < MX_GROUP ? n - first : MX_GROUP;
-        for (int64_t i = 0; i < len; i++) group[i] = mm_f32_to_bf16(x[first + i]);
-        quantize_group(group, len, first, elem, emax, q, &scales[g]);
+        if (x_f32)
+            for (int64_t i = 0; i < len; i++) group[i] = mm_f32_to_bf16(x_f32[first + i]);
+        quantize_group(x_f32 ? group : x_bf16 + first, len, first, elem, emax, q, &scales[g]);
     }
     return MM_OK;
+}
+
+mm_status mm_mx_quantize_row_bf16(const uint16_t *x, int64_t n, mm_dtype elem, uint8_t *q, uint8_t *scales,
+                                  mm_error *err) {
+    return quantize_row(x, NULL, n, elem, q, scales, err);
+}
+
+mm_status mm_mx_quantize_row_f32(const float *x, int64_t n, mm_dtype elem, uint8_t *q, uint8_t *scales,
+                                 mm_error *err) {
+    return quantize_row(NULL, x, n, elem, q, scales, err);
 }
 
 mm_status mm_mx_dequantize_row(const uint8_t *q, const uint8_t *scales, int64_t n, mm_dtype elem, float *out,

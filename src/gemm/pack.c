@@ -6,6 +6,7 @@
 
 #include "format/format_table.h"
 #include "core/error.h"
+#include "core/free_all.h"
 #include "core/large_alloc.h"
 #include "format/decode_tables.h"
 #include "gemm/packed.h"
@@ -286,15 +287,8 @@ oom:
 
 void mm_gemm_packed_free(mm_gemm_packed_weights *w) {
     if (!w) return;
-    free(w->panels);
-    free(w->col_scale);
-    free(w->col_offset);
-    free(w->col_sum_x128);
-    free(w->mx_scale);
-    free(w->mx_scale_e8m0);
-    free(w->block_scale);
-    free(w->block_zero);
-    free(w);
+    MM_FREE_ALL(w->panels, w->col_scale, w->col_offset, w->col_sum_x128, w->mx_scale, w->mx_scale_e8m0,
+                w->block_scale, w->block_zero, w);
 }
 
 int64_t mm_gemm_packed_k(const mm_gemm_packed_weights *w) {

@@ -238,6 +238,16 @@ static int is_digit(char c) {
     return c >= '0' && c <= '9';
 }
 
+/* Moves *at past the digits there, of which there must be at least one (else "expected <what>"). */
+static mm_status skip_digits(parser *p, size_t *at, const char *what) {
+    if (*at >= p->len || !is_digit(p->text[*at])) {
+        p->pos = *at;
+        return unexpected(p, what);
+    }
+    while (*at < p->len && is_digit(p->text[*at])) (*at)++;
+    return MM_OK;
+}
+
 static mm_status parse_number(parser *p, mm_json_value *v) {
     size_t start = p->pos, at = p->pos;
     mm_json_number *num = &v->u.number;
@@ -263,21 +273,15 @@ static mm_status parse_number(parser *p, mm_json_value *v) {
     if (at < p->len && p->text[at] == '.') {
         num->is_integer = 0;
         at++;
-        if (at >= p->len || !is_digit(p->text[at])) {
-            p->pos = at;
-            return unexpected(p, "a digit after the decimal point");
-        }
-        while (at < p->len && is_digit(p->text[at])) at++;
+        mm_status st = skip_digits(p, &at, "a digit after the decimal point");
+        if (st != MM_OK) return st;
     }
     if (at < p->len && (p->text[at] == 'e' || p->text[at] == 'E')) {
         num->is_integer = 0;
         at++;
         if (at < p->len && (p->text[at] == '+' || p->text[at] == '-')) at++;
-        if (at >= p->len || !is_digit(p->text[at])) {
-            p->pos = at;
-            return unexpected(p, "a digit in the exponent");
-        }
-        while (at < p->len && is_digit(p->text[at])) at++;
+        mm_status st = skip_digits(p, &at, "a digit in the exponent");
+        if (st != MM_OK) return st;
     }
     /* strtod needs a NUL-terminated copy: the text is not terminated and may be long. */
     size_t n = at - start;
@@ -356,15 +360,22 @@ static mm_status after_item(parser *p, char close, const char *expected, int *mo
     return unexpected(p, expected);
 }
 
+/* Steps over the opening '{' or '[' and the white space after it; 1 when the container is empty (its
+ * `close` is then consumed too), else 0. */
+static int open_container(parser *p, char close) {
+    p->pos++;
+    skip_whitespace(p);
+    if (p->pos < p->len && p->text[p->pos] == close) {
+        p->pos++;
+        return 1;
+    }
+    return 0;
+}
+
 static mm_status parse_object(parser *p, mm_json_value *v) {
     mm_status st = MM_OK;
     ptr_list keys = {0}; /* alternating: key value node (string), member value */
-    p->pos++;            /* '{' */
-    skip_whitespace(p);
-    if (p->pos < p->len && p->text[p->pos] == '}') {
-        p->pos++;
-        return MM_OK;
-    }
+    if (open_container(p, '}')) return MM_OK;
     for (;;) {
         skip_whitespace(p);
         if (p->pos >= p->len || p->text[p->pos] != '"') {
@@ -409,12 +420,7 @@ done:
 static mm_status parse_array(parser *p, mm_json_value *v) {
     mm_status st = MM_OK;
     ptr_list items = {0};
-    p->pos++; /* '[' */
-    skip_whitespace(p);
-    if (p->pos < p->len && p->text[p->pos] == ']') {
-        p->pos++;
-        return MM_OK;
-    }
+    if (open_container(p, ']')) return MM_OK;
     for (;;) {
         const mm_json_value *item = NULL;
         if ((st = parse_value(p, &item)) != MM_OK) goto done;

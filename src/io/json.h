@@ -78,6 +78,12 @@ const char *mm_json_type_phrase(mm_json_type type);
 /* Member of an object by key (keys are unique), NULL when absent or obj is not an object. */
 const mm_json_value *mm_json_object_get(const mm_json_value *obj, const char *key);
 
+/* Member key of object when it has `type`: *out = the member, or NULL when it is absent (or null, with
+ * null_is_absent). Of another type: MM_ERR_INVALID_FILE "<where>: "<key>" is <its type>, must be <must_be>".
+ */
+mm_status mm_json_member_typed(const mm_json_value *object, const char *key, mm_json_type type,
+                               int null_is_absent, const char *where, const char *must_be,
+                               const mm_json_value **out, mm_error *err);
 /* Integer value of a number node: fails unless it is an integer within [min, max]. On failure
  * writes "is not an integer", "is a fraction", "is below <min>"-style reasons into `why`. */
 int mm_json_number_to_int64(const mm_json_value *v, int64_t min, int64_t max, int64_t *out, char *why,

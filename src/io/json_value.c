@@ -64,6 +64,19 @@ int mm_json_number_to_int64(const mm_json_value *v, int64_t min, int64_t max, in
     return 1;
 }
 
+mm_status mm_json_member_typed(const mm_json_value *object, const char *key, mm_json_type type,
+                               int null_is_absent, const char *where, const char *must_be,
+                               const mm_json_value **out, mm_error *err) {
+    const mm_json_value *v = mm_json_object_get(object, key);
+    *out = NULL;
+    if (!v || (null_is_absent && v->type == MM_JSON_NULL)) return MM_OK;
+    if (v->type != type)
+        return mm_fail(err, MM_ERR_INVALID_FILE, "%s: \"%s\" is %s, must be %s", where, key,
+                       mm_json_type_phrase(v->type), must_be);
+    *out = v;
+    return MM_OK;
+}
+
 /* Parses text as JSON; on failure the message is "<label> = "<text>" is not valid JSON (...)". */
 static mm_status parse_literal(const char *label, const char *text, mm_json_doc **doc, mm_error *err) {
     if (!label || !text) return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "JSON literal: label or text is NULL");
@@ -95,48 +108,51 @@ static int number_to_double(const mm_json_value *v, double *out, char *why, size
     return 1;
 }
 
-mm_status mm_json_literal_int64(const char *label, const char *text, int64_t *out, mm_error *err) {
+/* The scalar kinds a literal converts to. */
+typedef enum { LITERAL_INT64, LITERAL_DOUBLE, LITERAL_BOOL } literal_kind;
+
+/* v as kind into *out (an int64_t, a double or an int); 0 with why filled when it is not one. */
+static int literal_convert(literal_kind kind, const mm_json_value *v, void *out, char *why, size_t why_cap) {
+    if (kind == LITERAL_INT64) return mm_json_number_to_int64(v, INT64_MIN, INT64_MAX, out, why, why_cap);
+    if (kind == LITERAL_DOUBLE) return number_to_double(v, out, why, why_cap);
+    if (v->type == MM_JSON_BOOL) {
+        *(int *)out = v->u.boolean;
+        return 1;
+    }
+    snprintf(why, why_cap, "is %s, not true or false", mm_json_type_phrase(v->type));
+    return 0;
+}
+
+/* Shared body of the scalar helpers: out (size bytes, may be NULL) is written only on success. */
+static mm_status literal_scalar(const char *label, const char *text, literal_kind kind, void *out,
+                                size_t size, mm_error *err) {
     mm_json_doc *doc = NULL;
     mm_status st = parse_literal(label, text, &doc, err);
     if (st != MM_OK) return st;
     char why[160];
-    int64_t value;
-    if (!mm_json_number_to_int64(mm_json_doc_root(doc), INT64_MIN, INT64_MAX, &value, why, sizeof why))
+    union {
+        int64_t i;
+        double d;
+        int b;
+    } value;
+    if (!literal_convert(kind, mm_json_doc_root(doc), &value, why, sizeof why))
         st = literal_fail(err, label, text, why);
     else if (out)
-        *out = value;
+        memcpy(out, &value, size);
     mm_json_doc_free(doc);
     return st;
+}
+
+mm_status mm_json_literal_int64(const char *label, const char *text, int64_t *out, mm_error *err) {
+    return literal_scalar(label, text, LITERAL_INT64, out, sizeof *out, err);
 }
 
 mm_status mm_json_literal_double(const char *label, const char *text, double *out, mm_error *err) {
-    mm_json_doc *doc = NULL;
-    mm_status st = parse_literal(label, text, &doc, err);
-    if (st != MM_OK) return st;
-    char why[160];
-    double value;
-    if (!number_to_double(mm_json_doc_root(doc), &value, why, sizeof why))
-        st = literal_fail(err, label, text, why);
-    else if (out)
-        *out = value;
-    mm_json_doc_free(doc);
-    return st;
+    return literal_scalar(label, text, LITERAL_DOUBLE, out, sizeof *out, err);
 }
 
 mm_status mm_json_literal_bool(const char *label, const char *text, int *out, mm_error *err) {
-    mm_json_doc *doc = NULL;
-    mm_status st = parse_literal(label, text, &doc, err);
-    if (st != MM_OK) return st;
-    const mm_json_value *v = mm_json_doc_root(doc);
-    if (v->type != MM_JSON_BOOL) {
-        char why[160];
-        snprintf(why, sizeof why, "is %s, not true or false", mm_json_type_phrase(v->type));
-        st = literal_fail(err, label, text, why);
-    } else if (out) {
-        *out = v->u.boolean;
-    }
-    mm_json_doc_free(doc);
-    return st;
+    return literal_scalar(label, text, LITERAL_BOOL, out, sizeof *out, err);
 }
 
 /* Shared body of the two list helpers: checks the array shape, then converts each element. */
@@ -160,9 +176,8 @@ static mm_status literal_list(const char *label, const char *text, double *out_d
     for (size_t i = 0; i < v->u.array.count; i++) {
         const mm_json_value *item = v->u.array.items[i];
         char item_why[96];
-        int ok = out_double ? number_to_double(item, &out_double[i], item_why, sizeof item_why)
-                            : mm_json_number_to_int64(item, INT64_MIN, INT64_MAX, &out_int[i], item_why,
-                                                      sizeof item_why);
+        int ok = out_double ? literal_convert(LITERAL_DOUBLE, item, &out_double[i], item_why, sizeof item_why)
+                            : literal_convert(LITERAL_INT64, item, &out_int[i], item_why, sizeof item_why);
         if (!ok) {
             snprintf(why, sizeof why, "is not a list of %s: element %zu %s",
                      out_double ? "numbers" : "integers", i, item_why);

@@ -266,8 +266,7 @@ static int compare_prefixed(const char *key, const char *prefix, const char *nam
     return c ? c : strcmp(key + np, name);
 }
 
-/* Value of metadata key prefix + name (binary search over the sorted keys), NULL when absent. */
-static const char *find_meta_prefixed(const mm_st_reader *r, const char *prefix, const char *name) {
+const char *mm_st_meta_prefixed(const mm_st_reader *r, const char *prefix, const char *name) {
     size_t lo = 0, hi = r->meta_count;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -288,7 +287,7 @@ static mm_status apply_logical_dtypes(mm_st_reader *r, mm_error *err) {
         char q[MM_IO_QUOTE_BUF], vq[MM_IO_QUOTE_BUF];
         mm_io_quote(q, sizeof q, key, strlen(key));
         if (strncmp(key, "shape.", 6) == 0) {
-            const char *logical = find_meta_prefixed(r, "dtype.", key + 6);
+            const char *logical = mm_st_meta_prefixed(r, "dtype.", key + 6);
             if (!logical || (strcmp(logical, "int4") != 0 && strcmp(logical, "uint4") != 0 &&
                              strcmp(logical, "fp4_e1m2") != 0))
                 return mm_fail(
@@ -302,16 +301,13 @@ static mm_status apply_logical_dtypes(mm_st_reader *r, mm_error *err) {
         const char *name = key + 6;
         mm_st_tensor_info *t = find_tensor(r, name);
         if (!t) return mm_fail(err, MM_ERR_INVALID_FILE, "metadata \"%s\" names no tensor \"%s\"", q, q + 6);
-        mm_dtype logical;
-        if (strcmp(value, "int4") == 0)
-            logical = MM_DTYPE_INT4;
-        else if (strcmp(value, "uint4") == 0)
-            logical = MM_DTYPE_UINT4;
-        else if (strcmp(value, "fp4_e1m2") == 0)
-            logical = MM_DTYPE_FP4_E1M2;
-        else if (strcmp(value, "hifloat8") == 0)
-            logical = MM_DTYPE_HIFLOAT8;
-        else
+        /* the dtypes stored as U8 bytes, by their megamoe names */
+        static const mm_dtype logical_dtypes[] = {MM_DTYPE_INT4, MM_DTYPE_UINT4, MM_DTYPE_FP4_E1M2,
+                                                  MM_DTYPE_HIFLOAT8};
+        mm_dtype logical = MM_DTYPE_INVALID;
+        for (size_t d = 0; d < sizeof logical_dtypes / sizeof logical_dtypes[0]; d++)
+            if (strcmp(value, mm_dtype_name(logical_dtypes[d])) == 0) logical = logical_dtypes[d];
+        if (logical == MM_DTYPE_INVALID)
             return mm_fail(
                 err, MM_ERR_INVALID_FILE,
                 "metadata \"%s\" = \"%s\" is not a logical dtype (int4, uint4, fp4_e1m2, hifloat8)", q,
@@ -325,7 +321,7 @@ static mm_status apply_logical_dtypes(mm_st_reader *r, mm_error *err) {
             continue;
         }
         char what[MM_IO_QUOTE_BUF + 40];
-        const char *shape_json = find_meta_prefixed(r, "shape.", name);
+        const char *shape_json = mm_st_meta_prefixed(r, "shape.", name);
         if (!shape_json)
             return mm_fail(err, MM_ERR_INVALID_FILE, "tensor \"%s\": dtype %s needs metadata \"shape.%s\"",
                            q + 6, value, q + 6);

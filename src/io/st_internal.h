@@ -37,6 +37,9 @@ struct mm_st_reader {
 mm_status mm_st_parse_header(mm_st_reader *reader, const char *json, size_t len, uint64_t data_size,
                              mm_error *err);
 
+/* Value of metadata key prefix + name (binary search over the sorted keys), NULL when absent; prefix ""
+ * is the plain lookup of mm_st_metadata. */
+const char *mm_st_meta_prefixed(const mm_st_reader *reader, const char *prefix, const char *name);
 /* The dtype for a standard safetensors dtype string, MM_DTYPE_INVALID when unknown. */
 mm_dtype mm_st_dtype_from_string(const char *s);
 /* The standard string for a dtype, NULL for the logical ones stored as U8. */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/free_all.h"
 #include "io/io_util.h"
 #include "io/st_internal.h"
 
@@ -48,10 +49,7 @@ void mm_st_close(mm_st_reader *reader) {
     if (reader->fd >= 0) close(reader->fd);
     free(reader->memory);
     mm_json_doc_free(reader->header);
-    free(reader->tensors);
-    free(reader->by_name);
-    free(reader->meta);
-    free(reader);
+    MM_FREE_ALL(reader->tensors, reader->by_name, reader->meta, reader);
 }
 
 /* Checks the header length field against the file size before anything is allocated. */
@@ -208,18 +206,7 @@ void mm_st_metadata_at(const mm_st_reader *reader, size_t index, const char **ke
 }
 
 const char *mm_st_metadata(const mm_st_reader *reader, const char *key) {
-    if (!reader || !key) return NULL;
-    size_t lo = 0, hi = reader->meta_count;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(reader->meta[mid].key, key);
-        if (c == 0) return reader->meta[mid].value;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    return reader && key ? mm_st_meta_prefixed(reader, "", key) : NULL;
 }
 
 mm_status mm_st_read(mm_st_reader *reader, const mm_st_tensor_info *info, void *dst, mm_error *err) {

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "core/free_all.h"
 #include "io/io_util.h"
 #include "io/json.h"
 #include "model/model_internal.h"
@@ -253,10 +254,7 @@ mm_status mm_model_open(const char *dir, mm_model **out, mm_error *err) {
 void mm_model_close(mm_model *model) {
     if (!model) return;
     mm_json_doc_free(model->index_doc);
-    free(model->entries);
-    free(model->mlp_only_layers);
-    free(model->dir);
-    free(model);
+    MM_FREE_ALL(model->entries, model->mlp_only_layers, model->dir, model);
 }
 
 const mm_model_config *mm_model_get_config(const mm_model *model) {

@@ -231,21 +231,14 @@ mm_status mm_model_load_deepseek(mm_moe_layer *l, mm_model_files *files, int64_t
             sl1[s] = mm_tensor_make(MM_DTYPE_BF16, 2, w1_shape, sh1 + s * per);
             sl2[s] = mm_tensor_make(MM_DTYPE_BF16, 2, w2_shape, sh2 + s * per / 2);
         }
-        mm_mega_moe_expert_weights routed = {0}, shared = {0};
-        routed.count = count;
-        routed.transpose_weight1 = routed.transpose_weight2 = 1;
-        routed.weight1_list = l1;
-        routed.weight2_list = l2;
+        mm_mega_moe_expert_weights routed =
+            mm_model_expert_lists(count, l1, l2, native ? ls1 : NULL, native ? ls2 : NULL);
         if (native) {
-            routed.weight_scales1_list = ls1;
-            routed.weight_scales2_list = ls2;
             routed.scale_block_n = c->block_n;
             routed.scale_block_k = c->block_k;
         }
-        shared.count = (int64_t)s_n;
-        shared.transpose_weight1 = shared.transpose_weight2 = 1;
-        shared.weight1_list = s_n ? sl1 : NULL;
-        shared.weight2_list = s_n ? sl2 : NULL;
+        mm_mega_moe_expert_weights shared =
+            mm_model_expert_lists((int64_t)s_n, s_n ? sl1 : NULL, s_n ? sl2 : NULL, NULL, NULL);
         st = mm_mega_moe_weights_create(l->buffer, &routed, s_n ? &shared : NULL, &l->weights, err);
     }
     free(w1);

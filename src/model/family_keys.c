@@ -13,28 +13,21 @@
 #include "model/family_keys.h"
 
 mm_status mm_model_config_bool(const mm_json_value *root, const char *key, int def, int *out, mm_error *err) {
-    const mm_json_value *v = mm_json_object_get(root, key);
-    if (!v) {
-        *out = def;
-        return MM_OK;
-    }
-    if (v->type != MM_JSON_BOOL)
-        return mm_fail(err, MM_ERR_INVALID_FILE, "config.json: \"%s\" is %s, must be true or false", key,
-                       mm_json_type_phrase(v->type));
-    *out = v->u.boolean;
-    return MM_OK;
+    const mm_json_value *v;
+    mm_status st = mm_json_member_typed(root, key, MM_JSON_BOOL, 0, "config.json", "true or false", &v, err);
+    if (st == MM_OK) *out = v ? v->u.boolean : def;
+    return st;
 }
 
 mm_status mm_model_config_real(const mm_json_value *root, const char *key, double def, double min, double max,
                                float *out, mm_error *err) {
-    const mm_json_value *v = mm_json_object_get(root, key);
+    const mm_json_value *v;
+    mm_status st = mm_json_member_typed(root, key, MM_JSON_NUMBER, 0, "config.json", "a number", &v, err);
+    if (st != MM_OK) return st;
     if (!v) {
         *out = (float)def;
         return MM_OK;
     }
-    if (v->type != MM_JSON_NUMBER)
-        return mm_fail(err, MM_ERR_INVALID_FILE, "config.json: \"%s\" is %s, must be a number", key,
-                       mm_json_type_phrase(v->type));
     double d = v->u.number.real;
     if (v->u.number.real_overflow || !(d >= min && d <= max))
         return mm_fail(err, MM_ERR_INVALID_FILE, "config.json: \"%s\" = %g is outside [%g, %g]", key, d, min,

@@ -150,16 +150,9 @@ mm_status mm_model_load_gpt_oss(mm_moe_layer *l, mm_model_files *files, int64_t 
         lb2[j] = mm_tensor_make(MM_DTYPE_F32, 1, b2_shape, down.bias + e * h);
     }
     if (!st) {
-        mm_mega_moe_expert_weights routed = {0};
-        routed.count = count;
-        routed.transpose_weight1 = routed.transpose_weight2 = 1;
-        routed.weight1_list = l1;
-        routed.weight2_list = l2;
+        mm_mega_moe_expert_weights routed =
+            mm_model_expert_lists(count, l1, l2, native ? ls1 : NULL, native ? ls2 : NULL);
         routed.weight1_interleave = native;
-        if (native) {
-            routed.weight_scales1_list = ls1;
-            routed.weight_scales2_list = ls2;
-        }
         if (bias) {
             routed.bias1_list = lb1;
             routed.bias2_list = lb2;

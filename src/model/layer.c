@@ -21,6 +21,17 @@
 #include "megamoe/mega_moe.h"
 #include "model/model_internal.h"
 
+mm_mega_moe_expert_weights mm_model_expert_lists(int64_t count, const mm_tensor *w1, const mm_tensor *w2,
+                                                 const mm_tensor *scales1, const mm_tensor *scales2) {
+    return (mm_mega_moe_expert_weights){.count = count,
+                                        .transpose_weight1 = 1,
+                                        .transpose_weight2 = 1,
+                                        .weight1_list = w1,
+                                        .weight2_list = w2,
+                                        .weight_scales1_list = scales1,
+                                        .weight_scales2_list = scales2};
+}
+
 mm_status mm_model_copy_bf16(const mm_tensor *t, uint16_t **out, mm_error *err) {
     size_t n = (size_t)mm_tensor_numel(t);
     if (!(*out = malloc(n * sizeof **out))) return mm_fail(err, MM_ERR_OUT_OF_MEMORY, "layer: out of memory");
@@ -105,11 +116,7 @@ static mm_status load_experts(mm_model_files *files, const mm_model_config *c, i
         w1_list[j] = mm_tensor_make(MM_DTYPE_BF16, 2, shape, dst);
     }
     if (!st) {
-        mm_mega_moe_expert_weights routed = {0};
-        routed.count = count;
-        routed.transpose_weight1 = routed.transpose_weight2 = 1;
-        routed.weight1_list = w1_list;
-        routed.weight2_list = w2_list;
+        mm_mega_moe_expert_weights routed = mm_model_expert_lists(count, w1_list, w2_list, NULL, NULL);
         st = mm_mega_moe_weights_create(buffer, &routed, NULL, out, err);
     }
     free(w1);

@@ -132,6 +132,11 @@ struct mm_moe_layer {
  * deepseek_v3's shared experts) packed into l->weights, the MegaMoE attributes. */
 mm_status mm_model_load_deepseek(mm_moe_layer *l, mm_model_files *files, int64_t layer, mm_error *err);
 mm_status mm_model_load_gpt_oss(mm_moe_layer *l, mm_model_files *files, int64_t layer, mm_error *err);
+/* Expert weights in the list form, as checkpoints store them: count tensors per list, (out, in) rows so
+ * both GEMMs' weights are transposed; the scale lists may be NULL. The loaders add what else they have
+ * (biases, zero points, scale blocks, weight1's interleave). */
+mm_mega_moe_expert_weights mm_model_expert_lists(int64_t count, const mm_tensor *w1, const mm_tensor *w2,
+                                                 const mm_tensor *scales1, const mm_tensor *scales2);
 /* Copies a BF16 tensor into a new array. */
 mm_status mm_model_copy_bf16(const mm_tensor *t, uint16_t **out, mm_error *err);
 /* Copies a 1-D BF16 or F32 tensor of n values into a new F32 array. */

@@ -35,27 +35,21 @@ static mm_status get_int(const mm_json_value *q, const char *key, const char *al
 
 /* A boolean key: absent gives def. */
 static mm_status get_bool(const mm_json_value *q, const char *key, int def, int *out, mm_error *err) {
-    const mm_json_value *v = mm_json_object_get(q, key);
+    const mm_json_value *v;
     *out = def;
-    if (!v || v->type == MM_JSON_NULL) return MM_OK;
-    if (v->type != MM_JSON_BOOL)
-        return mm_fail(err, MM_ERR_INVALID_FILE, "%s: \"%s\" is %s, must be true or false", where, key,
-                       mm_json_type_phrase(v->type));
-    *out = v->u.boolean;
-    return MM_OK;
+    mm_status st = mm_json_member_typed(q, key, MM_JSON_BOOL, 1, where, "true or false", &v, err);
+    if (v) *out = v->u.boolean;
+    return st;
 }
 
 /* A string key: absent or null gives def. */
 static mm_status get_string(const mm_json_value *q, const char *key, const char *def, const char **out,
                             mm_error *err) {
-    const mm_json_value *v = mm_json_object_get(q, key);
+    const mm_json_value *v;
     *out = def;
-    if (!v || v->type == MM_JSON_NULL) return MM_OK;
-    if (v->type != MM_JSON_STRING)
-        return mm_fail(err, MM_ERR_INVALID_FILE, "%s: \"%s\" is %s, must be a string", where, key,
-                       mm_json_type_phrase(v->type));
-    *out = v->u.string.chars;
-    return MM_OK;
+    mm_status st = mm_json_member_typed(q, key, MM_JSON_STRING, 1, where, "a string", &v, err);
+    if (v) *out = v->u.string.chars;
+    return st;
 }
 
 static mm_status read_awq(const mm_json_value *q, mm_model_quant *out, mm_error *err) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/free_all.h"
 #include "megamoe/formats.h"
 #include "megamoe/mega_moe.h"
 #include "model/model_internal.h"
@@ -121,12 +122,7 @@ typedef struct quant_set {
 } quant_set;
 
 static void quant_set_free(quant_set *q) {
-    free(q->codes1);
-    free(q->zeros1);
-    free(q->codes2);
-    free(q->zeros2);
-    free(q->scales1);
-    free(q->scales2);
+    MM_FREE_ALL(q->codes1, q->zeros1, q->codes2, q->zeros2, q->scales1, q->scales2);
 }
 
 /* names: per expert j, the gate, up and down tensor prefixes (without ".qweight"). */
@@ -195,14 +191,10 @@ mm_status mm_model_quant_experts_load(mm_model_files *files, int64_t hidden, int
         for (int64_t j = 0; j < count && !st; j++)
             for (int kind = 0; kind < 6; kind++) by_kind[kind * count + j] = lists[6 * j + kind];
         if (!st) {
-            mm_mega_moe_expert_weights routed = {0};
-            routed.count = count;
-            routed.transpose_weight1 = routed.transpose_weight2 = 1;
-            routed.weight1_list = by_kind;
-            routed.weight2_list = by_kind + count;
+            mm_mega_moe_expert_weights routed =
+                mm_model_expert_lists(count, by_kind, by_kind + count, dequant ? NULL : by_kind + 2 * count,
+                                      dequant ? NULL : by_kind + 3 * count);
             if (!dequant) {
-                routed.weight_scales1_list = by_kind + 2 * count;
-                routed.weight_scales2_list = by_kind + 3 * count;
                 routed.weight_zeros1_list = by_kind + 4 * count;
                 routed.weight_zeros2_list = by_kind + 5 * count;
                 routed.scale_block_n = 1;

@@ -160,6 +160,18 @@ typedef struct weight_scales {
     int weight_only; /* the A16 rule: w' = BF16(F32(F32(value - zero) * scale)) */
 } weight_scales;
 
+/* The scales of one GEMM's weights (mx, block, zero: that GEMM's arrays) that scenario sc uses. */
+static weight_scales scales_of(mm_ref_scenario sc, const mm_ref_attrs *attrs, const uint8_t *mx,
+                               const float *block, const uint8_t *zero) {
+    int int4 = sc == MM_REF_SCENARIO_A16W4_INT, block_scaled = sc == MM_REF_SCENARIO_A16W8_FP8 || int4;
+    return (weight_scales){.mx = mx,
+                           .block = block_scaled ? block : NULL,
+                           .zero = int4 ? zero : NULL,
+                           .bn = attrs->scale_block_n,
+                           .bk = attrs->scale_block_k,
+                           .weight_only = block_scaled || sc == MM_REF_SCENARIO_A16W4_MX};
+}
+
 /* Decodes the (k_len x n_len) weight matrix of expert `index` into w[n * k_len + k]; stored as
  * (k_len, n_len) rows, or (n_len, k_len) when transposed. MX element values are multiplied by the
  * E8M0 scale of their K-group (exact in double); the A16 weight-only scenarios apply their rule. */
@@ -281,21 +293,8 @@ mm_status mm_ref_expert_load(mm_ref_expert *ex, const mm_ref_plan *plan, const m
         !ex->x2)
         goto oom;
     mm_ref_scenario sc = plan->scenario;
-    int weight_only =
-        sc == MM_REF_SCENARIO_A16W8_FP8 || sc == MM_REF_SCENARIO_A16W4_MX || sc == MM_REF_SCENARIO_A16W4_INT;
-    int block = sc == MM_REF_SCENARIO_A16W8_FP8 || sc == MM_REF_SCENARIO_A16W4_INT;
-    weight_scales sc1 = {weights->mx_scales1,
-                         block ? weights->block_scales1 : NULL,
-                         sc == MM_REF_SCENARIO_A16W4_INT ? weights->zeros1 : NULL,
-                         attrs->scale_block_n,
-                         attrs->scale_block_k,
-                         weight_only};
-    weight_scales sc2 = {weights->mx_scales2,
-                         block ? weights->block_scales2 : NULL,
-                         sc == MM_REF_SCENARIO_A16W4_INT ? weights->zeros2 : NULL,
-                         attrs->scale_block_n,
-                         attrs->scale_block_k,
-                         weight_only};
+    weight_scales sc1 = scales_of(sc, attrs, weights->mx_scales1, weights->block_scales1, weights->zeros1);
+    weight_scales sc2 = scales_of(sc, attrs, weights->mx_scales2, weights->block_scales2, weights->zeros2);
     st = decode_matrix(weights->dtype, weights->weight1, &sc1, index, ex->hidden, ex->n1,
                        attrs->transpose_weight1, ex->w1, err);
     if (st == MM_OK)

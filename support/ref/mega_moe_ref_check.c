@@ -86,30 +86,24 @@ static mm_status check_weights(const mm_ref_weights *w, const mm_ref_plan *plan,
     int is_int4u = plan->scenario == MM_REF_SCENARIO_A16W4_INT;
     int is_block = is_int4u || plan->scenario == MM_REF_SCENARIO_A16W8_FP8;
     int is_mx = !is_int && !is_block && plan->scenario != MM_REF_SCENARIO_A16W16;
-    const char *missing = NULL;
-    if (!w->weight1)
-        missing = "weight1";
-    else if (!w->weight2)
-        missing = "weight2";
-    else if (is_int && !w->scales1)
-        missing = "weight_scales1";
-    else if (is_int && !w->scales2)
-        missing = "weight_scales2";
-    else if (is_mx && !w->mx_scales1)
-        missing = "weight_scales1 (E8M0)";
-    else if (is_mx && !w->mx_scales2)
-        missing = "weight_scales2 (E8M0)";
-    else if (is_int4 && !w->bias1)
-        missing = "bias1";
-    else if (is_int4 && !w->bias2)
-        missing = "bias2";
-    else if (is_block && (!w->block_scales1 || !w->block_scales2))
-        missing = w->block_scales1 ? "weight_scales2 (F32 blocks)" : "weight_scales1 (F32 blocks)";
-    else if (is_int4u && (!w->zeros1 || !w->zeros2))
-        missing = w->zeros1 ? "weight_zeros2" : "weight_zeros1";
-    if (missing)
-        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "rank %lld: %s %s is missing (scenario %s)",
-                       (long long)rank, what, missing, mm_ref_scenario_name(plan->scenario));
+    /* both GEMMs' pointers of each part, in the order a missing one is reported:
+     * "<name><1 or 2><suffix>" */
+    const struct {
+        int needed;
+        const void *p[2];
+        const char *name, *suffix;
+    } parts[] = {{1, {w->weight1, w->weight2}, "weight", ""},
+                 {is_int, {w->scales1, w->scales2}, "weight_scales", ""},
+                 {is_mx, {w->mx_scales1, w->mx_scales2}, "weight_scales", " (E8M0)"},
+                 {is_int4, {w->bias1, w->bias2}, "bias", ""},
+                 {is_block, {w->block_scales1, w->block_scales2}, "weight_scales", " (F32 blocks)"},
+                 {is_int4u, {w->zeros1, w->zeros2}, "weight_zeros", ""}};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        for (int g = 0; g < 2; g++)
+            if (parts[i].needed && !parts[i].p[g])
+                return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "rank %lld: %s %s%d%s is missing (scenario %s)",
+                               (long long)rank, what, parts[i].name, g + 1, parts[i].suffix,
+                               mm_ref_scenario_name(plan->scenario));
     return MM_OK;
 }
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "megamoe/comm.h"
 
 /* Diagnostics must stay one line whatever the message holds, so control characters are flattened. */
@@ -32,14 +33,11 @@ void cli_error(const char *command, const char *fmt, ...) {
 }
 
 mm_status cli_fail(mm_error *err, mm_status status, const char *fmt, ...) {
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
-        err->status = status;
-    }
-    return status;
+    va_list ap;
+    va_start(ap, fmt);
+    mm_status st = mm_failv(err, status, fmt, ap);
+    va_end(ap);
+    return st;
 }
 
 /* The command line whose --help a usage error points to: "run --op re-routing" rather than "run". */

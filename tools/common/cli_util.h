@@ -26,8 +26,9 @@ enum {
 /* Prints "megamoe: <command>: <message>" on one line (newlines in the message become spaces). */
 void cli_error(const char *command, const char *fmt, ...) MM_CLI_PRINTF(2, 3);
 
-/* Fills err (may be NULL) with status and a formatted message, the way the library's mm_fail does (the
- * CLI does not see src/); returns status. For the tools' own failures: memory, a benchmark's check. */
+/* Fills err (may be NULL) with status and a formatted message through the library's internal mm_failv
+ * (core/error.h; cli_util.c alone sees src/, the other tools only this); returns status. For the
+ * tools' own failures: memory, a benchmark's check. */
 mm_status cli_fail(mm_error *err, mm_status status, const char *fmt, ...) MM_CLI_PRINTF(3, 4);
 
 /* Exit status for a library status: 2 for input errors, 1 for the others, 0 for MM_OK. */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/demo_data.h"
+#include "core/free_all.h"
 #include "format/format_table.h"
 #include "megamoe/formats.h"
 #include "common/cli_util.h"
@@ -327,16 +328,8 @@ fail:
 }
 
 void run_moe_expert_data_free(run_moe_expert_data *d) {
-    free(d->weight1);
-    free(d->weight2);
-    free(d->scales1);
-    free(d->scales2);
-    free(d->mx_scales1);
-    free(d->mx_scales2);
-    free(d->bias1);
-    free(d->bias2);
-    free(d->zeros1);
-    free(d->zeros2);
+    MM_FREE_ALL(d->weight1, d->weight2, d->scales1, d->scales2, d->mx_scales1, d->mx_scales2, d->bias1,
+                d->bias2, d->zeros1, d->zeros2);
     memset(d, 0, sizeof *d);
 }
 
@@ -420,9 +413,7 @@ done:
 }
 
 void run_moe_tokens_free(run_moe_tokens *t) {
-    free(t->x);
-    free(t->ids);
-    free(t->weights);
+    MM_FREE_ALL(t->x, t->ids, t->weights);
     memset(t, 0, sizeof *t);
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/cli_util.h"
+#include "core/free_all.h"
 #include "run/run_moe.h"
 #include "common/timing.h"
 
@@ -39,14 +40,8 @@ mm_status run_moe_result_alloc(const run_moe_config *cfg, run_moe_rank_result *r
 }
 
 void run_moe_result_free(run_moe_rank_result *r) {
-    free(r->stats);
-    free(r->spans);
-    free(r->routed);
-    free(r->sample_rows);
-    free(r->sample_x);
-    free(r->sample_ids);
-    free(r->sample_weights);
-    free(r->sample_y);
+    MM_FREE_ALL(r->stats, r->spans, r->routed, r->sample_rows, r->sample_x, r->sample_ids, r->sample_weights,
+                r->sample_y);
     memset(r, 0, sizeof *r);
 }
 

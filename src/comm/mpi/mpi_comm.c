@@ -13,26 +13,7 @@
 #include "comm/mpi/mpi_internal.h"
 #include "core/error.h"
 
-static mm_status mpi_create_group(mm_comm *c, const int *members, int n, int my_new_rank, mm_comm **out,
-                                  mm_error *err);
-static mm_status mpi_split_node(mm_comm *c, mm_comm **out, mm_error *err);
-static mm_status mpi_destroy(mm_comm *c, mm_error *err);
-
-const mm_comm_vtable mm_mpi_vtable = {
-    .name = "mpi",
-    .backend = MM_COMM_MPI,
-    .barrier = mm_mpi_barrier,
-    .alltoallv = mm_mpi_alltoallv,
-    .create_group = mpi_create_group,
-    .split_node = mpi_split_node,
-    .destroy = mpi_destroy,
-    .symm_alloc = mm_mpi_symm_alloc,
-    .symm_free = mm_mpi_symm_free,
-    .put = mm_mpi_put,
-    .signal = mm_mpi_signal,
-    .signal_value = mm_mpi_signal_value,
-    .peer_ptr = mm_mpi_peer_ptr,
-};
+const mm_comm_vtable mm_mpi_vtable = MM_COMM_BACKEND_VTABLE("mpi", MM_COMM_MPI, mm_mpi);
 
 static mm_status mpi_fail(mm_error *err, int code, const char *what) {
     char text[MPI_MAX_ERROR_STRING];
@@ -152,8 +133,8 @@ mm_status mm_comm_mpi_world(mm_comm **out, mm_error *err) {
     return mm_comm_mpi_wrap(&world, out, err);
 }
 
-static mm_status mpi_create_group(mm_comm *c, const int *members, int n, int my_new_rank, mm_comm **out,
-                                  mm_error *err) {
+mm_status mm_mpi_create_group(mm_comm *c, const int *members, int n, int my_new_rank, mm_comm **out,
+                              mm_error *err) {
     (void)my_new_rank;
     mpi_impl *m = mpi_impl_of(c);
     /* Only the members take part: guard them with a barrier of our own first (timed, names ranks). */
@@ -172,13 +153,13 @@ static mm_status mpi_create_group(mm_comm *c, const int *members, int n, int my_
     return MM_OK;
 }
 
-static mm_status mpi_split_node(mm_comm *c, mm_comm **out, mm_error *err) {
+mm_status mm_mpi_split_node(mm_comm *c, mm_comm **out, mm_error *err) {
     mpi_impl *m = mpi_impl_of(c);
     return mm_comm_split(c, m->node_of[c->rank], c->rank, out, err);
 }
 
 /* Local: MPI_Comm_free does not wait for the other ranks, so removed ranks never block it. */
-static mm_status mpi_destroy(mm_comm *c, mm_error *err) {
+mm_status mm_mpi_destroy(mm_comm *c, mm_error *err) {
     (void)err;
     mpi_impl *m = mpi_impl_of(c);
     MPI_Comm_free(&m->comm);

@@ -39,15 +39,7 @@ mm_status mm_mpi_wait_request(MPI_Request *req, double timeout, const char *op, 
  * before blocking MPI calls such as MPI_Comm_dup or MPI_Win_allocate, so that they cannot hang. */
 mm_status mm_mpi_guard(MPI_Comm comm, double timeout, const char *op, mm_error *err);
 
-mm_status mm_mpi_barrier(mm_comm *c, mm_error *err);
-mm_status mm_mpi_alltoallv(mm_comm *c, const void *send, const size_t *send_counts, const size_t *send_displs,
-                           void *recv, const size_t *recv_counts, const size_t *recv_displs, mm_error *err);
-mm_status mm_mpi_symm_alloc(mm_comm *c, size_t bytes, mm_symm **out, mm_error *err);
-mm_status mm_mpi_symm_free(mm_symm *s, mm_error *err);
-mm_status mm_mpi_put(mm_symm *s, int peer, size_t offset, const void *src, size_t bytes, mm_error *err);
-mm_status mm_mpi_signal(mm_symm *s, int peer, uint64_t add, mm_error *err);
-uint64_t mm_mpi_signal_value(mm_symm *s, int peer);
-void *mm_mpi_peer_ptr(mm_symm *s, int peer);
+MM_COMM_BACKEND_DECLARE(mm_mpi);
 
 /* mm_comm_from_mpi_ptr without its NULL checks. */
 mm_status mm_comm_mpi_wrap(const void *mpi_comm, mm_comm **out, mm_error *err);

@@ -9,27 +9,9 @@
 
 #include "comm/threads/threads_internal.h"
 #include "core/error.h"
+#include "core/free_all.h"
 
-static mm_status thr_create_group(mm_comm *c, const int *members, int n, int my_new_rank, mm_comm **out,
-                                  mm_error *err);
-static mm_status thr_split_node(mm_comm *c, mm_comm **out, mm_error *err);
-static mm_status thr_destroy(mm_comm *c, mm_error *err);
-
-const mm_comm_vtable mm_thr_vtable = {
-    .name = "threads",
-    .backend = MM_COMM_THREADS,
-    .barrier = mm_thr_barrier,
-    .alltoallv = mm_thr_alltoallv,
-    .create_group = thr_create_group,
-    .split_node = thr_split_node,
-    .destroy = thr_destroy,
-    .symm_alloc = mm_thr_symm_alloc,
-    .symm_free = mm_thr_symm_free,
-    .put = mm_thr_put,
-    .signal = mm_thr_signal,
-    .signal_value = mm_thr_signal_value,
-    .peer_ptr = mm_thr_peer_ptr,
-};
+const mm_comm_vtable mm_thr_vtable = MM_COMM_BACKEND_VTABLE("threads", MM_COMM_THREADS, mm_thr);
 
 static void *aligned_zalloc(size_t bytes) {
     size_t rounded = (bytes + 63) & ~(size_t)63;
@@ -70,18 +52,13 @@ thr_group *mm_thr_group_new(int size, double timeout) {
 
 void mm_thr_group_delete(thr_group *g) {
     if (!g) return;
-    free(g->slots);
-    free(g->acks);
-    free(g->comms);
-    free(g->bells);
-    free(g->mailboxes);
-    free(g);
+    MM_FREE_ALL(g->slots, g->acks, g->comms, g->bells, g->mailboxes, g);
 }
 
 /* The first member allocates the group; one allgather over the parent hands its address to the
  * others (the ranks share one address space). */
-static mm_status thr_create_group(mm_comm *c, const int *members, int n, int my_new_rank, mm_comm **out,
-                                  mm_error *err) {
+mm_status mm_thr_create_group(mm_comm *c, const int *members, int n, int my_new_rank, mm_comm **out,
+                              mm_error *err) {
     thr_group *mine = NULL;
     if (members[0] == c->rank) mine = mm_thr_group_new(n, c->timeout);
     thr_group *all[MM_COMM_MAX_RANKS];
@@ -100,14 +77,14 @@ static mm_status thr_create_group(mm_comm *c, const int *members, int n, int my_
     return MM_OK;
 }
 
-static mm_status thr_split_node(mm_comm *c, mm_comm **out, mm_error *err) {
+mm_status mm_thr_split_node(mm_comm *c, mm_comm **out, mm_error *err) {
     /* All threads share this machine's memory: the node is everyone alive. */
     return mm_comm_split(c, 0, c->rank, out, err);
 }
 
 /* Collective over the alive members: a barrier guarantees nobody still uses the group, then the
  * lowest alive rank frees it once every other member has said it will not touch the group again. */
-static mm_status thr_destroy(mm_comm *c, mm_error *err) {
+mm_status mm_thr_destroy(mm_comm *c, mm_error *err) {
     thr_group *g = thr_group_of(c);
     if (g->owned_by_launcher)
         return mm_fail(

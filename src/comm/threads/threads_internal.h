@@ -74,14 +74,6 @@ static inline void thr_ring_peers(const mm_comm *c) {
         if (p != c->rank && c->alive[p]) mm_doorbell_ring(&g->bells[p]);
 }
 
-mm_status mm_thr_barrier(mm_comm *c, mm_error *err);
-mm_status mm_thr_alltoallv(mm_comm *c, const void *send, const size_t *send_counts, const size_t *send_displs,
-                           void *recv, const size_t *recv_counts, const size_t *recv_displs, mm_error *err);
-mm_status mm_thr_symm_alloc(mm_comm *c, size_t bytes, mm_symm **out, mm_error *err);
-mm_status mm_thr_symm_free(mm_symm *s, mm_error *err);
-mm_status mm_thr_put(mm_symm *s, int peer, size_t offset, const void *src, size_t bytes, mm_error *err);
-mm_status mm_thr_signal(mm_symm *s, int peer, uint64_t add, mm_error *err);
-uint64_t mm_thr_signal_value(mm_symm *s, int peer);
-void *mm_thr_peer_ptr(mm_symm *s, int peer);
+MM_COMM_BACKEND_DECLARE(mm_thr);
 
 #endif

@@ -24,6 +24,7 @@
 #include "comm/world_internal.h"
 #include "core/cpu.h"
 #include "core/error.h"
+#include "core/free_all.h"
 
 enum {
     /* The worker pool's counts (core/parallel.c): long enough to catch the next call of a tight loop,
@@ -166,10 +167,7 @@ static void world_delete(mm_world *w) {
         pthread_cond_destroy(&w->work_cond);
         pthread_cond_destroy(&w->done_cond);
     }
-    free(w->threads);
-    free(w->ranks);
-    free(w->own_status);
-    free(w->own_errs);
+    MM_FREE_ALL(w->threads, w->ranks, w->own_status, w->own_errs);
     mm_thr_group_delete(w->group);
     free(w);
 }

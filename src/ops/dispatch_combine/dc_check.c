@@ -4,6 +4,7 @@
  * attributes. Messages name the parameter, its value and the rule. */
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -341,11 +342,25 @@ mm_status mm_dc_check_mask(const mm_tensor *mask, int64_t bs, int64_t k, dc_mask
 
 /* ---- summary ---- */
 
-static const char *const attr_names[] = {"ep_world_size",     "moe_expert_num",    "tp_world_size",
-                                         "expert_shard_type", "shared_expert_num", "shared_expert_rank_num",
-                                         "quant_mode",        "global_bs",         "expert_token_nums_type",
-                                         "zero_expert_num",   "copy_expert_num",   "const_expert_num",
-                                         "norm_eps (bits)",   "comm_alg (set)"};
+/* The attributes every rank must agree on, in summary order: the integer ones by offset, then the two
+ * that are summarized (norm_eps by its bits, comm_alg by whether it is set). compare() names them. */
+#define INT_ATTR(field)                                                                                      \
+    { #field, offsetof(mm_dc_attrs, field) }
+static const struct {
+    const char *name;
+    size_t offset; /* of an int64_t field of mm_dc_attrs */
+} int_attrs[] = {INT_ATTR(ep_world_size),     INT_ATTR(moe_expert_num),    INT_ATTR(tp_world_size),
+                 INT_ATTR(expert_shard_type), INT_ATTR(shared_expert_num), INT_ATTR(shared_expert_rank_num),
+                 INT_ATTR(quant_mode),        INT_ATTR(global_bs),         INT_ATTR(expert_token_nums_type),
+                 INT_ATTR(zero_expert_num),   INT_ATTR(copy_expert_num),   INT_ATTR(const_expert_num)};
+#undef INT_ATTR
+enum { INT_ATTRS = sizeof int_attrs / sizeof int_attrs[0] };
+_Static_assert(INT_ATTRS + 2 == DC_SUM_ATTRS,
+               "the summary holds the integer attributes, norm_eps and comm_alg");
+
+static const char *attr_name(int i) {
+    return i < INT_ATTRS ? int_attrs[i].name : i == INT_ATTRS ? "norm_eps (bits)" : "comm_alg (set)";
+}
 
 static void summary_fill(dc_summary *s, const mm_dc_attrs *a, int64_t bs, int64_t h, int64_t k, int64_t dtype,
                          int64_t mask_kind, const mm_tensor *elastic_info) {
@@ -364,22 +379,11 @@ static void summary_fill(dc_summary *s, const mm_dc_attrs *a, int64_t bs, int64_
     s->v[DC_SUM_ELASTIC] = (int64_t)(hash >> 1);
     if (!a) return;
     int64_t *p = s->v + DC_SUM_ATTR0;
+    for (int i = 0; i < INT_ATTRS; i++) memcpy(&p[i], (const char *)a + int_attrs[i].offset, sizeof p[i]);
     uint32_t eps_bits;
     memcpy(&eps_bits, &a->norm_eps, 4);
-    p[0] = a->ep_world_size;
-    p[1] = a->moe_expert_num;
-    p[2] = a->tp_world_size;
-    p[3] = a->expert_shard_type;
-    p[4] = a->shared_expert_num;
-    p[5] = a->shared_expert_rank_num;
-    p[6] = a->quant_mode;
-    p[7] = a->global_bs;
-    p[8] = a->expert_token_nums_type;
-    p[9] = a->zero_expert_num;
-    p[10] = a->copy_expert_num;
-    p[11] = a->const_expert_num;
-    p[12] = eps_bits;
-    p[13] = a->comm_alg && a->comm_alg[0];
+    p[INT_ATTRS] = eps_bits;
+    p[INT_ATTRS + 1] = a->comm_alg && a->comm_alg[0];
 }
 
 /* The operators that share the summary exchange: a rank that calls the other one is caught here,
@@ -401,7 +405,7 @@ static mm_status compare(const mm_op_exchange *x, const char *op, dc_call *call,
             return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
                            "%s: attribute %s = %" PRId64 " on rank %d but %" PRId64
                            " on rank %d (attributes must be equal on every rank)",
-                           op, attr_names[i - DC_SUM_ATTR0], a, ref, b, r);
+                           op, attr_name(i - DC_SUM_ATTR0), a, ref, b, r);
         static const char *const what[] = {"H (hidden size)", "K (expert_ids.shape[1])", "the dtype of x",
                                            "the x_active_mask form (0 none, 1 per token, 2 per pair)",
                                            "elastic_info (content hash)"};

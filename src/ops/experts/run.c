@@ -212,17 +212,8 @@ static mm_status run_experts(call *c, const mm_experts *ex, mm_error *err) {
             int64_t cnt = p->counts[j];
             const uint8_t *a = c->rows + r0 * c->slot;
             if (cnt > 0)
-                groups[n++] = (mm_ffn_group){r0,
-                                             cnt,
-                                             a,
-                                             (int64_t)c->slot,
-                                             c->row_scale + r0,
-                                             a + c->mx_off,
-                                             (int64_t)c->slot,
-                                             ex->routed.w1[j],
-                                             ex->routed.w2[j],
-                                             mm_moe_expert_bias(&ex->routed, 1, j),
-                                             mm_moe_expert_bias(&ex->routed, 2, j)};
+                groups[n++] = mm_moe_expert_group(&ex->routed, j, r0, cnt, a, (int64_t)c->slot, c->mx_off,
+                                                  c->row_scale + r0);
             r0 += cnt;
         }
         mm_ffn_job job;
@@ -240,17 +231,8 @@ static mm_status run_experts(call *c, const mm_experts *ex, mm_error *err) {
     const float *scales = c->separate_shared ? c->shared_scale : c->stage_scale;
     mm_ffn_group groups[MM_MEGA_MOE_MAX_SHARED_EXPERTS];
     for (int64_t e = 0; e < c->S; e++)
-        groups[e] = (mm_ffn_group){e * p->A,
-                                   p->A,
-                                   base,
-                                   (int64_t)c->slot,
-                                   scales,
-                                   base + c->mx_off,
-                                   (int64_t)c->slot,
-                                   ex->shared.w1[e],
-                                   ex->shared.w2[e],
-                                   mm_moe_expert_bias(&ex->shared, 1, e),
-                                   mm_moe_expert_bias(&ex->shared, 2, e)};
+        groups[e] =
+            mm_moe_expert_group(&ex->shared, e, e * p->A, p->A, base, (int64_t)c->slot, c->mx_off, scales);
     mm_ffn_job job;
     mm_moe_ffn_job_init(&job, &p->c.shared, &p->c.act, &ex->shared, c->H, ex->I, NULL);
     job.n_groups = c->S;

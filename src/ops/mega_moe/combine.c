@@ -14,11 +14,6 @@
 #include "ops/mega_moe/combine_sum.h"
 #include "ops/mega_moe/stats.h"
 
-typedef struct relay_task_ctx {
-    run_state *s;
-    int64_t home; /* the home whose tokens this pass reduces */
-} relay_task_ctx;
-
 /* Relay: token i of home h: F32 sum in k order of the domain's rows that arrived this call. */
 static int64_t relay_token(const run_state *s, int64_t h, int64_t i, float *acc) {
     int64_t gs = s->c->group_size, first = -1;
@@ -28,51 +23,68 @@ static int64_t relay_token(const run_state *s, int64_t h, int64_t i, float *acc)
         mm_moe_relay_header rh;
         memcpy(&rh, slot, sizeof rh);
         if (rh.epoch != s->b->relay_epoch) continue;
-        if (first < 0) {
-            first = k;
-            memset(acc, 0, (size_t)s->H * sizeof *acc);
-        }
-        const uint16_t *o = (const uint16_t *)(slot + sizeof rh);
-        if (s->attrs->topk_weights_type == 1)
-            s->ops->add_bf16(acc, o, s->H);
-        else
-            s->ops->axpy_bf16(acc, rh.weight, o, s->H);
+        mm_moe_add_routed_row(s, k, rh.weight, (const uint16_t *)(slot + sizeof rh), acc, &first);
     }
     return first;
-}
-
-static void relay_task(void *ctx_, int64_t t) {
-    relay_task_ctx *ctx = ctx_;
-    run_state *s = ctx->s;
-    int64_t h = ctx->home, bs = s->c->counts[h * s->stride + s->E];
-    int64_t end = (t + 1) * ROWS_PER_TASK < bs ? (t + 1) * ROWS_PER_TASK : bs;
-    float *acc = s->task_rows + t * 2 * s->H;
-    for (int64_t i = t * ROWS_PER_TASK; i < end; i++) {
-        int64_t first = relay_token(s, h, i, acc);
-        if (first < 0) continue;
-        s->ops->to_bf16((uint16_t *)(s->comb_peer[h] + (i * s->K + first) * s->b->comb_slot_bytes), acc,
-                        s->H);
-    }
 }
 
 static mm_status relay_reduce(run_state *s, mm_error *err) {
     mm_status st = MM_OK;
     int64_t gs = s->c->group_size;
-    for (int64_t h = s->me % gs; h < s->R && st == MM_OK; h += gs) {
-        int64_t bs = s->c->counts[h * s->stride + s->E];
-        if (s->comb_peer[h]) {
-            relay_task_ctx ctx = {s, h};
-            mm_parallel_for((bs + ROWS_PER_TASK - 1) / ROWS_PER_TASK, relay_task, &ctx);
-            continue;
-        }
-        uint16_t *tmp = (uint16_t *)(s->ws + s->l.temp_slot);
-        for (int64_t i = 0; i < bs && st == MM_OK; i++) {
-            int64_t first = relay_token(s, h, i, s->task_rows);
-            if (first < 0) continue;
-            s->ops->to_bf16(tmp, s->task_rows, s->H);
-            st = mm_symm_put(s->b->comb, (int)h, (size_t)(i * s->K + first) * s->b->comb_slot_bytes, tmp,
-                             (size_t)(2 * s->H), err);
-        }
+    for (int64_t h = s->me % gs; h < s->R && st == MM_OK; h += gs)
+        st = mm_moe_reduce_into_combine_slots(s, h, relay_token, err);
+    return st;
+}
+
+void mm_moe_add_routed_row(const run_state *s, int64_t k, float weight, const uint16_t *o, float *acc,
+                           int64_t *first) {
+    if (*first < 0) {
+        *first = k;
+        memset(acc, 0, (size_t)s->H * sizeof *acc);
+    }
+    if (s->attrs->topk_weights_type == 1)
+        s->ops->add_bf16(acc, o, s->H);
+    else
+        s->ops->axpy_bf16(acc, weight, o, s->H);
+}
+
+typedef struct reduce_task_ctx {
+    run_state *s;
+    int64_t peer; /* the home or source whose tokens this pass reduces */
+    mm_moe_token_reducer reduce;
+} reduce_task_ctx;
+
+static void reduce_task(void *ctx_, int64_t t) {
+    reduce_task_ctx *ctx = ctx_;
+    run_state *s = ctx->s;
+    int64_t peer = ctx->peer, bs = s->c->counts[peer * s->stride + s->E];
+    int64_t end = (t + 1) * ROWS_PER_TASK < bs ? (t + 1) * ROWS_PER_TASK : bs;
+    float *acc = s->task_rows + t * 2 * s->H;
+    for (int64_t i = t * ROWS_PER_TASK; i < end; i++) {
+        int64_t first = ctx->reduce(s, peer, i, acc);
+        if (first < 0) continue;
+        s->ops->to_bf16((uint16_t *)(s->comb_peer[peer] + (i * s->K + first) * s->b->comb_slot_bytes), acc,
+                        s->H);
+    }
+}
+
+mm_status mm_moe_reduce_into_combine_slots(run_state *s, int64_t peer, mm_moe_token_reducer reduce,
+                                           mm_error *err) {
+    int64_t bs = s->c->counts[peer * s->stride + s->E];
+    if (s->comb_peer[peer]) {
+        reduce_task_ctx ctx = {s, peer, reduce};
+        mm_parallel_for((bs + ROWS_PER_TASK - 1) / ROWS_PER_TASK, reduce_task, &ctx);
+        return MM_OK;
+    }
+    /* Unreachable peer: reduce serially into one slot and put it. */
+    mm_status st = MM_OK;
+    uint16_t *tmp = (uint16_t *)(s->ws + s->l.temp_slot);
+    for (int64_t i = 0; i < bs && st == MM_OK; i++) {
+        int64_t first = reduce(s, peer, i, s->task_rows);
+        if (first < 0) continue;
+        s->ops->to_bf16(tmp, s->task_rows, s->H);
+        st = mm_symm_put(s->b->comb, (int)peer, (size_t)(i * s->K + first) * s->b->comb_slot_bytes, tmp,
+                         (size_t)(2 * s->H), err);
     }
     return st;
 }

@@ -90,48 +90,22 @@ static mm_status put_unreachable_rows(run_state *s, const int64_t *rows, int64_t
     return st;
 }
 
-/* Mode 1: token i of the source in token_map: the F32 sum in k order of its weighted rows held here
- * (one separately rounded product per term). Returns the first k with a row, or -1 when none. */
-static int64_t reduce_token(const run_state *s, int64_t i, float *acc) {
+/* Mode 1: token i of source src, mapped by token_map: the F32 sum in k order of its weighted rows held
+ * here (one separately rounded product per term). Returns the first k with a row, or -1 when none. */
+static int64_t reduce_token(const run_state *s, int64_t src, int64_t i, float *acc) {
+    (void)src; /* token_map holds this source's rows only */
     int64_t first = -1;
     for (int64_t k = 0; k < s->K; k++) {
         int32_t row = s->token_map[i * s->K + k];
         if (row < 0) continue;
-        if (first < 0) {
-            first = k;
-            memset(acc, 0, (size_t)s->H * sizeof *acc);
-        }
-        const uint16_t *o = s->routed_out + (int64_t)row * s->H;
-        if (s->attrs->topk_weights_type == 1)
-            s->ops->add_bf16(acc, o, s->H);
-        else
-            s->ops->axpy_bf16(acc, mm_moe_header_of(s, row)->weight, o, s->H);
+        mm_moe_add_routed_row(s, k, mm_moe_header_of(s, row)->weight, s->routed_out + (int64_t)row * s->H,
+                              acc, &first);
     }
     return first;
 }
 
-typedef struct reduce_ctx {
-    run_state *s;
-    int64_t src; /* the source whose tokens are reduced */
-} reduce_ctx;
-
-static void reduce_source_task(void *ctx_, int64_t t) {
-    reduce_ctx *ctx = ctx_;
-    run_state *s = ctx->s;
-    int64_t src = ctx->src, bs = s->c->counts[src * s->stride + s->E];
-    int64_t end = (t + 1) * ROWS_PER_TASK < bs ? (t + 1) * ROWS_PER_TASK : bs;
-    float *acc = s->task_rows + t * 2 * s->H;
-    for (int64_t i = t * ROWS_PER_TASK; i < end; i++) {
-        int64_t first = reduce_token(s, i, acc);
-        if (first < 0) continue;
-        s->ops->to_bf16((uint16_t *)(s->comb_peer[src] + (i * s->K + first) * s->b->comb_slot_bytes), acc,
-                        s->H);
-    }
-}
-
 /* Mode 1: reduces every token of source src (all experts holding its rows are done) into its home. */
 static mm_status reduce_source(run_state *s, int64_t src, mm_error *err) {
-    mm_status st = MM_OK;
     int64_t bs = s->c->counts[src * s->stride + s->E];
     for (int64_t x = 0; x < bs * s->K; x++) s->token_map[x] = -1;
     for (int64_t j = 0; j < s->El; j++) {
@@ -141,21 +115,7 @@ static mm_status reduce_source(run_state *s, int64_t src, mm_error *err) {
             s->token_map[h->token * s->K + h->k] = (int32_t)r;
         }
     }
-    if (s->comb_peer[src]) {
-        reduce_ctx ctx = {s, src};
-        mm_parallel_for((bs + ROWS_PER_TASK - 1) / ROWS_PER_TASK, reduce_source_task, &ctx);
-        return MM_OK;
-    }
-    /* Unreachable home: reduce serially into one slot and put it. */
-    uint16_t *tmp = (uint16_t *)(s->ws + s->l.temp_slot);
-    for (int64_t i = 0; i < bs && st == MM_OK; i++) {
-        int64_t first = reduce_token(s, i, s->task_rows);
-        if (first < 0) continue;
-        s->ops->to_bf16(tmp, s->task_rows, s->H);
-        st = mm_symm_put(s->b->comb, (int)src, (size_t)(i * s->K + first) * s->b->comb_slot_bytes, tmp,
-                         (size_t)(2 * s->H), err);
-    }
-    return st;
+    return mm_moe_reduce_into_combine_slots(s, src, reduce_token, err);
 }
 
 mm_status mm_moe_combine_send_batch(run_state *s, const int64_t *experts, int64_t n_experts, mm_error *err) {

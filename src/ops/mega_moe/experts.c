@@ -55,17 +55,8 @@ static mm_status run_ready(run_state *s, const int64_t *ready, int64_t n_ready,
         mm_moe_stats_expert(s->b, batch, s->me * s->El + j, cnt);
         stage_expert_rows(s, j);
         const uint8_t *a = s->recv_local + r0 * s->b->recv_slot_bytes;
-        groups[q] = (mm_ffn_group){r0,
-                                   cnt,
-                                   a,
-                                   (int64_t)s->b->recv_slot_bytes,
-                                   s->routed_scales + r0,
-                                   a + s->b->recv_scale_offset,
-                                   (int64_t)s->b->recv_slot_bytes,
-                                   s->w->routed.w1[j],
-                                   s->w->routed.w2[j],
-                                   mm_moe_expert_bias(&s->w->routed, 1, j),
-                                   mm_moe_expert_bias(&s->w->routed, 2, j)};
+        groups[q] = mm_moe_expert_group(&s->w->routed, j, r0, cnt, a, (int64_t)s->b->recv_slot_bytes,
+                                        s->b->recv_scale_offset, s->routed_scales + r0);
     }
     mm_ffn_job job;
     mm_moe_ffn_job_init(&job, &s->c->routed, &s->c->act, &s->w->routed, s->H,

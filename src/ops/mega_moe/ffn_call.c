@@ -33,6 +33,22 @@ void mm_moe_ffn_job_init(mm_ffn_job *job, const mm_moe_path *path, const mm_ffn_
     job->timing_ctx = timing;
 }
 
+mm_ffn_group mm_moe_expert_group(const mm_moe_expert_set *set, int64_t e, int64_t row0, int64_t rows,
+                                 const uint8_t *a, int64_t stride, int64_t mx_offset,
+                                 const float *row_scales) {
+    return (mm_ffn_group){.row0 = row0,
+                          .rows = rows,
+                          .a = a,
+                          .a_stride = stride,
+                          .a_row_scales = row_scales,
+                          .a_mx = a + mx_offset,
+                          .a_mx_stride = stride,
+                          .w1 = set->w1[e],
+                          .w2 = set->w2[e],
+                          .bias1 = mm_moe_expert_bias(set, 1, e),
+                          .bias2 = mm_moe_expert_bias(set, 2, e)};
+}
+
 mm_status mm_moe_ffn_run(const mm_ffn_job *job, int gate_held, mm_error *err) {
     if (!gate_held) mm_moe_gate_enter();
     mm_status st = mm_ffn_run(job, err);

@@ -15,6 +15,11 @@
 void mm_moe_ffn_job_init(mm_ffn_job *job, const mm_moe_path *path, const mm_ffn_act *act,
                          const mm_moe_expert_set *set, int64_t hidden, int64_t inter,
                          mm_mega_moe_buffer *timing);
+/* The FFN group of expert e of set: rows [row0, row0 + rows), the first at a and one every stride bytes,
+ * each slot's MX scales mx_offset bytes into it, their I8 row scales from row_scales. */
+mm_ffn_group mm_moe_expert_group(const mm_moe_expert_set *set, int64_t e, int64_t row0, int64_t rows,
+                                 const uint8_t *a, int64_t stride, int64_t mx_offset,
+                                 const float *row_scales);
 /* mm_ffn_run inside the compute gate (gate.c), unless the caller already holds it. */
 mm_status mm_moe_ffn_run(const mm_ffn_job *job, int gate_held, mm_error *err);
 

@@ -18,17 +18,8 @@ mm_status mm_moe_shared_experts(run_state *s, mm_error *err) {
     const float *scales = sep ? s->shared_stage_scale : s->stage_scale;
     mm_ffn_group groups[MM_MEGA_MOE_MAX_SHARED_EXPERTS];
     for (int64_t e = 0; e < S; e++)
-        groups[e] = (mm_ffn_group){e * A,
-                                   A,
-                                   base,
-                                   (int64_t)s->b->recv_slot_bytes,
-                                   scales,
-                                   base + s->b->recv_scale_offset,
-                                   (int64_t)s->b->recv_slot_bytes,
-                                   s->w->shared.w1[e],
-                                   s->w->shared.w2[e],
-                                   mm_moe_expert_bias(&s->w->shared, 1, e),
-                                   mm_moe_expert_bias(&s->w->shared, 2, e)};
+        groups[e] = mm_moe_expert_group(&s->w->shared, e, e * A, A, base, (int64_t)s->b->recv_slot_bytes,
+                                        s->b->recv_scale_offset, scales);
     mm_ffn_job job;
     mm_moe_ffn_job_init(&job, &c->shared, &c->act, &s->w->shared, s->H, s->b->sizing.intermediate_hidden,
                         NULL);

@@ -313,11 +313,8 @@ mm_status mm_mega_moe_plan(mm_mega_moe_buffer *buffer, const mm_mega_moe_weights
 
 /* The attributes a caller starts from: no quantization, swiglu, weights at combine, direct combine. */
 mm_mega_moe_attrs mm_mega_moe_default_attrs(void) {
-    mm_mega_moe_attrs a;
-    memset(&a, 0, sizeof a);
-    a.dispatch_quant_out_dtype = MM_DTYPE_INVALID;
-    a.shared_expert_quant_out_dtype = MM_DTYPE_INVALID;
-    a.activation_out_dtype = MM_DTYPE_INVALID;
-    a.activation = MM_MEGA_MOE_SWIGLU;
-    return a;
+    return (mm_mega_moe_attrs){.dispatch_quant_out_dtype = MM_DTYPE_INVALID,
+                               .shared_expert_quant_out_dtype = MM_DTYPE_INVALID,
+                               .activation_out_dtype = MM_DTYPE_INVALID,
+                               .activation = MM_MEGA_MOE_SWIGLU};
 }

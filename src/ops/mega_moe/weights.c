@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/free_all.h"
 #include "format/format_table.h"
 #include "megamoe/formats.h"
 #include "ops/mega_moe/buffer.h"
@@ -109,10 +110,7 @@ void mm_moe_expert_set_free(mm_moe_expert_set *s) {
         if (s->bias1) free(s->bias1[e]);
         if (s->bias2) free(s->bias2[e]);
     }
-    free(s->w1);
-    free(s->w2);
-    free(s->bias1);
-    free(s->bias2);
+    MM_FREE_ALL(s->w1, s->w2, s->bias1, s->bias2);
     memset(s, 0, sizeof *s);
 }
 
@@ -136,11 +134,7 @@ typedef struct pack_tmp {
 } pack_tmp;
 
 static void pack_tmp_free(pack_tmp *t) {
-    free(t->scales);
-    free(t->w);
-    free(t->s);
-    free(t->z);
-    free(t->bias);
+    MM_FREE_ALL(t->scales, t->w, t->s, t->z, t->bias);
     memset(t, 0, sizeof *t);
 }
 
@@ -163,13 +157,8 @@ static mm_status pack_one(const pack_plan *p, int which, int64_t e, int fuse, mm
     mm_dtype dtype = p->dtype;
     pack_tmp t = {0};
     mm_status st = MM_OK;
-    mm_gemm_weight_desc d;
-    memset(&d, 0, sizeof d);
-    d.dtype = dtype;
-    d.k = k;
-    d.n = n;
-    d.transposed = transposed;
-    d.data = view_data(w, e);
+    mm_gemm_weight_desc d = {
+        .dtype = dtype, .k = k, .n = n, .transposed = transposed, .data = view_data(w, e)};
     int bits = mm_dtype_bits(dtype);
     int64_t mat_bytes = transposed ? n * mm_dtype_row_bytes(dtype, k) : k * mm_dtype_row_bytes(dtype, n);
     if (il) {

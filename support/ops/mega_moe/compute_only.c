@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/free_all.h"
 #include "ops/mega_moe/buffer.h"
 #include "ops/mega_moe/compute_only.h"
 #include "ops/mega_moe/ffn_call.h"
@@ -102,17 +103,9 @@ mm_status mm_moe_compute_only_create(const mm_mega_moe_buffer *b, const mm_mega_
     int64_t r0 = 0;
     for (int64_t j = 0; j < co->n_routed; j++) {
         const uint8_t *a = co->rows + r0 * b->recv_slot_bytes;
-        co->groups[j] = (mm_ffn_group){r0,
-                                       rows_per_expert[j],
-                                       a,
-                                       (int64_t)b->recv_slot_bytes,
-                                       co->scales + r0,
-                                       a + b->recv_scale_offset,
-                                       (int64_t)b->recv_slot_bytes,
-                                       w->routed.w1[j],
-                                       w->routed.w2[j],
-                                       mm_moe_expert_bias(&w->routed, 1, j),
-                                       mm_moe_expert_bias(&w->routed, 2, j)};
+        co->groups[j] =
+            mm_moe_expert_group(&w->routed, j, r0, rows_per_expert[j], a, (int64_t)b->recv_slot_bytes,
+                                b->recv_scale_offset, co->scales + r0);
         r0 += rows_per_expert[j];
     }
     if (co->n_shared) {
@@ -129,17 +122,9 @@ mm_status mm_moe_compute_only_create(const mm_mega_moe_buffer *b, const mm_mega_
                         &co->shared_scales, err);
         if (st != MM_OK) goto fail;
         for (int64_t e = 0; e < co->n_shared; e++)
-            co->groups[co->n_routed + e] = (mm_ffn_group){e * shared_rows,
-                                                          shared_rows,
-                                                          co->shared_rows_mem,
-                                                          (int64_t)b->recv_slot_bytes,
-                                                          co->shared_scales,
-                                                          co->shared_rows_mem + b->recv_scale_offset,
-                                                          (int64_t)b->recv_slot_bytes,
-                                                          w->shared.w1[e],
-                                                          w->shared.w2[e],
-                                                          mm_moe_expert_bias(&w->shared, 1, e),
-                                                          mm_moe_expert_bias(&w->shared, 2, e)};
+            co->groups[co->n_routed + e] =
+                mm_moe_expert_group(&w->shared, e, e * shared_rows, shared_rows, co->shared_rows_mem,
+                                    (int64_t)b->recv_slot_bytes, b->recv_scale_offset, co->shared_scales);
     }
     *out = co;
     return MM_OK;
@@ -180,14 +165,6 @@ mm_status mm_moe_compute_only_run(mm_moe_compute_only *co, mm_error *err) {
 
 void mm_moe_compute_only_free(mm_moe_compute_only *co) {
     if (!co) return;
-    free(co->groups);
-    free(co->rows);
-    free(co->scales);
-    free(co->shared_rows_mem);
-    free(co->shared_scales);
-    free(co->scratch_mem);
-    free(co->shared_scratch_mem);
-    free(co->out);
-    free(co->shared_out);
-    free(co);
+    MM_FREE_ALL(co->groups, co->rows, co->scales, co->shared_rows_mem, co->shared_scales, co->scratch_mem,
+                co->shared_scratch_mem, co->out, co->shared_out, co);
 }
