@@ -37,21 +37,9 @@ static const scenario scenarios[] = {
 };
 
 static moe_spec spec_of(const scenario *sc, int ranks, uint64_t seed) {
-    moe_spec sp;
-    memset(&sp, 0, sizeof sp);
-    sp.ranks = ranks;
-    sp.experts = 4 * ranks;
-    sp.topk = 3;
-    sp.hidden = 96;
-    sp.inter = 40; /* not a multiple of 16: the last interleaved panel is half padding */
-    for (int r = 0; r < ranks; r++) sp.bs[r] = 6 + 5 * r;
-    sp.routed = sc->weights;
-    sp.shared = sc->weights;
-    sp.attrs = mm_mega_moe_default_attrs();
-    sp.attrs.dispatch_quant_mode = sc->mode;
-    sp.attrs.dispatch_quant_out_dtype = sc->dispatch;
-    sp.seed = seed;
-    return sp;
+    /* inter 40 is not a multiple of 16: the last interleaved panel is half padding */
+    return moe_spec_make((moe_dims){ranks, 4 * ranks, 3, 96, 40, 6, 5}, sc->weights, sc->mode, sc->dispatch,
+                         seed);
 }
 
 /* Runs the case (fused or not, with `threads` pool threads); copies every rank's y into ys. */

@@ -27,6 +27,7 @@
 #include "megamoe/formats.h"
 #include "ref/mega_moe_ref.h"
 #include "ref/ref_case.h"
+#include "test_ref_common.h"
 #include "testlib.h"
 
 #define NH 32
@@ -90,13 +91,8 @@ static void fill(mm_ref_case *c, float bias_delta1, float bias_delta2) {
 }
 
 static mm_ref_attrs int_attrs(int transpose) {
-    mm_ref_attrs a = {0};
+    mm_ref_attrs a = ref_attrs_sized(4, 2, 1, NH, 2);
     float clamp = 2.0f;
-    a.expert_num = 4;
-    a.world_size = 2;
-    a.topk = 1;
-    a.hidden = NH;
-    a.inter = 2;
     a.dispatch_dtype = MM_DTYPE_I8;
     a.transpose_weight1 = a.transpose_weight2 = transpose;
     mm_ref_activation_init(&a.activation, MM_REF_ACT_SWIGLUSTEP, &clamp, 1, NULL);
