@@ -61,16 +61,18 @@ double mm_test_rand_uniform(uint64_t *state, double lo, double hi) {
     return lo + (hi - lo) * u;
 }
 
-uint32_t mm_test_f32_bits(float value) {
+/* Through a union (defined in C): the test's own conversion, not the library's. */
+typedef union f32_view {
+    float value;
     uint32_t bits;
-    memcpy(&bits, &value, sizeof bits);
-    return bits;
+} f32_view;
+
+uint32_t mm_test_f32_bits(float value) {
+    return (f32_view){.value = value}.bits;
 }
 
 float mm_test_f32_from_bits(uint32_t bits) {
-    float value;
-    memcpy(&value, &bits, sizeof value);
-    return value;
+    return (f32_view){.bits = bits}.value;
 }
 
 unsigned char *mm_test_read_file(const char *path, size_t *size) {

@@ -112,7 +112,7 @@ int mm_test_finish_skipped(const char *name);
  * -Waddress in the CHECK_STATUS macro). */
 const char *mm_test_error_text(const mm_error *err);
 
-/* The bits of an F32 and back (memcpy: no aliasing games). */
+/* The bits of an F32 and back (type punning through a union, which C defines). */
 uint32_t mm_test_f32_bits(float value);
 float mm_test_f32_from_bits(uint32_t bits);
 
