@@ -209,11 +209,7 @@ static void test_quant_families(void) {
 }
 
 int main(void) {
-    snprintf(dir, sizeof dir, "/tmp/megamoe_model_config_XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!mm_test_make_temp_dir(dir, sizeof dir, "megamoe_model_config")) return 1;
     test_families();
     test_broken();
     test_quant_families();

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tests/testlib.c: failure reporting, the closing summary line and deterministic random data. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include "testlib.h"
 
 #include <stdarg.h>
@@ -73,6 +74,13 @@ uint32_t mm_test_f32_bits(float value) {
 
 float mm_test_f32_from_bits(uint32_t bits) {
     return (f32_view){.bits = bits}.value;
+}
+
+int mm_test_make_temp_dir(char *dir, size_t size, const char *prefix) {
+    snprintf(dir, size, "/tmp/%s_XXXXXX", prefix);
+    if (mkdtemp(dir)) return 1;
+    perror("mkdtemp");
+    return 0;
 }
 
 unsigned char *mm_test_read_file(const char *path, size_t *size) {

@@ -120,6 +120,10 @@ float mm_test_f32_from_bits(uint32_t bits);
  * cannot be opened or read. */
 unsigned char *mm_test_read_file(const char *path, size_t *size);
 
+/* Creates a fresh directory /tmp/<prefix>_XXXXXX, its path in dir (size bytes); 0, with a perror line,
+ * when it cannot. */
+int mm_test_make_temp_dir(char *dir, size_t size, const char *prefix);
+
 /* Deterministic pseudo-random numbers for test data (splitmix64). */
 uint64_t mm_test_rand_u64(uint64_t *state);
 /* Uniform in [lo, hi). */
