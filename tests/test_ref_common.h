@@ -5,22 +5,14 @@
 #ifndef MEGAMOE_TEST_REF_COMMON_H
 #define MEGAMOE_TEST_REF_COMMON_H
 
-#include <string.h>
-
 #include "ref/mega_moe_ref.h"
 
 /* E experts over R ranks, top-k, hidden size H and intermediate size I; every other attribute zero (no
  * dispatch quantization, no transposes, no bias); the caller initializes the activation. */
 static inline mm_ref_attrs ref_attrs_sized(int64_t experts, int64_t ranks, int64_t topk, int64_t hidden,
                                            int64_t inter) {
-    mm_ref_attrs a;
-    memset(&a, 0, sizeof a);
-    a.expert_num = experts;
-    a.world_size = ranks;
-    a.topk = topk;
-    a.hidden = hidden;
-    a.inter = inter;
-    return a;
+    return (mm_ref_attrs){
+        .expert_num = experts, .world_size = ranks, .topk = topk, .hidden = hidden, .inter = inter};
 }
 
 #endif
