@@ -79,13 +79,17 @@ static void free_ys(uint16_t **ys, int n) {
     }
 }
 
+/* Builds the case; a case that cannot be built is a failure here. */
+static int build_or_fail(moe_case *c, const moe_spec *sp) {
+    int built = moe_case_build(c, sp);
+    if (!built) CHECK(0);
+    return built;
+}
+
 /* Fused vs unfused, both vs the reference. */
 static void fused_case(const moe_spec *sp, const char *label) {
     moe_case c;
-    if (!moe_case_build(&c, sp)) {
-        CHECK(0);
-        return;
-    }
+    if (!build_or_fail(&c, sp)) return;
     uint16_t *fused[8] = {0}, *plain[8] = {0};
     if (run_into(&c, 1, 2, fused)) {
         double e = moe_case_check(&c, label);
@@ -104,20 +108,10 @@ static void test_fused_vs_unfused(void) {
     for (size_t q = 0; q < sizeof scenarios / sizeof scenarios[0]; q++) {
         for (int act = 0; act < (int)MM_MEGA_MOE_GELU; act++) { /* the gated ones */
             moe_spec sp = spec_of(&scenarios[q], 2 + (int)(q % 2), 40 + q * 8 + (uint64_t)act);
-            sp.attrs.activation = (mm_mega_moe_activation)act;
-            if (act == 0 || act == 1) {
-                sp.attrs.activation_param_count = 1;
-                sp.attrs.activation_params[0] = 0.3f; /* clamps are hit */
-            } else if (act == 2) {
-                sp.attrs.activation_param_count = 3;
-                sp.attrs.activation_params[0] = 0.3f;
-                sp.attrs.activation_params[1] = 1.702f;
-                sp.attrs.activation_params[2] = 1.0f;
-            } else {
-                sp.attrs.activation_param_count = 2;
-                sp.attrs.activation_params[0] = 2.0f;
-                sp.attrs.activation_params[1] = 0.5f;
-            }
+            static const int counts[] = {1, 1, 3, 2};
+            static const float params[][3] = {
+                {0.3f}, {0.3f}, {0.3f, 1.702f, 1.0f}, {2.0f, 0.5f}}; /* clamps hit */
+            moe_set_activation(&sp.attrs, (mm_mega_moe_activation)act, counts[act], params[act]);
             sp.attrs.topk_weights_type = act % 2;
             sp.shared_count = act == 1 ? 2 : 0;
             if (act == 3 && scenarios[q].weights != MM_DTYPE_BF16) sp.attrs.combine_quant_mode = 4;
@@ -134,10 +128,7 @@ static void test_fused_vs_unfused(void) {
 /* Within tolerance of the reference, and the same bits with 1 and 2 pool threads. */
 static void schedule_case(const moe_spec *sp, const char *label) {
     moe_case c;
-    if (!moe_case_build(&c, sp)) {
-        CHECK(0);
-        return;
-    }
+    if (!build_or_fail(&c, sp)) return;
     uint16_t *one[8] = {0}, *two[8] = {0};
     if (run_into(&c, 0, 1, one)) {
         double e = moe_case_check(&c, label);
