@@ -86,30 +86,22 @@ static int build_or_fail(moe_case *c, const moe_spec *sp) {
     return built;
 }
 
-/* Runs the case with (unfused_first, threads_first), then unfused = 0 on 2 pool threads: the first run
- * within tolerance of the reference (the second too when check_second), and both with the same bits;
- * prints the first run's error and `same`. */
-static void two_runs(const moe_spec *sp, const char *label, int unfused_first, int threads_first,
-                     int check_second, const char *same) {
-    moe_case c;
-    if (!build_or_fail(&c, sp)) return;
-    uint16_t *first[8] = {0}, *second[8] = {0};
-    if (run_into(&c, unfused_first, threads_first, first)) {
-        double e = moe_case_check(&c, label);
-        if (run_into(&c, 0, 2, second)) {
-            if (check_second) moe_case_check(&c, label);
-            check_same_y(&c, first, second, label);
-        }
-        printf("  %-52s error %.3g, %s\n", label, e, same);
-    }
-    free_ys(first, sp->ranks);
-    free_ys(second, sp->ranks);
-    moe_case_free(&c);
-}
-
 /* Fused vs unfused, both vs the reference. */
 static void fused_case(const moe_spec *sp, const char *label) {
-    two_runs(sp, label, 1, 2, 1, "fused == unfused");
+    moe_case c;
+    if (!build_or_fail(&c, sp)) return;
+    uint16_t *fused[8] = {0}, *plain[8] = {0};
+    if (run_into(&c, 1, 2, fused)) {
+        double e = moe_case_check(&c, label);
+        if (run_into(&c, 0, 2, plain)) {
+            moe_case_check(&c, label);
+            check_same_y(&c, fused, plain, label);
+        }
+        printf("  %-52s error %.3g, fused == unfused\n", label, e);
+    }
+    free_ys(fused, sp->ranks);
+    free_ys(plain, sp->ranks);
+    moe_case_free(&c);
 }
 
 static void test_fused_vs_unfused(void) {
@@ -135,7 +127,17 @@ static void test_fused_vs_unfused(void) {
 
 /* Within tolerance of the reference, and the same bits with 1 and 2 pool threads. */
 static void schedule_case(const moe_spec *sp, const char *label) {
-    two_runs(sp, label, 0, 1, 0, "1 thread == 2 threads");
+    moe_case c;
+    if (!build_or_fail(&c, sp)) return;
+    uint16_t *one[8] = {0}, *two[8] = {0};
+    if (run_into(&c, 0, 1, one)) {
+        double e = moe_case_check(&c, label);
+        if (run_into(&c, 0, 2, two)) check_same_y(&c, one, two, label);
+        printf("  %-52s error %.3g, 1 thread == 2 threads\n", label, e);
+    }
+    free_ys(one, sp->ranks);
+    free_ys(two, sp->ranks);
+    moe_case_free(&c);
 }
 
 static void test_scheduling(void) {
