@@ -79,17 +79,13 @@ static void free_ys(uint16_t **ys, int n) {
     }
 }
 
-/* Builds the case; a case that cannot be built is a failure here. */
-static int build_or_fail(moe_case *c, const moe_spec *sp) {
-    int built = moe_case_build(c, sp);
-    if (!built) CHECK(0);
-    return built;
-}
-
 /* Fused vs unfused, both vs the reference. */
 static void fused_case(const moe_spec *sp, const char *label) {
     moe_case c;
-    if (!build_or_fail(&c, sp)) return;
+    if (!moe_case_build(&c, sp)) {
+        CHECK(0);
+        return;
+    }
     uint16_t *fused[8] = {0}, *plain[8] = {0};
     if (run_into(&c, 1, 2, fused)) {
         double e = moe_case_check(&c, label);
@@ -128,7 +124,10 @@ static void test_fused_vs_unfused(void) {
 /* Within tolerance of the reference, and the same bits with 1 and 2 pool threads. */
 static void schedule_case(const moe_spec *sp, const char *label) {
     moe_case c;
-    if (!build_or_fail(&c, sp)) return;
+    if (!moe_case_build(&c, sp)) {
+        CHECK(0);
+        return;
+    }
     uint16_t *one[8] = {0}, *two[8] = {0};
     if (run_into(&c, 0, 1, one)) {
         double e = moe_case_check(&c, label);
