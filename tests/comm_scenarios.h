@@ -423,6 +423,12 @@ static const scen_entry scen_all[] = {
 };
 #define SCEN_COUNT (sizeof scen_all / sizeof scen_all[0])
 
+/* A launcher's rank function running the scen_entry given as its argument. */
+static inline mm_status scen_run_entry(mm_comm *c, void *arg, mm_error *err) {
+    const scen_entry *entry = arg;
+    return entry->fn(c, err);
+}
+
 /* ---- rank functions of the launchers' result-rule tests (test_comm_threads.c, test_world.c) ---- */
 
 /* Rank 1 fails, the others succeed: the launcher reports each rank and the lowest failure. */

@@ -496,11 +496,7 @@ static void test_other_failures(void) {
 }
 
 int main(void) {
-    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/megamoe_test_case_XXXXXX");
-    if (!mkdtemp(tmp_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!mm_test_make_temp_dir(tmp_dir, sizeof tmp_dir, "megamoe_test_case")) return 1;
     snprintf(in_path, sizeof in_path, "%s/in.safetensors", tmp_dir);
     snprintf(out_path, sizeof out_path, "%s/out.safetensors", tmp_dir);
 

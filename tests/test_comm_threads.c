@@ -7,11 +7,6 @@
 #include "comm_scenarios.h"
 #include "testlib.h"
 
-static mm_status run_scenario(mm_comm *c, void *arg, mm_error *err) {
-    const scen_entry *entry = arg;
-    return entry->fn(c, err);
-}
-
 static void test_scenarios(void) {
     static const int rank_counts[] = {1, 2, 3, 4, 8};
     for (size_t k = 0; k < sizeof rank_counts / sizeof rank_counts[0]; k++) {
@@ -20,7 +15,7 @@ static void test_scenarios(void) {
             if (n < scen_all[s].min_ranks) continue;
             mm_status status[MM_COMM_MAX_RANKS];
             mm_error errs[MM_COMM_MAX_RANKS], err_store = {MM_OK, ""}, *err = &err_store;
-            mm_status st = mm_comm_run_threads(n, run_scenario, (void *)&scen_all[s], status, errs, err);
+            mm_status st = mm_comm_run_threads(n, scen_run_entry, (void *)&scen_all[s], status, errs, err);
             if (st != MM_OK)
                 fprintf(stderr, "scenario %s with %d ranks: %s\n", scen_all[s].name, n, err->message);
             CHECK_OK(st, err);
@@ -42,7 +37,8 @@ static void test_alltoallv_protocols(void) {
                     continue;
                 mm_status status[MM_COMM_MAX_RANKS];
                 mm_error errs[MM_COMM_MAX_RANKS], err_store = {MM_OK, ""}, *err = &err_store;
-                mm_status st = mm_comm_run_threads(n, run_scenario, (void *)&scen_all[s], status, errs, err);
+                mm_status st =
+                    mm_comm_run_threads(n, scen_run_entry, (void *)&scen_all[s], status, errs, err);
                 if (st != MM_OK)
                     fprintf(stderr, "scenario %s with %d ranks, inline max %s: %s\n", scen_all[s].name, n,
                             limits[l], err->message);

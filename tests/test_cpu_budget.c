@@ -71,32 +71,93 @@ static void expect_quota(int want_found, long long want_q, long long want_p, con
     }
 }
 
-static void test_v2(void) {
-    new_tree("0::/\n");
-    put("cpu.max", "150000 100000\n");
-    expect_quota(1, 150000, 100000, "v2 root");
-    new_tree("0::/\n");
-    put("cpu.max", "max 100000\n");
-    expect_quota(0, 0, 0, "v2 max");
+/* One fake tree: proc/self/cgroup, the files under sys/fs/cgroup, and the quota expected from it. */
+typedef struct quota_case {
+    const char *label;
+    struct {
+        int found;
+        long long quota, period;
+    } want;
+    const char *proc_self_cgroup;
+    const char *files[5][2]; /* relative path and text; ends at a NULL path */
+} quota_case;
+
+static const quota_case quota_cases[] = {
+    /* cgroup v2 */
+    {"v2 root", {1, 150000, 100000}, "0::/\n", {{"cpu.max", "150000 100000\n"}}},
+    {"v2 max", {0, 0, 0}, "0::/\n", {{"cpu.max", "max 100000\n"}}},
     /* nested: the child has no limit, its parent the tightest, the grandparent a looser one */
-    new_tree("0::/a/b\n");
-    put("a/b/cpu.max", "max 100000\n");
-    put("a/cpu.max", "200000 100000\n");
-    put("cpu.max", "400000 100000\n");
-    expect_quota(1, 200000, 100000, "v2 nested, parent tightest");
-    /* the child tighter than its ancestors, with another period (compared as fractions) */
-    new_tree("0::/a/b/\n");
-    put("a/b/cpu.max", "30000 50000\n"); /* 0.6 CPU */
-    put("a/cpu.max", "70000 100000\n");  /* 0.7 CPU */
-    expect_quota(1, 30000, 50000, "v2 nested, child tightest");
+    {"v2 nested, parent tightest",
+     {1, 200000, 100000},
+     "0::/a/b\n",
+     {{"a/b/cpu.max", "max 100000\n"}, {"a/cpu.max", "200000 100000\n"}, {"cpu.max", "400000 100000\n"}}},
+    /* the child tighter than its ancestors (0.6 against 0.7 CPU), with another period (compared as
+     * fractions) */
+    {"v2 nested, child tightest",
+     {1, 30000, 50000},
+     "0::/a/b/\n",
+     {{"a/b/cpu.max", "30000 50000\n"}, {"a/cpu.max", "70000 100000\n"}}},
     /* a container: /proc names the host's path, its own cgroup is mounted at the top */
-    new_tree("0::/system.slice/docker-abc.scope\n");
-    put("cpu.max", "100000 50000\n");
-    expect_quota(1, 100000, 50000, "v2 container root");
+    {"v2 container root",
+     {1, 100000, 50000},
+     "0::/system.slice/docker-abc.scope\n",
+     {{"cpu.max", "100000 50000\n"}}},
     /* no cpu.max anywhere (the controller not enabled) */
-    new_tree("0::/user.slice\n");
-    put("user.slice/cgroup.procs", "1\n");
-    expect_quota(0, 0, 0, "v2 no cpu.max");
+    {"v2 no cpu.max", {0, 0, 0}, "0::/user.slice\n", {{"user.slice/cgroup.procs", "1\n"}}},
+    /* cgroup v1 */
+    {"v1 cpu,cpuacct",
+     {1, 250000, 100000},
+     "12:pids:/job\n4:cpu,cpuacct:/job\n3:cpuset:/job\n",
+     {{"cpu,cpuacct/job/cpu.cfs_quota_us", "250000\n"}, {"cpu,cpuacct/job/cpu.cfs_period_us", "100000\n"}}},
+    /* -1 = no quota, in the cgroup and its parent */
+    {"v1 -1",
+     {0, 0, 0},
+     "4:cpu,cpuacct:/job\n",
+     {{"cpu,cpuacct/job/cpu.cfs_quota_us", "-1\n"},
+      {"cpu,cpuacct/job/cpu.cfs_period_us", "100000\n"},
+      {"cpu,cpuacct/cpu.cfs_quota_us", "-1\n"},
+      {"cpu,cpuacct/cpu.cfs_period_us", "100000\n"}}},
+    /* mounted as plain `cpu` only; the parent holds the quota */
+    {"v1 cpu mount, parent",
+     {1, 50000, 100000},
+     "2:cpu:/a/b\n",
+     {{"cpu/a/b/cpu.cfs_quota_us", "-1\n"},
+      {"cpu/a/b/cpu.cfs_period_us", "100000\n"},
+      {"cpu/a/cpu.cfs_quota_us", "50000\n"},
+      {"cpu/a/cpu.cfs_period_us", "100000\n"}}},
+    /* controllers that merely start with "cpu" are not the cpu controller */
+    {"v1 cpuset/cpuacct only",
+     {0, 0, 0},
+     "3:cpuset:/\n2:cpuacct:/\n",
+     {{"cpuset/cpu.cfs_quota_us", "50000\n"},
+      {"cpuset/cpu.cfs_period_us", "100000\n"},
+      {"cpuacct/cpu.cfs_quota_us", "50000\n"},
+      {"cpuacct/cpu.cfs_period_us", "100000\n"}}},
+    /* malformed: garbage after the number, a missing period */
+    {"v1 malformed quota",
+     {0, 0, 0},
+     "2:cpu:/\n",
+     {{"cpu/cpu.cfs_quota_us", "12abc\n"}, {"cpu/cpu.cfs_period_us", "100000\n"}}},
+    {"v1 missing period", {0, 0, 0}, "2:cpu:/\n", {{"cpu/cpu.cfs_quota_us", "50000\n"}}},
+    /* hybrid: a v1 quota and a v2 one, the tighter wins */
+    {"hybrid",
+     {1, 120000, 100000},
+     "0::/\n2:cpu:/\n",
+     {{"cpu.max", "300000 100000\n"},
+      {"cpu/cpu.cfs_quota_us", "120000\n"},
+      {"cpu/cpu.cfs_period_us", "100000\n"}}},
+    /* lines that are not ID:CONTROLLERS:/PATH are skipped */
+    {"garbage lines", {0, 0, 0}, "garbage\n5:cpu\n0::relative\n", {{NULL}}},
+};
+
+static void test_quota_cases(void) {
+    for (size_t i = 0; i < sizeof quota_cases / sizeof quota_cases[0]; i++) {
+        const quota_case *qc = &quota_cases[i];
+        new_tree(qc->proc_self_cgroup);
+        for (int f = 0; qc->files[f][0]; f++) put(qc->files[f][0], qc->files[f][1]);
+        expect_quota(qc->want.found, qc->want.quota, qc->want.period, qc->label);
+    }
+    /* malformed v2 cpu.max */
     static const char *malformed[] = {
         "",           "abc\n",       "100000\n",   "100000 x\n",      "100000 100000 junk\n",
         "0 100000\n", "-5 100000\n", "100000 0\n", " 100000 100000\n"};
@@ -105,51 +166,6 @@ static void test_v2(void) {
         put("cpu.max", malformed[i]);
         expect_quota(0, 0, 0, malformed[i]);
     }
-}
-
-static void test_v1(void) {
-    new_tree("12:pids:/job\n4:cpu,cpuacct:/job\n3:cpuset:/job\n");
-    put("cpu,cpuacct/job/cpu.cfs_quota_us", "250000\n");
-    put("cpu,cpuacct/job/cpu.cfs_period_us", "100000\n");
-    expect_quota(1, 250000, 100000, "v1 cpu,cpuacct");
-    /* -1 = no quota, in the cgroup and its parent */
-    new_tree("4:cpu,cpuacct:/job\n");
-    put("cpu,cpuacct/job/cpu.cfs_quota_us", "-1\n");
-    put("cpu,cpuacct/job/cpu.cfs_period_us", "100000\n");
-    put("cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
-    put("cpu,cpuacct/cpu.cfs_period_us", "100000\n");
-    expect_quota(0, 0, 0, "v1 -1");
-    /* mounted as plain `cpu` only; the parent holds the quota */
-    new_tree("2:cpu:/a/b\n");
-    put("cpu/a/b/cpu.cfs_quota_us", "-1\n");
-    put("cpu/a/b/cpu.cfs_period_us", "100000\n");
-    put("cpu/a/cpu.cfs_quota_us", "50000\n");
-    put("cpu/a/cpu.cfs_period_us", "100000\n");
-    expect_quota(1, 50000, 100000, "v1 cpu mount, parent");
-    /* controllers that merely start with "cpu" are not the cpu controller */
-    new_tree("3:cpuset:/\n2:cpuacct:/\n");
-    put("cpuset/cpu.cfs_quota_us", "50000\n");
-    put("cpuset/cpu.cfs_period_us", "100000\n");
-    put("cpuacct/cpu.cfs_quota_us", "50000\n");
-    put("cpuacct/cpu.cfs_period_us", "100000\n");
-    expect_quota(0, 0, 0, "v1 cpuset/cpuacct only");
-    /* malformed: garbage after the number, a missing period */
-    new_tree("2:cpu:/\n");
-    put("cpu/cpu.cfs_quota_us", "12abc\n");
-    put("cpu/cpu.cfs_period_us", "100000\n");
-    expect_quota(0, 0, 0, "v1 malformed quota");
-    new_tree("2:cpu:/\n");
-    put("cpu/cpu.cfs_quota_us", "50000\n");
-    expect_quota(0, 0, 0, "v1 missing period");
-    /* hybrid: a v1 quota and a v2 one, the tighter wins */
-    new_tree("0::/\n2:cpu:/\n");
-    put("cpu.max", "300000 100000\n");
-    put("cpu/cpu.cfs_quota_us", "120000\n");
-    put("cpu/cpu.cfs_period_us", "100000\n");
-    expect_quota(1, 120000, 100000, "hybrid");
-    /* lines that are not ID:CONTROLLERS:/PATH are skipped */
-    new_tree("garbage\n5:cpu\n0::relative\n");
-    expect_quota(0, 0, 0, "garbage lines");
     /* no proc file at all */
     snprintf(root, sizeof root, "%s/does-not-exist", getenv("MM_TEST_TMP"));
     expect_quota(0, 0, 0, "no /proc");
@@ -224,8 +240,7 @@ int main(void) {
     char tmp[] = "/tmp/mm_cpu_budget_XXXXXX";
     CHECK(mkdtemp(tmp) != NULL);
     setenv("MM_TEST_TMP", tmp, 1);
-    test_v2();
-    test_v1();
+    test_quota_cases();
     test_budget();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);

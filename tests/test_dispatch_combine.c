@@ -46,10 +46,7 @@ static void run_world(const char *name, const dct_cfg *cfg, dct_world *keep) {
 }
 
 static dct_cfg base_cfg(int R, int M) {
-    dct_cfg c;
-    memset(&c, 0, sizeof c);
-    c.R = R, c.M = M, c.bs = 5, c.h = 64, c.k = 3 < M ? 3 : M, c.eps = 1e-6f, c.ent_type = 1, c.seed = 7;
-    return c;
+    return dct_base_cfg(R, M, 7);
 }
 
 static void scenarios(void) {
@@ -183,11 +180,13 @@ static mm_status hand_rank(mm_comm *comm, void *arg, mm_error *err) {
     mm_tensor ty = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){1, 1, 4}, hc->y[r]);
     mm_tensor tx2 = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){1, 1, 4}, hc->x[r]);
     mm_tensor trs = mm_tensor_make(MM_DTYPE_F32, 3, (int64_t[]){1, 1, 1}, &hc->rstd[r]);
-    mm_combine_v2_inputs cin;
-    memset(&cin, 0, sizeof cin);
-    cin.expand_x = &tffn, cin.expert_ids = &tid, cin.assist_info_for_combine = &tas1,
-    cin.ep_send_counts = &tep;
-    cin.expert_scales = &tw, cin.residual_x = &tres, cin.gamma = &tg;
+    mm_combine_v2_inputs cin = {.expand_x = &tffn,
+                                .expert_ids = &tid,
+                                .assist_info_for_combine = &tas1,
+                                .ep_send_counts = &tep,
+                                .expert_scales = &tw,
+                                .residual_x = &tres,
+                                .gamma = &tg};
     mm_combine_v2_outputs cout = {&ty, &trs, &tx2};
     st = mm_combine_v2(ws, &cin, &a, &cout, err);
 done:

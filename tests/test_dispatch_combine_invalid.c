@@ -233,11 +233,13 @@ static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
         mm_tensor ty = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){NBS, 1, NH}, y);
         mm_tensor tx2 = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){NBS, 1, NH}, xo);
         mm_tensor trs = mm_tensor_make(MM_DTYPE_F32, 1, (int64_t[]){NBS}, rstd);
-        mm_combine_v2_inputs cin;
-        memset(&cin, 0, sizeof cin);
-        cin.expand_x = &cx, cin.expert_ids = &tid, cin.assist_info_for_combine = &cas,
-        cin.ep_send_counts = &tep;
-        cin.expert_scales = &cw, cin.residual_x = &cres, cin.gamma = &cg;
+        mm_combine_v2_inputs cin = {.expand_x = &cx,
+                                    .expert_ids = &tid,
+                                    .assist_info_for_combine = &cas,
+                                    .ep_send_counts = &tep,
+                                    .expert_scales = &cw,
+                                    .residual_x = &cres,
+                                    .gamma = &cg};
         mm_combine_v2_outputs cout = {&ty, &trs, &tx2};
         int32_t saved_epc[NR];
         memcpy(saved_epc, epc, sizeof epc[0] * NR);

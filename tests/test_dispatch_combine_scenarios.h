@@ -69,6 +69,14 @@ typedef struct dct_cfg {
     int data_id[DC_MAXR * 2];
 } dct_cfg;
 
+/* R ranks, M routed experts, 5 tokens of H = 64, K = min(3, M), eps 1e-6, expert token counts type 1. */
+static inline dct_cfg dct_base_cfg(int R, int M, uint64_t seed) {
+    dct_cfg c;
+    memset(&c, 0, sizeof c);
+    c.R = R, c.M = M, c.bs = 5, c.h = 64, c.k = 3 < M ? 3 : M, c.eps = 1e-6f, c.ent_type = 1, c.seed = seed;
+    return c;
+}
+
 typedef struct dct_rank_data {
     int bs;
     uint16_t *x, *residual, *ori, *shared_x;
@@ -135,6 +143,18 @@ static inline void dct_world_free(dct_world *w) {
     memset(w, 0, sizeof *w);
 }
 
+/* Expert id k of a row whose first k ids are row[0..k-1]: one of the `special` ids past m_eff (zero,
+ * copy and constant experts) one time in three, otherwise a routed expert not already in the row. */
+static inline int dct_draw_id(uint64_t *s, const int32_t *row, int k, int m_eff, int special) {
+    for (;;) {
+        if (special && dct_rand(s) % 3 == 0) return m_eff + (int)(dct_rand(s) % (uint64_t)special);
+        int e = (int)(dct_rand(s) % (uint64_t)m_eff);
+        int dup = 0;
+        for (int k2 = 0; k2 < k; k2++) dup |= row[k2] == e;
+        if (!dup) return e;
+    }
+}
+
 /* Generates rank data for data id `id` (the same whatever world it lands in). */
 static inline void dct_gen_rank(dct_world *w, int g, int id) {
     const dct_cfg *c = &w->cfg;
@@ -155,18 +175,7 @@ static inline void dct_gen_rank(dct_world *w, int g, int id) {
     int special = c->Z + c->C + c->N;
     for (int i = 0; i < d->bs; i++) {
         for (int k = 0; k < c->k; k++) {
-            int e;
-            for (;;) {
-                if (special && dct_rand(&s) % 3 == 0) {
-                    e = w->M_eff + (int)(dct_rand(&s) % (uint64_t)special);
-                    break;
-                }
-                e = (int)(dct_rand(&s) % (uint64_t)w->M_eff);
-                int dup = 0;
-                for (int k2 = 0; k2 < k; k2++) dup |= d->ids[i * c->k + k2] == e;
-                if (!dup) break;
-            }
-            d->ids[i * c->k + k] = e;
+            d->ids[i * c->k + k] = dct_draw_id(&s, d->ids + i * c->k, k, w->M_eff, special);
             d->weights[i * c->k + k] = (float)dct_uniform(&s, 0.05, 1.0);
         }
     }

@@ -10,20 +10,8 @@ static moe_case the_case;
 static uint16_t *y;
 
 static moe_spec spec(void) {
-    moe_spec sp;
-    memset(&sp, 0, sizeof sp);
-    sp.ranks = 1;
-    sp.experts = 4;
-    sp.topk = 2;
-    sp.hidden = 64;
-    sp.inter = 32;
-    sp.bs[0] = 5;
-    sp.routed = MM_DTYPE_I8;
+    moe_spec sp = moe_spec_make((moe_dims){1, 4, 2, 64, 32, 5, 0}, MM_DTYPE_I8, 2, MM_DTYPE_I8, 3);
     sp.lists = 1;
-    sp.attrs = mm_mega_moe_default_attrs();
-    sp.attrs.dispatch_quant_mode = 2;
-    sp.attrs.dispatch_quant_out_dtype = MM_DTYPE_I8;
-    sp.seed = 3;
     return sp;
 }
 
@@ -102,7 +90,7 @@ typedef struct call_args {
     mm_mega_moe_attrs attrs;
 } call_args;
 
-static void args_make(call_args *a, int64_t *ids_buf, float *f_buf) {
+static void args_make(call_args *a) {
     const mm_ref_case_rank *k = &the_case.ref.ranks[0];
     int64_t xs[2] = {5, 64}, ks[2] = {5, 2}, ms[1] = {5};
     a->x = mm_tensor_make(MM_DTYPE_BF16, 2, xs, k->x_bf16);
@@ -112,8 +100,6 @@ static void args_make(call_args *a, int64_t *ids_buf, float *f_buf) {
     a->y = mm_tensor_make(MM_DTYPE_BF16, 2, xs, y);
     a->in = (mm_experts_inputs){&a->x, &a->ids, &a->tw, NULL, 0};
     a->attrs = the_case.sp.attrs;
-    (void)ids_buf;
-    (void)f_buf;
 }
 
 static void expect_run(call_args *a, const char *want) {
@@ -128,39 +114,32 @@ static void expect_run(call_args *a, const char *want) {
     CHECK_EQ_INT(touched, 0);
 }
 
+/* One rejected call: the valid arguments in the caller's call_args `a`, one change (an expression on
+ * `a`), and the message expected. */
+#define EXPECT_RUN_REJECTS(change, want)                                                                     \
+    do {                                                                                                     \
+        args_make(&a);                                                                                       \
+        change;                                                                                              \
+        expect_run(&a, want);                                                                                \
+    } while (0)
+
 static void check_run(void) {
     call_args a;
     int32_t ids[10];
     memcpy(ids, the_case.ref.ranks[0].topk_ids, sizeof ids);
-    args_make(&a, NULL, NULL);
-    a.x.dtype = MM_DTYPE_I8;
-    expect_run(&a, "x dtype int8");
-    args_make(&a, NULL, NULL);
-    a.x.shape[1] = 63;
-    expect_run(&a, "x must have shape (5, 64) (T, H) BF16, F16 or F32 (has 2 dims: 5 x 63)");
-    args_make(&a, NULL, NULL);
-    a.ids.dtype = MM_DTYPE_F32;
-    expect_run(&a, "topk_ids dtype f32");
-    args_make(&a, NULL, NULL);
-    a.ids.shape[0] = 4;
-    expect_run(&a, "topk_ids must have shape (5, 2) (T, K) INT32 or INT64, T as x (has 2 dims: 4 x 2)");
-    args_make(&a, NULL, NULL);
-    a.tw.shape[1] = 3;
-    expect_run(&a, "topk_weights must have shape (5, 2)");
-    args_make(&a, NULL, NULL);
-    a.mask.shape[0] = 6;
-    a.in.x_active_mask = &a.mask;
-    expect_run(&a, "x_active_mask must have shape (5) (T,) BOOL or INT8 (has 1 dims, dim 0 = 6)");
-    args_make(&a, NULL, NULL);
-    a.y.dtype = MM_DTYPE_F16;
-    expect_run(&a, "y dtype f16");
-    args_make(&a, NULL, NULL);
-    a.y.shape[0] = 4;
-    expect_run(&a, "y must have shape (5, 64) (T, H) BF16 or F32 (has 2 dims: 4 x 64)");
-    args_make(&a, NULL, NULL);
-    a.in.flags = 2;
-    expect_run(&a, "flags = 2");
-    args_make(&a, NULL, NULL);
+    EXPECT_RUN_REJECTS(a.x.dtype = MM_DTYPE_I8, "x dtype int8");
+    EXPECT_RUN_REJECTS(a.x.shape[1] = 63,
+                       "x must have shape (5, 64) (T, H) BF16, F16 or F32 (has 2 dims: 5 x 63)");
+    EXPECT_RUN_REJECTS(a.ids.dtype = MM_DTYPE_F32, "topk_ids dtype f32");
+    EXPECT_RUN_REJECTS(a.ids.shape[0] = 4,
+                       "topk_ids must have shape (5, 2) (T, K) INT32 or INT64, T as x (has 2 dims: 4 x 2)");
+    EXPECT_RUN_REJECTS(a.tw.shape[1] = 3, "topk_weights must have shape (5, 2)");
+    EXPECT_RUN_REJECTS((a.mask.shape[0] = 6, a.in.x_active_mask = &a.mask),
+                       "x_active_mask must have shape (5) (T,) BOOL or INT8 (has 1 dims, dim 0 = 6)");
+    EXPECT_RUN_REJECTS(a.y.dtype = MM_DTYPE_F16, "y dtype f16");
+    EXPECT_RUN_REJECTS(a.y.shape[0] = 4, "y must have shape (5, 64) (T, H) BF16 or F32 (has 2 dims: 4 x 64)");
+    EXPECT_RUN_REJECTS(a.in.flags = 2, "flags = 2");
+    args_make(&a);
     int32_t bad[10];
     memcpy(bad, ids, sizeof bad);
     bad[2 * 2 + 1] = 4;
@@ -174,51 +153,39 @@ static void check_run(void) {
     a.ids.data = bad64;
     a.ids.dtype = MM_DTYPE_I64;
     expect_run(&a, "topk_ids[3][0] = 1099511627776 is outside [0, 4)");
-    args_make(&a, NULL, NULL);
-    a.ids.shape[1] = (int64_t)1 << 29; /* 5 x 2^29 choices: beyond 32-bit row numbers (no data read) */
-    expect_run(&a, "topk_ids holds T x K = 5 x 536870912 choices, above 2147483647");
+    /* 5 x 2^29 choices: beyond 32-bit row numbers (no data read) */
+    EXPECT_RUN_REJECTS(a.ids.shape[1] = (int64_t)1 << 29,
+                       "topk_ids holds T x K = 5 x 536870912 choices, above 2147483647");
     /* attributes */
-    args_make(&a, NULL, NULL);
-    a.attrs.combine_comm_mode = 1;
-    expect_run(&a, "combine_comm_mode = 1: the local experts call has no communication");
-    args_make(&a, NULL, NULL);
-    a.attrs.rank_num_per_server = 2;
-    expect_run(&a, "rank_num_per_server = 2: the local experts call has no communication");
-    args_make(&a, NULL, NULL);
-    a.attrs.dispatch_quant_mode = 0;
-    a.attrs.dispatch_quant_out_dtype = MM_DTYPE_INVALID;
-    expect_run(&a, "routed weight dtype int8 does not pair with dispatch dtype none");
-    args_make(&a, NULL, NULL);
-    a.attrs.activation = MM_MEGA_MOE_GELU;
-    expect_run(&a, "routed weight2 has K = 32 but activation gelu needs 64");
-    args_make(&a, NULL, NULL);
-    a.attrs.topk_weights_type = 2;
-    expect_run(&a, "topk_weights_type = 2 is not 0 or 1");
-    args_make(&a, NULL, NULL);
-    a.attrs.combine_quant_mode = 1;
-    expect_run(&a, "combine_quant_mode = 1 is not 0, 3 or 4");
+    EXPECT_RUN_REJECTS(a.attrs.combine_comm_mode = 1,
+                       "combine_comm_mode = 1: the local experts call has no communication");
+    EXPECT_RUN_REJECTS(a.attrs.rank_num_per_server = 2,
+                       "rank_num_per_server = 2: the local experts call has no communication");
+    EXPECT_RUN_REJECTS((a.attrs.dispatch_quant_mode = 0, a.attrs.dispatch_quant_out_dtype = MM_DTYPE_INVALID),
+                       "routed weight dtype int8 does not pair with dispatch dtype none");
+    EXPECT_RUN_REJECTS(a.attrs.activation = MM_MEGA_MOE_GELU,
+                       "routed weight2 has K = 32 but activation gelu needs 64");
+    EXPECT_RUN_REJECTS(a.attrs.topk_weights_type = 2, "topk_weights_type = 2 is not 0 or 1");
+    EXPECT_RUN_REJECTS(a.attrs.combine_quant_mode = 1, "combine_quant_mode = 1 is not 0, 3 or 4");
     /* NULLs */
-    args_make(&a, NULL, NULL);
-    a.in.topk_weights = NULL;
-    expect_run(&a, "inputs x, topk_ids and topk_weights are required");
+    EXPECT_RUN_REJECTS(a.in.topk_weights = NULL, "inputs x, topk_ids and topk_weights are required");
     mm_error err;
     CHECK_STATUS(mm_experts_run(NULL, &a.attrs, &a.in, &a.y, &err), MM_ERR_INVALID_ARGUMENT, &err);
-    args_make(&a, NULL, NULL);
+    args_make(&a);
     CHECK_STATUS(mm_experts_run(handle, &a.attrs, &a.in, NULL, &err), MM_ERR_INVALID_ARGUMENT, &err);
     CHECK_STR_CONTAINS(err.message, "y is NULL");
     /* pre-quantized x does not exist here */
-    args_make(&a, NULL, NULL);
-    a.attrs.dispatch_quant_mode = 0;
-    a.attrs.dispatch_quant_out_dtype = MM_DTYPE_FP8_E4M3FN;
-    expect_run(&a, "pre-quantized x");
+    EXPECT_RUN_REJECTS(
+        (a.attrs.dispatch_quant_mode = 0, a.attrs.dispatch_quant_out_dtype = MM_DTYPE_FP8_E4M3FN),
+        "pre-quantized x");
     /* T = 0: valid, nothing written */
-    args_make(&a, NULL, NULL);
+    args_make(&a);
     a.x.shape[0] = a.ids.shape[0] = a.tw.shape[0] = a.y.shape[0] = 0;
     memset(y, 0x5A, 5 * 64 * 2);
     CHECK_OK(mm_experts_run(handle, &a.attrs, &a.in, &a.y, &err), &err);
     CHECK_EQ_HEX(y[0], 0x5A5A);
     /* and the valid call succeeds (the rejections above are about their one change) */
-    args_make(&a, NULL, NULL);
+    args_make(&a);
     CHECK_OK(mm_experts_run(handle, &a.attrs, &a.in, &a.y, &err), &err);
 }
 

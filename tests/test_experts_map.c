@@ -17,24 +17,11 @@
 #include "test_experts_common.h"
 
 static moe_spec spec_of(const char *scenario, uint64_t seed) {
-    const mm_moe_scenario_row *sc = mm_moe_scenario_by_name(scenario);
-    moe_spec sp;
-    memset(&sp, 0, sizeof sp);
-    sp.ranks = 1;
-    sp.experts = 8;
-    sp.topk = 3;
-    sp.hidden = 64;
-    sp.inter = 32;
-    sp.bs[0] = 13;
-    sp.routed = sc->weight_dtype;
-    sp.shared = sc->weight_dtype;
+    moe_spec sp =
+        moe_spec_scenario((moe_dims){1, 8, 3, 64, 32, 13, 0}, mm_moe_scenario_by_name(scenario), seed);
     sp.shared_count = 1;
     sp.lists = 1;
     sp.masked = 1;
-    sp.attrs = mm_mega_moe_default_attrs();
-    sp.attrs.dispatch_quant_mode = sc->dispatch_quant_mode;
-    sp.attrs.dispatch_quant_out_dtype = sc->dispatch_dtype;
-    sp.seed = seed;
     return sp;
 }
 

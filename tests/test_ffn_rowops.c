@@ -18,18 +18,6 @@
 
 /* ---- row kernels -------------------------------------------------------------------------------- */
 
-static float f32_of(uint32_t bits) {
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static uint32_t bits_of(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
 /* The row tables this CPU can run: the portable one, and the AVX-512 one where allowed (its BF16
  * rounding and INT8 quantizers are vector code of their own, so each gets the hand-computed cases). */
 static int row_tables(const mm_rowops *tables[2], const char *names[2]) {
@@ -59,16 +47,17 @@ static void test_rowops_hand_values(void) {
         const mm_rowops *p = tables[t];
         float src[N], v[N];
         uint16_t out[N + 1];
-        for (int i = 0; i < N; i++) v[i] = src[i] = f32_of(in[i % NV]);
+        for (int i = 0; i < N; i++) v[i] = src[i] = mm_test_f32_from_bits(in[i % NV]);
         out[N] = 0xABCD;
         p->to_bf16(out, src, N);
         p->round_bf16(v, N);
         int bad = 0;
         for (int i = 0; i < N; i++)
-            if ((out[i] != want[i % NV] || bits_of(v[i]) != (uint32_t)want[i % NV] << 16) && bad++ < 3)
+            if ((out[i] != want[i % NV] || mm_test_f32_bits(v[i]) != (uint32_t)want[i % NV] << 16) &&
+                bad++ < 3)
                 mm_test_report_fail(__FILE__, __LINE__,
                                     "%s: F32 0x%08x -> BF16 0x%04x, round 0x%08x, expected 0x%04x", names[t],
-                                    in[i % NV], out[i], bits_of(v[i]), want[i % NV]);
+                                    in[i % NV], out[i], mm_test_f32_bits(v[i]), want[i % NV]);
         CHECK_EQ_INT(bad, 0);
         CHECK_EQ_HEX(out[N], 0xABCD);
         /* acc += w * o with a separately rounded product: 1 + 0.5 * 3 = 2.5; acc += o: 2.5 + 1 = 3.5 */
@@ -139,15 +128,15 @@ static void test_rowops_avx512_same_bits(void) {
         float src[N + 1], a1[N + 1], a2[N + 1];
         uint16_t o[N + 1], b1[N + 1], b2[N + 1];
         for (int i = 0; i < n; i++) {
-            src[i] = f32_of(random_f32_bits(&st));
-            a1[i] = a2[i] = f32_of(random_f32_bits(&st));
+            src[i] = mm_test_f32_from_bits(random_f32_bits(&st));
+            a1[i] = a2[i] = mm_test_f32_from_bits(random_f32_bits(&st));
             o[i] = (uint16_t)(random_f32_bits(&st) >> 16);
         }
         b1[n] = b2[n] = 0xABCD; /* past the end: untouched */
         p->to_bf16(b1, src, n);
         v->to_bf16(b2, src, n);
         for (int i = 0; i <= n; i++) CHECK_EQ_HEX(b1[i], b2[i]);
-        float w = f32_of(random_f32_bits(&st) & 0xBFFFFFFFu);
+        float w = mm_test_f32_from_bits(random_f32_bits(&st) & 0xBFFFFFFFu);
         p->axpy_bf16(a1, w, o, n);
         v->axpy_bf16(a2, w, o, n);
         p->add_bf16(a1, o, n);
@@ -158,7 +147,7 @@ static void test_rowops_avx512_same_bits(void) {
          * hardware's operand order, which the compiler may swap: there only NaN-ness must agree. */
         for (int i = 0; i < n; i++) {
             if (isnan(a1[i]) && isnan(a2[i])) continue;
-            CHECK_EQ_HEX(bits_of(a1[i]), bits_of(a2[i]));
+            CHECK_EQ_HEX(mm_test_f32_bits(a1[i]), mm_test_f32_bits(a2[i]));
         }
     }
 }
@@ -207,7 +196,7 @@ static void test_int8_quantize_same_bits(void) {
                         tables[t]->int8_mul_even(x, n, form, got, &s_got);
                     else
                         tables[t]->int8_div_away(x, n, got, &s_got);
-                    CHECK_EQ_HEX(bits_of(s_want), bits_of(s_got));
+                    CHECK_EQ_HEX(mm_test_f32_bits(s_want), mm_test_f32_bits(s_got));
                     for (int i = 0; i <= n; i++) CHECK_EQ_HEX((uint8_t)want[i], (uint8_t)got[i]);
                 }
             }
@@ -219,7 +208,7 @@ static void test_int8_quantize_same_bits(void) {
         for (int i = 0; i < 37; i++) b[i] = (uint16_t)(mm_test_rand_u64(&st) >> 48);
         f[37] = 3.0f;
         tables[t]->from_bf16(f, b, 37);
-        for (int i = 0; i < 37; i++) CHECK_EQ_HEX(bits_of(f[i]), (uint32_t)b[i] << 16);
+        for (int i = 0; i < 37; i++) CHECK_EQ_HEX(mm_test_f32_bits(f[i]), (uint32_t)b[i] << 16);
         CHECK(f[37] == 3.0f);
     }
 }

@@ -18,6 +18,11 @@ static uint16_t bf16_of(float v) {
     return (uint16_t)(bits >> 16); /* test inputs are exact BF16 values */
 }
 
+/* The first n codes of q are want[0..n-1] (one check each). */
+static void check_codes(const uint8_t *q, const uint8_t *want, int n) {
+    for (int i = 0; i < n; i++) CHECK_EQ_HEX(q[i], want[i]);
+}
+
 static void test_worked_example(void) {
     uint16_t x[32] = {0};
     float xf[32] = {0};
@@ -27,10 +32,7 @@ static void test_worked_example(void) {
     mm_error err_record, *err = &err_record;
     CHECK_OK(mm_mx_quantize_row_bf16(x, 32, MM_DTYPE_FP8_E4M3FN, q, &scale, err), err);
     CHECK_EQ_HEX(scale, 128);
-    CHECK_EQ_HEX(q[0], 0x00);
-    CHECK_EQ_HEX(q[1], 0x48);
-    CHECK_EQ_HEX(q[2], 0x60);
-    CHECK_EQ_HEX(q[3], 0x78);
+    check_codes(q, (const uint8_t[]){0x00, 0x48, 0x60, 0x78}, 4);
     int rest_zero = 1;
     for (int i = 4; i < 32; i++) rest_zero &= q[i] == 0;
     CHECK(rest_zero);
@@ -124,9 +126,7 @@ static void test_short_group_and_variants(void) {
     uint8_t qy[3], sy;
     CHECK_OK(mm_mx_quantize_row_bf16(y, 3, MM_DTYPE_FP8_E5M2, qy, &sy, err), err);
     CHECK_EQ_HEX(sy, 113);
-    CHECK_EQ_HEX(qy[0], 0x74);
-    CHECK_EQ_HEX(qy[1], 0xFA);
-    CHECK_EQ_HEX(qy[2], 0x70);
+    check_codes(qy, (const uint8_t[]){0x74, 0xFA, 0x70}, 3);
 
     /* E2M1 on an odd row: (6, -1.5, 0.25, 3, 1): amax 6 has e = 129, b = 127, factor 1 */
     uint16_t z[5] = {bf16_of(6.0f), bf16_of(-1.5f), bf16_of(0.25f), bf16_of(3.0f), bf16_of(1.0f)};
@@ -148,10 +148,7 @@ static void test_saturation_and_scale_extremes(void) {
     uint8_t q[4], s;
     CHECK_OK(mm_mx_quantize_row_bf16(x, 4, MM_DTYPE_FP8_E4M3FN, q, &s, err), err);
     CHECK_EQ_HEX(s, 127);
-    CHECK_EQ_HEX(q[0], 0x7E);
-    CHECK_EQ_HEX(q[1], 0xFE);
-    CHECK_EQ_HEX(q[2], 0x7E);
-    CHECK_EQ_HEX(q[3], 0x7E);
+    check_codes(q, (const uint8_t[]){0x7E, 0xFE, 0x7E, 0x7E}, 4);
     /* E2M1: amax 7 (e = 129, b = 127): 7 saturates to 6 */
     uint16_t y[2] = {bf16_of(7.0f), bf16_of(-5.0f)};
     uint8_t qy, sy;

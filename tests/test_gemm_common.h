@@ -190,9 +190,32 @@ static inline double gemm_f32_sum_bound(int64_t k, double abs_sum) {
 }
 
 static inline uint32_t gemm_f32_bits(float v) {
-    uint32_t b;
-    memcpy(&b, &v, 4);
-    return b;
+    return mm_test_f32_bits(v);
+}
+
+/* Whether got is output (r, j) as expected: the exact F32 bits of the spec formula for INT pairs,
+ * otherwise within bound_scale x gemm_f32_sum_bound of the float64 sum (a NaN never is). *value receives
+ * the expected value. */
+static inline int gemm_case_output_ok(const gemm_case *c, int64_t r, int64_t j, float got, double bound_scale,
+                                      double *value) {
+    double abs_sum;
+    float exact;
+    gemm_case_expect(c, r, j, value, &abs_sum, &exact);
+    if (mm_format_is_int_quant(c->w_dtype)) return gemm_f32_bits(got) == gemm_f32_bits(exact);
+    return fabs((double)got - *value) <= bound_scale * gemm_f32_sum_bound(c->k, abs_sum);
+}
+
+/* What the tests write into an output before a call whose ldc leaves gaps after column N. */
+#define GEMM_GAP_FILL 12345.0f
+
+/* The number of gap elements (columns N..ldc-1) of a rows x ldc output that a call changed from
+ * GEMM_GAP_FILL; says so once on stderr when there are any. */
+static inline int gemm_gap_writes(const char *what, const gemm_case *c, const float *out, int64_t ldc) {
+    int changed = 0;
+    for (int64_t r = 0; r < c->rows; r++)
+        for (int64_t j = c->n; j < ldc; j++) changed += out[r * ldc + j] != GEMM_GAP_FILL;
+    if (changed) fprintf(stderr, "%s: wrote past column N\n", what);
+    return changed;
 }
 
 #endif

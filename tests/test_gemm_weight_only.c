@@ -22,17 +22,6 @@
 
 /* ---- independent scalar decoders and rounding ---- */
 
-static float bits_to_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
 /* E4M3FN: bias 7, no infinities, S.1111.111 is NaN. */
 static float e4m3(uint8_t code) {
     int e = (code >> 3) & 15, m = code & 7;
@@ -49,14 +38,14 @@ static float e8m0(uint8_t code) {
 }
 /* F32 -> BF16 bits, round to nearest even, subnormals kept, NaN quieted. */
 static uint16_t to_bf16(float f) {
-    uint32_t u = f32_bits(f);
+    uint32_t u = mm_test_f32_bits(f);
     if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40);
     uint32_t rest = u & 0xFFFFu, kept = u >> 16;
     if (rest > 0x8000u || (rest == 0x8000u && (kept & 1))) kept++;
     return (uint16_t)kept;
 }
 static float bf16_value(uint16_t b) {
-    return bits_to_f32((uint32_t)b << 16);
+    return mm_test_f32_from_bits((uint32_t)b << 16);
 }
 
 /* ---- one weight matrix in API form and its w' ---- */
@@ -183,7 +172,7 @@ static int run(const mm_gemm_weight_desc *d, const mm_gemm_pack_options *opts, c
 }
 
 static int same_value(float x, float y) {
-    return (isnan(x) && isnan(y)) || f32_bits(x) == f32_bits(y);
+    return (isnan(x) && isnan(y)) || mm_test_f32_bits(x) == mm_test_f32_bits(y);
 }
 
 /* The output of `kernel` on (w, a) compared with the BF16 kernel of its ISA on w'; with check_values, also
@@ -210,7 +199,8 @@ static int check_kernel(const mm_gemm_kernel *kernel, const mm_gemm_kernel *bf16
                         kernel->name, bf16_kernel->name, mm_dtype_name(w->dtype), (long long)w->k,
                         (long long)w->n, (long long)w->block_n, (long long)w->block_k, w->transposed,
                         (long long)rows, (long long)r, (long long)j, got[r * ldc + j],
-                        f32_bits(got[r * ldc + j]), want[r * ldc + j], f32_bits(want[r * ldc + j]));
+                        mm_test_f32_bits(got[r * ldc + j]), want[r * ldc + j],
+                        mm_test_f32_bits(want[r * ldc + j]));
                 continue;
             }
             if (!check_values || interleave) continue;

@@ -10,19 +10,8 @@
 #include "test_mega_moe_common.h"
 
 static moe_spec base_spec(int ranks) {
-    moe_spec sp;
-    memset(&sp, 0, sizeof sp);
-    sp.ranks = ranks;
-    sp.experts = 2 * ranks;
-    sp.topk = 2;
-    sp.hidden = 192;
-    sp.inter = 80;
-    for (int r = 0; r < ranks; r++) sp.bs[r] = 5 + 3 * r;
-    sp.routed = MM_DTYPE_BF16;
-    sp.shared = MM_DTYPE_BF16;
-    sp.attrs = mm_mega_moe_default_attrs();
-    sp.seed = 7 + (uint64_t)ranks;
-    return sp;
+    moe_dims d = {ranks, 2 * ranks, 2, 192, 80, 5, 3};
+    return moe_spec_make(d, MM_DTYPE_BF16, 0, MM_DTYPE_INVALID, 7 + (uint64_t)ranks);
 }
 
 static double run_check(const moe_spec *sp, const char *label) {
@@ -30,10 +19,7 @@ static double run_check(const moe_spec *sp, const char *label) {
     double e = -1;
     if (!moe_case_build(&c, sp)) return e;
     moe_run_arg arg;
-    memset(&arg, 0, sizeof arg);
-    arg.break_rank = -1;
-    mm_status st = moe_case_run(&c, &arg);
-    CHECK_OK(st, &arg.err[0]);
+    mm_status st = moe_case_run_ok(&c, &arg);
     if (st == MM_OK) e = moe_case_check(&c, label);
     printf("  %-44s error %.3g\n", label, e);
     moe_case_free(&c);
@@ -74,33 +60,13 @@ int main(void) {
     /* every activation with parameters, lists and transposes */
     for (int act = 0; act <= (int)MM_MEGA_MOE_GELU; act++) {
         moe_spec sp = base_spec(2);
-        sp.attrs.activation = (mm_mega_moe_activation)act;
         sp.lists = act % 2;
         sp.transpose1 = act % 2;
         sp.transpose2 = (act + 1) % 2;
         sp.bf16_weights = act == 2;
-        switch (act) {
-        case 0:
-        case 1:
-            sp.attrs.activation_param_count = 1;
-            sp.attrs.activation_params[0] = 0.05f;
-            break;
-        case 2:
-            sp.attrs.activation_param_count = 3;
-            sp.attrs.activation_params[0] = 0.05f;
-            sp.attrs.activation_params[1] = 1.5f;
-            sp.attrs.activation_params[2] = 0.5f;
-            break;
-        case 3:
-            sp.attrs.activation_param_count = 2;
-            sp.attrs.activation_params[0] = 0.5f;
-            sp.attrs.activation_params[1] = 0.25f;
-            break;
-        default:
-            sp.attrs.activation_param_count = 1;
-            sp.attrs.activation_params[0] = FLT_MAX;
-            break;
-        }
+        static const int counts[] = {1, 1, 3, 2, 1};
+        static const float params[][3] = {{0.05f}, {0.05f}, {0.05f, 1.5f, 0.5f}, {0.5f, 0.25f}, {FLT_MAX}};
+        moe_set_activation(&sp.attrs, (mm_mega_moe_activation)act, counts[act], params[act]);
         char label[96];
         snprintf(label, sizeof label, "activation %s", mm_mega_moe_activation_name(sp.attrs.activation));
         run_check(&sp, label);

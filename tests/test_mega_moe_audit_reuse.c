@@ -14,35 +14,21 @@ enum { RANKS = 3, MAX_TOKENS = 7, LAYERS = 5 };
 
 /* The common sizing: E = 6, K = 2, H = 64, I = 32, num_max_tokens_per_rank = 7. */
 static moe_spec layer_spec(int which) {
-    moe_spec sp;
-    memset(&sp, 0, sizeof sp);
-    sp.ranks = RANKS;
-    sp.experts = 6;
-    sp.topk = 2;
-    sp.hidden = 64;
-    sp.inter = 32;
+    moe_dims d = {RANKS, 6, 2, 64, 32, 0, 0};
+    moe_spec sp = moe_spec_make(d, MM_DTYPE_BF16, 0, MM_DTYPE_INVALID, 900 + (uint64_t)which);
     sp.max_tokens = MAX_TOKENS;
-    sp.routed = MM_DTYPE_BF16;
-    sp.shared = MM_DTYPE_BF16;
-    sp.attrs = mm_mega_moe_default_attrs();
-    sp.seed = 900 + (uint64_t)which;
     static const int64_t bs[LAYERS][RANKS] = {{5, 0, 7}, {1, 6, 2}, {7, 7, 7}, {0, 3, 0}, {2, 7, 4}};
     for (int r = 0; r < RANKS; r++) sp.bs[r] = bs[which][r];
     switch (which) {
     case 0: break; /* A16W16, swiglu */
     case 1:        /* A8W8-INT with a shared A8W4-INT expert, weights after the activation */
-        sp.routed = MM_DTYPE_I8;
+        moe_set_quant(&sp, MM_DTYPE_I8, 2, MM_DTYPE_I8);
         sp.shared = MM_DTYPE_INT4;
         sp.shared_count = 1;
-        sp.attrs.dispatch_quant_mode = 2;
-        sp.attrs.dispatch_quant_out_dtype = MM_DTYPE_I8;
         sp.attrs.topk_weights_type = 1;
         break;
     case 2: /* A8W8-FP E4M3 at full capacity, combine quantized, hot expert */
-        sp.routed = MM_DTYPE_FP8_E4M3FN;
-        sp.shared = MM_DTYPE_FP8_E4M3FN;
-        sp.attrs.dispatch_quant_mode = 4;
-        sp.attrs.dispatch_quant_out_dtype = MM_DTYPE_FP8_E4M3FN;
+        moe_set_quant(&sp, MM_DTYPE_FP8_E4M3FN, 4, MM_DTYPE_FP8_E4M3FN);
         sp.attrs.combine_quant_mode = 4;
         sp.hot = 1;
         break;
@@ -51,10 +37,7 @@ static moe_spec layer_spec(int which) {
         sp.shared_count = 2;
         break;
     default: /* A4W4-FP, per-rank reduction, masked rows */
-        sp.routed = MM_DTYPE_FP4_E2M1;
-        sp.shared = MM_DTYPE_FP4_E2M1;
-        sp.attrs.dispatch_quant_mode = 4;
-        sp.attrs.dispatch_quant_out_dtype = MM_DTYPE_FP4_E2M1;
+        moe_set_quant(&sp, MM_DTYPE_FP4_E2M1, 4, MM_DTYPE_FP4_E2M1);
         sp.attrs.combine_comm_mode = 1;
         sp.masked = 1;
         break;

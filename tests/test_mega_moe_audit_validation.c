@@ -263,28 +263,13 @@ static const audit_case cases[] = {
 };
 
 static moe_spec spec_for(const audit_case *ac) {
-    moe_spec sp;
-    memset(&sp, 0, sizeof sp);
-    sp.ranks = RANKS;
-    sp.experts = 4;
-    sp.topk = 2;
-    sp.hidden = ac->breaker == b_mx_hidden ? 48 : 64;
-    sp.inter = 32;
-    sp.bs[0] = 4;
-    sp.bs[1] = 5;
-    sp.routed = ac->weights;
-    sp.shared = ac->weights;
+    moe_dims d = {RANKS, 4, 2, ac->breaker == b_mx_hidden ? 48 : 64, 32, 4, 1};
+    int integer = ac->weights == MM_DTYPE_I8 || ac->weights == MM_DTYPE_INT4,
+        fp = ac->weights != MM_DTYPE_BF16;
+    moe_spec sp = integer ? moe_spec_make(d, ac->weights, 2, MM_DTYPE_I8, 77)
+                  : fp    ? moe_spec_make(d, ac->weights, 4, ac->weights, 77)
+                          : moe_spec_make(d, ac->weights, 0, MM_DTYPE_INVALID, 77);
     sp.shared_count = ac->shared_count;
-    sp.transpose2 = 0;
-    sp.attrs = mm_mega_moe_default_attrs();
-    if (ac->weights == MM_DTYPE_I8 || ac->weights == MM_DTYPE_INT4) {
-        sp.attrs.dispatch_quant_mode = 2;
-        sp.attrs.dispatch_quant_out_dtype = MM_DTYPE_I8;
-    } else if (ac->weights != MM_DTYPE_BF16) {
-        sp.attrs.dispatch_quant_mode = 4;
-        sp.attrs.dispatch_quant_out_dtype = ac->weights;
-    }
-    sp.seed = 77;
     return sp;
 }
 

@@ -16,10 +16,12 @@
 #include "megamoe/comm.h"
 #include "megamoe/formats.h"
 #include "megamoe/mega_moe.h"
+#include "ops/mega_moe/scenario_table.h"
 #include "ops/mega_moe/tolerance.h"
 #include "ops/mega_moe/weights.h"
 #include "ref/mega_moe_ref.h"
 #include "ref/ref_case.h"
+#include "test_ref_common.h"
 #include "testlib.h"
 
 typedef struct moe_spec {
@@ -47,6 +49,62 @@ typedef struct moe_spec {
     int64_t block_n, block_k; /* block-scaled weights; 0: 1 x 32 for UINT4, 16 x 32 for FP8 */
     uint64_t seed;
 } moe_spec;
+
+/* The shape a case starts from: rank r holds bs0 + bs_step * r tokens. */
+typedef struct moe_dims {
+    int ranks;
+    int64_t experts, topk, hidden, inter;
+    int64_t bs0, bs_step;
+} moe_dims;
+
+/* One weight dtype for the routed and the shared experts, and the dispatch quantization (0 and
+ * MM_DTYPE_INVALID: none). */
+static inline void moe_set_quant(moe_spec *sp, mm_dtype weights, int mode, mm_dtype dispatch) {
+    sp->routed = weights;
+    sp->shared = weights;
+    sp->attrs.dispatch_quant_mode = mode;
+    sp->attrs.dispatch_quant_out_dtype = dispatch;
+}
+
+/* A spec of that shape with moe_set_quant's weights and dispatch quantization and otherwise the default
+ * attributes. Callers set what else their case varies. */
+static inline moe_spec moe_spec_make(moe_dims d, mm_dtype weights, int mode, mm_dtype dispatch,
+                                     uint64_t seed) {
+    moe_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.ranks = d.ranks;
+    sp.experts = d.experts;
+    sp.topk = d.topk;
+    sp.hidden = d.hidden;
+    sp.inter = d.inter;
+    for (int r = 0; r < d.ranks; r++) sp.bs[r] = d.bs0 + d.bs_step * r;
+    sp.attrs = mm_mega_moe_default_attrs();
+    moe_set_quant(&sp, weights, mode, dispatch);
+    sp.seed = seed;
+    return sp;
+}
+
+/* The same with a scenario row's weight dtype and dispatch quantization. */
+static inline moe_spec moe_spec_scenario(moe_dims d, const mm_moe_scenario_row *sc, uint64_t seed) {
+    return moe_spec_make(d, sc->weight_dtype, sc->dispatch_quant_mode, sc->dispatch_dtype, seed);
+}
+
+/* The larger two-rank case of the quantized sweeps: E = 8, K = 4, H = 256, I = 128, 24 and 17 tokens,
+ * one shared expert. */
+static inline moe_spec moe_spec_large(const mm_moe_scenario_row *sc, uint64_t seed) {
+    moe_spec sp = moe_spec_scenario((moe_dims){2, 8, 4, 256, 128, 24, 0}, sc, seed);
+    sp.bs[1] = 17;
+    sp.shared_count = 1;
+    return sp;
+}
+
+/* The activation with its first `count` parameters (the others stay as they are). */
+static inline void moe_set_activation(mm_mega_moe_attrs *a, mm_mega_moe_activation act, int count,
+                                      const float *params) {
+    a->activation = act;
+    a->activation_param_count = count;
+    for (int i = 0; i < count; i++) a->activation_params[i] = params[i];
+}
 
 static inline mm_ref_act_kind moe_ref_kind(mm_mega_moe_activation a) {
     return (mm_ref_act_kind)a; /* same order: swiglu, swiglustep, swigluoai, situglu, gelu */
@@ -168,13 +226,7 @@ typedef struct moe_case {
 } moe_case;
 
 static inline mm_ref_attrs moe_ref_attrs(const moe_spec *sp) {
-    mm_ref_attrs a;
-    memset(&a, 0, sizeof a);
-    a.expert_num = sp->experts;
-    a.world_size = sp->ranks;
-    a.topk = sp->topk;
-    a.hidden = sp->hidden;
-    a.inter = sp->inter;
+    mm_ref_attrs a = ref_attrs_sized(sp->experts, sp->ranks, sp->topk, sp->hidden, sp->inter);
     mm_ref_activation_init(&a.activation, moe_ref_kind(sp->attrs.activation), sp->attrs.activation_params,
                            sp->attrs.activation_param_count, NULL);
     a.dispatch_dtype = moe_dispatch_dtype(&sp->attrs);
@@ -448,14 +500,22 @@ static inline mm_status moe_case_run(moe_case *c, moe_run_arg *arg) {
     return mm_comm_run_threads(c->sp.ranks, moe_rank_fn, arg, NULL, NULL, &err);
 }
 
+/* Runs the case as it is (arg reset: one call, nothing broken) and checks that it succeeds; returns the
+ * status, arg holds the per-rank statuses and errors. */
+static inline mm_status moe_case_run_ok(moe_case *c, moe_run_arg *arg) {
+    memset(arg, 0, sizeof *arg);
+    arg->break_rank = -1;
+    mm_status st = moe_case_run(c, arg);
+    CHECK_OK(st, &arg->err[0]);
+    return st;
+}
+
 /* Builds the case and runs it on its thread ranks (failures reported); 0 when it could not be built
  * (nothing to free then). */
 static inline int moe_case_build_run(moe_case *c, const moe_spec *sp) {
     if (!moe_case_build(c, sp)) return 0;
     moe_run_arg arg;
-    memset(&arg, 0, sizeof arg);
-    arg.break_rank = -1;
-    CHECK_OK(moe_case_run(c, &arg), &arg.err[0]);
+    moe_case_run_ok(c, &arg);
     return 1;
 }
 

@@ -9,21 +9,12 @@
 #include "test_mega_moe_common.h"
 
 static moe_spec base_spec(int ranks, mm_dtype weights, int mode, mm_dtype dispatch) {
-    moe_spec sp;
-    memset(&sp, 0, sizeof sp);
-    sp.ranks = ranks;
-    sp.experts = 2 * ranks;
-    sp.topk = 2;
-    sp.hidden = 192;
-    sp.inter = 80;
-    for (int r = 0; r < ranks; r++) sp.bs[r] = 4 + 3 * r;
-    sp.routed = weights;
-    sp.shared = weights;
-    sp.attrs = mm_mega_moe_default_attrs();
-    sp.attrs.dispatch_quant_mode = mode;
-    sp.attrs.dispatch_quant_out_dtype = dispatch;
-    sp.seed = 11 + (uint64_t)ranks;
-    return sp;
+    moe_dims d = {ranks, 2 * ranks, 2, 192, 80, 4, 3};
+    return moe_spec_make(d, weights, mode, dispatch, 11 + (uint64_t)ranks);
+}
+
+static moe_spec scenario_spec(int ranks, const mm_moe_scenario_row *sc) {
+    return base_spec(ranks, sc->weight_dtype, sc->dispatch_quant_mode, sc->dispatch_dtype);
 }
 
 static double worst_by_scenario[8];
@@ -32,10 +23,7 @@ static void run_check(const moe_spec *sp, const char *label, int scenario_slot) 
     moe_case c;
     if (!moe_case_build(&c, sp)) return;
     moe_run_arg arg;
-    memset(&arg, 0, sizeof arg);
-    arg.break_rank = -1;
-    mm_status st = moe_case_run(&c, &arg);
-    CHECK_OK(st, &arg.err[0]);
+    mm_status st = moe_case_run_ok(&c, &arg);
     if (st != MM_OK) {
         for (int r = 0; r < sp->ranks; r++)
             if (arg.status[r] != MM_OK) printf("  rank %d: %s\n", r, arg.err[r].message);
@@ -64,7 +52,7 @@ int main(void) {
         for (size_t rc = 0; rc < sizeof rank_counts / sizeof rank_counts[0]; rc++) {
             int R = rank_counts[rc];
             char label[128];
-            moe_spec sp = base_spec(R, sc->weight_dtype, sc->dispatch_quant_mode, sc->dispatch_dtype);
+            moe_spec sp = scenario_spec(R, sc);
             sp.transpose1 = (int)rc % 2;
             sp.lists = q % 2;
             snprintf(label, sizeof label, "%s R=%d", sc->label, R);
@@ -83,14 +71,14 @@ int main(void) {
         }
         /* combine quantization and dedup modes on 4 ranks */
         for (int cq = 3; cq <= 4; cq++) {
-            moe_spec sp = base_spec(4, sc->weight_dtype, sc->dispatch_quant_mode, sc->dispatch_dtype);
+            moe_spec sp = scenario_spec(4, sc);
             sp.attrs.combine_quant_mode = cq;
             sp.topk = 3;
             char label[128];
             snprintf(label, sizeof label, "%s R=4 combine_quant_mode=%d", sc->label, cq);
             run_check(&sp, label, q);
         }
-        moe_spec sp = base_spec(4, sc->weight_dtype, sc->dispatch_quant_mode, sc->dispatch_dtype);
+        moe_spec sp = scenario_spec(4, sc);
         sp.attrs.combine_comm_mode = 2;
         sp.attrs.rank_num_per_server = 2;
         sp.topk = 4;
@@ -112,19 +100,13 @@ int main(void) {
         sp.attrs.activation_out_dtype = MM_DTYPE_FP8_E5M2;
         run_check(&sp, "A8W4-FP activation_out_dtype=e5m2", 4);
         sp = base_spec(2, MM_DTYPE_FP4_E2M1, 4, MM_DTYPE_FP4_E2M1);
-        sp.attrs.activation = MM_MEGA_MOE_SWIGLUOAI;
-        sp.attrs.activation_param_count = 3;
-        sp.attrs.activation_params[0] = 7.0f;
-        sp.attrs.activation_params[1] = 1.702f;
-        sp.attrs.activation_params[2] = 1.0f;
+        moe_set_activation(&sp.attrs, MM_MEGA_MOE_SWIGLUOAI, 3, (const float[]){7.0f, 1.702f, 1.0f});
         run_check(&sp, "A4W4-FP swigluoai clamp 7", 5);
         sp = base_spec(2, MM_DTYPE_I8, 2, MM_DTYPE_I8);
         sp.attrs.activation = MM_MEGA_MOE_GELU;
         run_check(&sp, "A8W8-INT gelu", 0);
         sp = base_spec(2, MM_DTYPE_INT4, 2, MM_DTYPE_I8);
-        sp.attrs.activation = MM_MEGA_MOE_SITUGLU;
-        sp.attrs.activation_param_count = 1;
-        sp.attrs.activation_params[0] = 2.0f;
+        moe_set_activation(&sp.attrs, MM_MEGA_MOE_SITUGLU, 1, (const float[]){2.0f});
         run_check(&sp, "A8W4-INT situglu", 1);
     }
     /* shared experts with their own dtype and quantization */
@@ -142,13 +124,10 @@ int main(void) {
     /* every scenario x every activation (with parameters), and rows made of rounding ties */
     for (int q = 0; q < n_sc; q++)
         for (int act = 0; act <= (int)MM_MEGA_MOE_GELU; act++) {
-            moe_spec sp = base_spec(2, scenarios[q]->weight_dtype, scenarios[q]->dispatch_quant_mode,
-                                    scenarios[q]->dispatch_dtype);
-            sp.attrs.activation = (mm_mega_moe_activation)act;
+            moe_spec sp = scenario_spec(2, scenarios[q]);
             static const int counts[] = {1, 1, 3, 2, 1};
             static const float params[][3] = {{0.5f}, {0.3f}, {0.5f, 1.702f, 1.0f}, {1.5f, 0.5f}, {FLT_MAX}};
-            sp.attrs.activation_param_count = counts[act];
-            memcpy(sp.attrs.activation_params, params[act], sizeof params[act]);
+            moe_set_activation(&sp.attrs, (mm_mega_moe_activation)act, counts[act], params[act]);
             sp.ties = act == 0;
             sp.seed = 300 + (uint64_t)(q * 8 + act);
             char label[128];
@@ -161,15 +140,7 @@ int main(void) {
     static const double twin_bound[] = {0.05, 0.05, 0.25, 0.5, 0.25, 0.6};
     /* the A16 weight-only rows compute A16W16 on the dequantized weights: A16W16's tolerance */
     for (int q = 0; q < n_sc; q++) {
-        moe_spec sp = base_spec(2, scenarios[q]->weight_dtype, scenarios[q]->dispatch_quant_mode,
-                                scenarios[q]->dispatch_dtype);
-        sp.hidden = 256;
-        sp.inter = 128;
-        sp.experts = 8;
-        sp.topk = 4;
-        sp.bs[0] = 24;
-        sp.bs[1] = 17;
-        sp.shared_count = 1;
+        moe_spec sp = moe_spec_large(scenarios[q], 13); /* base_spec's seed for R = 2 */
         moe_case c;
         if (!moe_case_build_run(&c, &sp)) continue;
         char label[96];
@@ -188,8 +159,7 @@ int main(void) {
      * too, on 1 and 3 ranks with shared experts and every option */
     for (int q = 0; q < n_sc; q++)
         for (int R = 1; R <= 3; R += 2) {
-            moe_spec sp = base_spec(R, scenarios[q]->weight_dtype, scenarios[q]->dispatch_quant_mode,
-                                    scenarios[q]->dispatch_dtype);
+            moe_spec sp = scenario_spec(R, scenarios[q]);
             sp.hidden = 320;
             sp.inter = 112;
             sp.experts = 4 * R;

@@ -38,21 +38,9 @@ static const scenario scenarios[] = {
 };
 
 static moe_spec spec_of(const scenario *sc, int ranks, uint64_t seed) {
-    moe_spec sp;
-    memset(&sp, 0, sizeof sp);
-    sp.ranks = ranks;
-    sp.experts = 4 * ranks;
-    sp.topk = 3;
-    sp.hidden = 96;
-    sp.inter = 40; /* not a multiple of 16: the last interleaved panel is half padding */
-    for (int r = 0; r < ranks; r++) sp.bs[r] = 6 + 5 * r;
-    sp.routed = sc->weights;
-    sp.shared = sc->weights;
-    sp.attrs = mm_mega_moe_default_attrs();
-    sp.attrs.dispatch_quant_mode = sc->mode;
-    sp.attrs.dispatch_quant_out_dtype = sc->dispatch;
-    sp.seed = seed;
-    return sp;
+    /* inter 40 is not a multiple of 16: the last interleaved panel is half padding */
+    return moe_spec_make((moe_dims){ranks, 4 * ranks, 3, 96, 40, 6, 5}, sc->weights, sc->mode, sc->dispatch,
+                         seed);
 }
 
 /* Runs the case (fused or not, with `threads` pool threads); copies every rank's y into ys and, when
@@ -119,20 +107,10 @@ static void test_fused_vs_unfused(void) {
     for (size_t q = 0; q < sizeof scenarios / sizeof scenarios[0]; q++) {
         for (int act = 0; act < (int)MM_MEGA_MOE_GELU; act++) { /* the gated ones */
             moe_spec sp = spec_of(&scenarios[q], 2 + (int)(q % 2), 40 + q * 8 + (uint64_t)act);
-            sp.attrs.activation = (mm_mega_moe_activation)act;
-            if (act == 0 || act == 1) {
-                sp.attrs.activation_param_count = 1;
-                sp.attrs.activation_params[0] = 0.3f; /* clamps are hit */
-            } else if (act == 2) {
-                sp.attrs.activation_param_count = 3;
-                sp.attrs.activation_params[0] = 0.3f;
-                sp.attrs.activation_params[1] = 1.702f;
-                sp.attrs.activation_params[2] = 1.0f;
-            } else {
-                sp.attrs.activation_param_count = 2;
-                sp.attrs.activation_params[0] = 2.0f;
-                sp.attrs.activation_params[1] = 0.5f;
-            }
+            static const int counts[] = {1, 1, 3, 2};
+            static const float params[][3] = {
+                {0.3f}, {0.3f}, {0.3f, 1.702f, 1.0f}, {2.0f, 0.5f}}; /* clamps hit */
+            moe_set_activation(&sp.attrs, (mm_mega_moe_activation)act, counts[act], params[act]);
             sp.attrs.topk_weights_type = act % 2;
             sp.shared_count = act == 1 ? 2 : 0;
             if (act == 3 && scenarios[q].weights != MM_DTYPE_BF16) sp.attrs.combine_quant_mode = 4;

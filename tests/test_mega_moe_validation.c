@@ -10,19 +10,7 @@
 #include "test_mega_moe_common.h"
 
 static moe_spec base_spec(void) {
-    moe_spec sp;
-    memset(&sp, 0, sizeof sp);
-    sp.ranks = 3;
-    sp.experts = 6;
-    sp.topk = 2;
-    sp.hidden = 64;
-    sp.inter = 32;
-    for (int r = 0; r < 3; r++) sp.bs[r] = 4 + r;
-    sp.routed = MM_DTYPE_BF16;
-    sp.shared = MM_DTYPE_BF16;
-    sp.attrs = mm_mega_moe_default_attrs();
-    sp.seed = 5;
-    return sp;
+    return moe_spec_make((moe_dims){3, 6, 2, 64, 32, 4, 1}, MM_DTYPE_BF16, 0, MM_DTYPE_INVALID, 5);
 }
 
 /* Runs sp with `breaker` applied on rank break_rank (-1: none) and expects status + message fragment

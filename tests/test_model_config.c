@@ -27,6 +27,13 @@ static void drop(const char *name) {
     unlink(path);
 }
 
+/* Layer `layer` of m is refused, with a message containing needle. */
+static void expect_layer_rejected(const mm_model *m, int64_t layer, const char *needle) {
+    mm_error err;
+    CHECK_STATUS(mm_model_check_layer(m, layer, &err), MM_ERR_INVALID_ARGUMENT, &err);
+    CHECK_STR_CONTAINS(err.message, needle);
+}
+
 static mm_model *open_ok(const char *config) {
     put("config.json", config);
     mm_model *m = NULL;
@@ -54,8 +61,7 @@ static void test_families(void) {
     CHECK(c && c->moe_intermediate_size == 14336 && c->shared_intermediate_size == 0);
     CHECK(c && c->router == MM_ROUTER_SOFTMAX_TOPK_RENORM);
     CHECK_OK(mm_model_check_layer(m, 31, &err), &err);
-    CHECK_STATUS(mm_model_check_layer(m, 32, &err), MM_ERR_INVALID_ARGUMENT, &err);
-    CHECK_STR_CONTAINS(err.message, "layer 32 is outside [0, 32) (config.json num_hidden_layers)");
+    expect_layer_rejected(m, 32, "layer 32 is outside [0, 32) (config.json num_hidden_layers)");
     mm_model_close(m);
 
     /* qwen2_moe without norm_topk_prob / decoder_sparse_step / mlp_only_layers: transformers' defaults */
@@ -77,11 +83,8 @@ static void test_families(void) {
     CHECK(c && c->router == MM_ROUTER_SOFTMAX_TOPK_RENORM && c->shared_intermediate_size == 0);
     CHECK_OK(mm_model_check_layer(m, 2, &err), &err);
     CHECK_OK(mm_model_check_layer(m, 8, &err), &err);
-    CHECK_STATUS(mm_model_check_layer(m, 3, &err), MM_ERR_INVALID_ARGUMENT, &err);
-    CHECK_STR_CONTAINS(err.message,
-                       "layer 3 is a dense MLP layer, not MoE (config.json decoder_sparse_step = 3");
-    CHECK_STATUS(mm_model_check_layer(m, 5, &err), MM_ERR_INVALID_ARGUMENT, &err);
-    CHECK_STR_CONTAINS(err.message, "mlp_only_layers lists it");
+    expect_layer_rejected(m, 3, "layer 3 is a dense MLP layer, not MoE (config.json decoder_sparse_step = 3");
+    expect_layer_rejected(m, 5, "mlp_only_layers lists it");
     mm_model_close(m);
 
     /* a qwen3_moe config re-saved by recent transformers may name E num_local_experts */
@@ -155,9 +158,8 @@ static void test_quant_families(void) {
     CHECK(c && c->router == MM_ROUTER_SIGMOID_GROUP_TOPK && c->n_group == 8 && c->topk_group == 4);
     CHECK(c && c->norm_topk_prob == 1 && c->routed_scaling_factor == 2.5f);
     CHECK(c && c->weight_dtype == MM_DTYPE_FP8_E4M3FN && c->block_n == 128 && c->block_k == 128);
-    CHECK_STATUS(mm_model_check_layer(m, 2, &err), MM_ERR_INVALID_ARGUMENT, &err);
-    CHECK_STR_CONTAINS(err.message,
-                       "layer 2 is a dense MLP layer, not MoE (config.json first_k_dense_replace = 3)");
+    expect_layer_rejected(m, 2,
+                          "layer 2 is a dense MLP layer, not MoE (config.json first_k_dense_replace = 3)");
     CHECK_OK(mm_model_check_layer(m, 3, &err), &err);
     CHECK_OK(mm_model_check_layer(m, 60, &err), &err);
     mm_model_close(m);
@@ -170,8 +172,7 @@ static void test_quant_families(void) {
           c->topk_group == 4);
     CHECK(c && c->norm_topk_prob == 1 && c->routed_scaling_factor == 2.5f &&
           c->weight_dtype == MM_DTYPE_BF16);
-    CHECK_STATUS(mm_model_check_layer(m, 3, &err), MM_ERR_INVALID_ARGUMENT, &err);
-    CHECK_STR_CONTAINS(err.message, "layer 3 is a dense MLP layer, not MoE (config.json moe_layer_freq = 2)");
+    expect_layer_rejected(m, 3, "layer 3 is a dense MLP layer, not MoE (config.json moe_layer_freq = 2)");
     mm_model_close(m);
     m = open_ok(
         "{\"model_type\":\"gpt_oss\",\"hidden_size\":2880,\"num_hidden_layers\":24,\"num_local_experts\":32,"
@@ -209,11 +210,7 @@ static void test_quant_families(void) {
 }
 
 int main(void) {
-    snprintf(dir, sizeof dir, "/tmp/megamoe_model_config_XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!mm_test_make_temp_dir(dir, sizeof dir, "megamoe_model_config")) return 1;
     test_families();
     test_broken();
     test_quant_families();

@@ -158,11 +158,7 @@ static void test_killed_mid_write(void) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/megamoe_test_out_XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!mm_test_make_temp_dir(tmpdir, sizeof tmpdir, "megamoe_test_out")) return 1;
     test_dangling_link();
     test_link_loop();
     test_longest_name();

@@ -18,6 +18,7 @@
 #include "megamoe/formats.h"
 #include "ref/mega_moe_ref.h"
 #include "ref/ref_case.h"
+#include "test_ref_common.h"
 #include "testlib.h"
 
 #define NR 2
@@ -103,13 +104,8 @@ static void fill(mm_ref_case *c) {
 }
 
 static void run_case(mm_ref_act_kind kind, const float *params, int np, int transpose) {
-    mm_ref_attrs a = {0};
+    mm_ref_attrs a = ref_attrs_sized(NE, NR, NK, NH, NI);
     mm_error err_storage, *err = &err_storage;
-    a.expert_num = NE;
-    a.world_size = NR;
-    a.topk = NK;
-    a.hidden = NH;
-    a.inter = NI;
     a.transpose_weight1 = a.transpose_weight2 = transpose;
     CHECK_OK(mm_ref_activation_init(&a.activation, kind, params, np, err), err);
     mm_ref_case c;
@@ -162,14 +158,9 @@ static void run_case(mm_ref_act_kind kind, const float *params, int np, int tran
  * a = F32(silu(1.0078125) * 96) -> BF16 71.0, while the unrounded gate would give 70.5. weight2 row 0
  * is 1 everywhere, so y = O = 71.0. */
 static void test_gemm1_bf16_rounding(void) {
-    mm_ref_attrs a = {0};
+    mm_ref_attrs a = ref_attrs_sized(1, 1, 1, NH, NI);
     mm_error err_storage, *err = &err_storage;
     const int64_t one_row = 1;
-    a.expert_num = 1;
-    a.world_size = 1;
-    a.topk = 1;
-    a.hidden = NH;
-    a.inter = NI;
     CHECK_OK(mm_ref_activation_init(&a.activation, MM_REF_ACT_SWIGLU, NULL, 0, err), err);
     mm_ref_case c;
     CHECK_OK(mm_ref_case_alloc(&c, &a, &one_row, MM_DTYPE_BF16, 0, MM_DTYPE_INVALID, err), err);

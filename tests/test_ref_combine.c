@@ -12,6 +12,7 @@
 #include "megamoe/formats.h"
 #include "ref/mega_moe_ref.h"
 #include "ref/ref_case.h"
+#include "test_ref_common.h"
 #include "testlib.h"
 
 #define NH 32
@@ -19,13 +20,8 @@
 typedef double (*row_fn)(int expert, int n);
 
 static mm_ref_attrs ctrl_attrs(int ranks, int experts, int topk) {
-    mm_ref_attrs a = {0};
+    mm_ref_attrs a = ref_attrs_sized(experts, ranks, topk, NH, 2);
     float clamp = 4.0f;
-    a.expert_num = experts;
-    a.world_size = ranks;
-    a.topk = topk;
-    a.hidden = NH;
-    a.inter = 2;
     mm_ref_activation_init(&a.activation, MM_REF_ACT_SWIGLUSTEP, &clamp, 1, NULL);
     return a;
 }

@@ -27,6 +27,7 @@
 #include "megamoe/formats.h"
 #include "ref/mega_moe_ref.h"
 #include "ref/ref_case.h"
+#include "test_ref_common.h"
 #include "testlib.h"
 
 #define NH 32
@@ -89,18 +90,16 @@ static void fill(mm_ref_case *c, float bias_delta1, float bias_delta2) {
     }
 }
 
-static mm_ref_attrs int_attrs(int transpose) {
-    mm_ref_attrs a = {0};
+/* The case (transposed weights or not) with wdtype weights, allocated and filled (fill's bias deltas). */
+static void int_case(mm_ref_case *c, mm_dtype wdtype, int transpose, float bias_delta1, float bias_delta2,
+                     mm_error *err) {
+    mm_ref_attrs a = ref_attrs_sized(4, 2, 1, NH, 2);
     float clamp = 2.0f;
-    a.expert_num = 4;
-    a.world_size = 2;
-    a.topk = 1;
-    a.hidden = NH;
-    a.inter = 2;
     a.dispatch_dtype = MM_DTYPE_I8;
     a.transpose_weight1 = a.transpose_weight2 = transpose;
     mm_ref_activation_init(&a.activation, MM_REF_ACT_SWIGLUSTEP, &clamp, 1, NULL);
-    return a;
+    CHECK_OK(mm_ref_case_alloc(c, &a, row_counts, wdtype, 0, MM_DTYPE_INVALID, err), err);
+    fill(c, bias_delta1, bias_delta2);
 }
 
 /* Runs and compares y of both ranks with expect(n); checks expert_token_nums (rank 0: {1, 0},
@@ -108,10 +107,8 @@ static mm_ref_attrs int_attrs(int transpose) {
 static void run_and_check(mm_dtype wdtype, int transpose, float bias_delta1, float bias_delta2, int q0,
                           int q1, float a_amax, float o_offset) {
     mm_error err_storage, *err = &err_storage;
-    mm_ref_attrs a = int_attrs(transpose);
     mm_ref_case c;
-    CHECK_OK(mm_ref_case_alloc(&c, &a, row_counts, wdtype, 0, MM_DTYPE_INVALID, err), err);
-    fill(&c, bias_delta1, bias_delta2);
+    int_case(&c, wdtype, transpose, bias_delta1, bias_delta2, err);
     CHECK_OK(mm_ref_mega_moe(&c.attrs, c.inputs, c.outputs, err), err);
     float s_a = a_amax / 127.0f;
     int bad = 0;
@@ -135,10 +132,8 @@ static void test_spot_values(void) {
     /* D[0] = 14 * -8 - 127 * -1 = 15 -> 15 * 0.5 * 2^-6 = 15/128; D[8] = -127 -> -127/128;
      * D[17] = 14 * -7 - 127 * 1 = -225 -> -225/128 (exact in BF16) */
     mm_error err_storage, *err = &err_storage;
-    mm_ref_attrs a = int_attrs(0);
     mm_ref_case c;
-    CHECK_OK(mm_ref_case_alloc(&c, &a, row_counts, MM_DTYPE_I8, 0, MM_DTYPE_INVALID, err), err);
-    fill(&c, 0.0f, 0.0f);
+    int_case(&c, MM_DTYPE_I8, 0, 0.0f, 0.0f, err);
     CHECK_OK(mm_ref_mega_moe(&c.attrs, c.inputs, c.outputs, err), err);
     CHECK(mm_bf16_to_f32(c.ranks[0].y[0]) == 15.0f / 128.0f);
     CHECK(mm_bf16_to_f32(c.ranks[0].y[8]) == -127.0f / 128.0f);
@@ -148,10 +143,8 @@ static void test_spot_values(void) {
 
 static void test_errors(void) {
     mm_error err_storage, *err = &err_storage;
-    mm_ref_attrs a = int_attrs(0);
     mm_ref_case c;
-    CHECK_OK(mm_ref_case_alloc(&c, &a, row_counts, MM_DTYPE_INT4, 0, MM_DTYPE_INVALID, err), err);
-    fill(&c, 0.0f, 0.0f);
+    int_case(&c, MM_DTYPE_INT4, 0, 0.0f, 0.0f, err);
     c.inputs[1].routed.bias2 = NULL; /* A8W4-INT needs both biases */
     CHECK_STATUS(mm_ref_mega_moe(&c.attrs, c.inputs, c.outputs, err), MM_ERR_INVALID_ARGUMENT, err);
     CHECK_STR_CONTAINS(err->message, "bias2");

@@ -11,6 +11,7 @@
 #include "ref/expert_ref.h"
 #include "ref/mega_moe_ref.h"
 #include "ref/ref_case.h"
+#include "test_ref_common.h"
 #include "testlib.h"
 
 #define NR 4
@@ -70,12 +71,7 @@ typedef struct scenario_setup {
  * `zero_tail` sets the weight of every k >= 1 to 0. */
 static void build(mm_ref_case *c, const scenario_setup *s, int64_t topk, const int *perm, int zero_tail) {
     mm_error err_storage, *err = &err_storage;
-    mm_ref_attrs a = {0};
-    a.expert_num = NE;
-    a.world_size = NR;
-    a.topk = topk;
-    a.hidden = NH;
-    a.inter = NI;
+    mm_ref_attrs a = ref_attrs_sized(NE, NR, topk, NH, NI);
     a.dispatch_dtype = s->dispatch;
     a.topk_weights_type = s->weights_type;
     a.transpose_weight1 = 1;

@@ -22,6 +22,7 @@
 #include "megamoe/formats.h"
 #include "ref/mega_moe_ref.h"
 #include "ref/ref_case.h"
+#include "test_ref_common.h"
 #include "testlib.h"
 
 #define NH 32
@@ -81,23 +82,25 @@ static void fill(mm_ref_case *c, float w_u0_x4) {
     }
 }
 
-/* w_u0_x4 sets u0 = 0.5 + w_u0_x4 and a0 = 2 u0 before GEMM2; a0_gemm2 is a0 as the GEMM2 input type
- * represents it (the base case: 2). */
-static void run_case_a0(mm_dtype wdtype, mm_dtype dispatch, mm_dtype act_out, int transpose, int prequantized,
-                        float w_u0_x4, double a0_gemm2) {
-    mm_error err_storage, *err = &err_storage;
-    mm_ref_attrs a = {0};
+/* The case's attributes: R = 2, E = 4, K = 2, H = 32, I = 2, swiglustep clamp 2. */
+static mm_ref_attrs mx_attrs(mm_dtype dispatch, mm_dtype act_out, int transpose, int prequantized,
+                             mm_error *err) {
+    mm_ref_attrs a = ref_attrs_sized(4, 2, 2, NH, 2);
     float clamp = 2.0f;
-    a.expert_num = 4;
-    a.world_size = 2;
-    a.topk = 2;
-    a.hidden = NH;
-    a.inter = 2;
     a.dispatch_dtype = dispatch;
     a.activation_out_dtype = act_out;
     a.x_prequantized = prequantized;
     a.transpose_weight1 = a.transpose_weight2 = transpose;
     CHECK_OK(mm_ref_activation_init(&a.activation, MM_REF_ACT_SWIGLUSTEP, &clamp, 1, err), err);
+    return a;
+}
+
+/* w_u0_x4 sets u0 = 0.5 + w_u0_x4 and a0 = 2 u0 before GEMM2; a0_gemm2 is a0 as the GEMM2 input type
+ * represents it (the base case: 2). */
+static void run_case_a0(mm_dtype wdtype, mm_dtype dispatch, mm_dtype act_out, int transpose, int prequantized,
+                        float w_u0_x4, double a0_gemm2) {
+    mm_error err_storage, *err = &err_storage;
+    mm_ref_attrs a = mx_attrs(dispatch, act_out, transpose, prequantized, err);
     mm_ref_case c;
     CHECK_OK(mm_ref_case_alloc(&c, &a, row_counts, wdtype, 0, MM_DTYPE_INVALID, err), err);
     fill(&c, w_u0_x4);
@@ -129,14 +132,7 @@ static void run_case(mm_dtype wdtype, mm_dtype dispatch, mm_dtype act_out, int t
  * 0.5 * 2^-3 + 0.25 = 0.3125: the MX results above pin the dispatch quantization. */
 static void test_dispatch_rounding_matters(void) {
     mm_error err_storage, *err = &err_storage;
-    mm_ref_attrs a = {0};
-    float clamp = 2.0f;
-    a.expert_num = 4;
-    a.world_size = 2;
-    a.topk = 2;
-    a.hidden = NH;
-    a.inter = 2;
-    CHECK_OK(mm_ref_activation_init(&a.activation, MM_REF_ACT_SWIGLUSTEP, &clamp, 1, err), err);
+    mm_ref_attrs a = mx_attrs(MM_DTYPE_INVALID, MM_DTYPE_INVALID, 0, 0, err);
     mm_ref_case c;
     CHECK_OK(mm_ref_case_alloc(&c, &a, row_counts, MM_DTYPE_BF16, 0, MM_DTYPE_INVALID, err), err);
     fill(&c, 0.5f);

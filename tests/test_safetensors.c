@@ -347,11 +347,7 @@ static void remove_tree(const char *dir) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/megamoe_test_st_XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!mm_test_make_temp_dir(tmpdir, sizeof tmpdir, "megamoe_test_st")) return 1;
     test_round_trip();
     test_exact_bytes();
     test_writer_rules();

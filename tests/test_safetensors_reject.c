@@ -252,26 +252,26 @@ static void test_logical_dtype_rules(void) {
     CHECK(x && x->dtype == MM_DTYPE_HIFLOAT8 && x->shape[0] == 2 && x->shape[1] == 4);
     mm_st_close(r);
 
-    expect_reject(WITH_META("\"dtype.y\":\"int4\""), 8, "metadata \"dtype.y\" names no tensor \"y\"");
-    expect_reject(WITH_META("\"dtype.x\":\"int8\""), 8,
-                  "metadata \"dtype.x\" = \"int8\" is not a logical dtype (int4, uint4, fp4_e1m2, hifloat8)");
-    expect_reject(WITH_META("\"dtype.x\":\"int4\""), 8,
-                  "tensor \"x\": dtype int4 needs metadata \"shape.x\"");
-    expect_reject(WITH_META("\"shape.x\":\"[2,7]\""), 8,
-                  "metadata \"shape.x\" needs \"dtype.x\" to be int4, uint4 or fp4_e1m2");
-    expect_reject(WITH_META("\"dtype.x\":\"hifloat8\",\"shape.x\":\"[2,4]\""), 8,
-                  "needs \"dtype.x\" to be int4");
-    expect_reject(WITH_META("\"dtype.x\":\"int4\",\"shape.x\":\"[2,9]\""), 8,
-                  "tensor \"x\": stored U8 shape [2, 4] does not hold int4 shape [2, 9]");
-    expect_reject(WITH_META("\"dtype.x\":\"int4\",\"shape.x\":\"[3,7]\""), 8,
-                  "does not hold int4 shape [3, 7]");
-    expect_reject(WITH_META("\"dtype.x\":\"int4\",\"shape.x\":\"[14]\""), 8, "does not hold int4 shape [14]");
-    expect_reject(WITH_META("\"dtype.x\":\"int4\",\"shape.x\":\"[2,\""), 8,
-                  "metadata \"shape.x\": JSON at byte 3: unexpected end of input");
-    expect_reject(WITH_META("\"dtype.x\":\"int4\",\"shape.x\":\"[2,-7]\""), 8,
-                  "metadata \"shape.x\"[1] is negative");
-    expect_reject(WITH_META("\"dtype.x\":\"int4\",\"shape.x\":\"{}\""), 8,
-                  "metadata \"shape.x\" is an object, must be a list of integers");
+    /* each: the metadata, and the message expected */
+    static const char *const rejected[][2] = {
+        {"\"dtype.y\":\"int4\"", "metadata \"dtype.y\" names no tensor \"y\""},
+        {"\"dtype.x\":\"int8\"",
+         "metadata \"dtype.x\" = \"int8\" is not a logical dtype (int4, uint4, fp4_e1m2, hifloat8)"},
+        {"\"dtype.x\":\"int4\"", "tensor \"x\": dtype int4 needs metadata \"shape.x\""},
+        {"\"shape.x\":\"[2,7]\"", "metadata \"shape.x\" needs \"dtype.x\" to be int4, uint4 or fp4_e1m2"},
+        {"\"dtype.x\":\"hifloat8\",\"shape.x\":\"[2,4]\"", "needs \"dtype.x\" to be int4"},
+        {"\"dtype.x\":\"int4\",\"shape.x\":\"[2,9]\"",
+         "tensor \"x\": stored U8 shape [2, 4] does not hold int4 shape [2, 9]"},
+        {"\"dtype.x\":\"int4\",\"shape.x\":\"[3,7]\"", "does not hold int4 shape [3, 7]"},
+        {"\"dtype.x\":\"int4\",\"shape.x\":\"[14]\"", "does not hold int4 shape [14]"},
+        {"\"dtype.x\":\"int4\",\"shape.x\":\"[2,\"",
+         "metadata \"shape.x\": JSON at byte 3: unexpected end of input"},
+        {"\"dtype.x\":\"int4\",\"shape.x\":\"[2,-7]\"", "metadata \"shape.x\"[1] is negative"},
+        {"\"dtype.x\":\"int4\",\"shape.x\":\"{}\"",
+         "metadata \"shape.x\" is an object, must be a list of integers"},
+    };
+    for (size_t i = 0; i < sizeof rejected / sizeof rejected[0]; i++)
+        expect_reject(WITH_META(rejected[i][0]), 8, rejected[i][1]);
 #undef WITH_META
     expect_reject("{\"__metadata__\":{\"dtype.x\":\"int4\",\"shape.x\":\"[8]\"},"
                   "\"x\":{\"dtype\":\"I8\",\"shape\":[4],\"data_offsets\":[0,4]}}",

@@ -121,11 +121,7 @@ static void case_output_is_not_copied(void) {
 }
 
 int main(void) {
-    snprintf(dir, sizeof dir, "/tmp/mm_stream_XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!mm_test_make_temp_dir(dir, sizeof dir, "mm_stream")) return 1;
     snprintf(in_path, sizeof in_path, "%s/in.safetensors", dir);
     snprintf(out_path, sizeof out_path, "%s/out.safetensors", dir);
     writer_streams_borrowed_data();

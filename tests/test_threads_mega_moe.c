@@ -9,26 +9,6 @@
 #include "ops/mega_moe/scenario_table.h"
 #include "test_mega_moe_common.h"
 
-static moe_spec spec_of(const mm_moe_scenario_row *sc, uint64_t seed) {
-    moe_spec sp;
-    memset(&sp, 0, sizeof sp);
-    sp.ranks = 2;
-    sp.experts = 8;
-    sp.topk = 4;
-    sp.hidden = 256;
-    sp.inter = 128;
-    sp.bs[0] = 24;
-    sp.bs[1] = 17;
-    sp.routed = sc->weight_dtype;
-    sp.shared = sc->weight_dtype;
-    sp.shared_count = 1;
-    sp.attrs = mm_mega_moe_default_attrs();
-    sp.attrs.dispatch_quant_mode = sc->dispatch_quant_mode;
-    sp.attrs.dispatch_quant_out_dtype = sc->dispatch_dtype;
-    sp.seed = seed;
-    return sp;
-}
-
 static size_t y_bytes(const moe_spec *sp, int r) {
     return (size_t)(sp->bs[r] * sp->hidden) * 2;
 }
@@ -40,10 +20,7 @@ static int run_with(moe_case *c, int threads, int pinned) {
     CHECK_OK(mm_threads_set_pinning(pinned, &err), &err);
     for (int r = 0; r < c->sp.ranks; r++) memset(c->y[r], 0xA5, y_bytes(&c->sp, r)); /* stale bits */
     moe_run_arg arg;
-    memset(&arg, 0, sizeof arg);
-    arg.break_rank = -1;
-    mm_status st = moe_case_run(c, &arg);
-    CHECK_OK(st, &arg.err[0]);
+    mm_status st = moe_case_run_ok(c, &arg);
     return st == MM_OK;
 }
 
@@ -51,7 +28,7 @@ int main(void) {
     static const struct { int threads, pinned; } settings[] = {{2, 0}, {3, 0}, {2, 1}, {3, 1}};
     for (int q = 0; q < mm_moe_scenario_count; q++) {
         const mm_moe_scenario_row *sc = &mm_moe_scenario_table[q];
-        moe_spec sp = spec_of(sc, 700 + (uint64_t)q);
+        moe_spec sp = moe_spec_large(sc, 700 + (uint64_t)q);
         moe_case c;
         if (!moe_case_build(&c, &sp)) continue;
         if (run_with(&c, 1, 0)) {

@@ -82,11 +82,6 @@ static void test_many_calls(void) {
 
 /* ---- the communicator scenarios on one world ---------------------------------------------------- */
 
-static mm_status run_scenario(mm_comm *c, void *arg, mm_error *err) {
-    const scen_entry *entry = arg;
-    return entry->fn(c, err);
-}
-
 /* Every scenario twice on one world per rank count (survivors on a world of its own: it removes a
  * rank for good). */
 static void test_scenarios_on_world(void) {
@@ -101,7 +96,7 @@ static void test_scenarios_on_world(void) {
                 if (n < scen_all[s].min_ranks || strcmp(scen_all[s].name, "survivors") == 0) continue;
                 mm_status status[MM_COMM_MAX_RANKS];
                 mm_error errs[MM_COMM_MAX_RANKS];
-                mm_status st = mm_world_run(w, run_scenario, (void *)&scen_all[s], status, errs, &err);
+                mm_status st = mm_world_run(w, scen_run_entry, (void *)&scen_all[s], status, errs, &err);
                 if (st != MM_OK)
                     fprintf(stderr, "world scenario %s, %d ranks: %s\n", scen_all[s].name, n, err.message);
                 CHECK_OK(st, &err);

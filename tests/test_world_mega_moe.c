@@ -151,18 +151,9 @@ done:
 }
 
 static moe_spec base_spec(int ranks, uint64_t seed) {
-    moe_spec sp;
-    memset(&sp, 0, sizeof sp);
-    sp.ranks = ranks;
-    sp.experts = 8;
-    sp.topk = 3;
-    sp.hidden = 64;
-    sp.inter = 32;
+    moe_spec sp =
+        moe_spec_make((moe_dims){ranks, 8, 3, 64, 32, 0, 0}, MM_DTYPE_BF16, 0, MM_DTYPE_INVALID, seed);
     sp.max_tokens = 5;
-    sp.routed = MM_DTYPE_BF16;
-    sp.shared = MM_DTYPE_BF16;
-    sp.attrs = mm_mega_moe_default_attrs();
-    sp.seed = seed;
     for (int r = 0; r < ranks; r++) sp.bs[r] = (r * 3 + (int64_t)seed) % 6; /* 0..5 rows, per rank */
     return sp;
 }

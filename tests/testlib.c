@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tests/testlib.c: failure reporting, the closing summary line and deterministic random data. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include "testlib.h"
 
 #include <stdarg.h>
@@ -61,16 +62,25 @@ double mm_test_rand_uniform(uint64_t *state, double lo, double hi) {
     return lo + (hi - lo) * u;
 }
 
-uint32_t mm_test_f32_bits(float value) {
+/* Through a union (defined in C): the test's own conversion, not the library's. */
+typedef union f32_view {
+    float value;
     uint32_t bits;
-    memcpy(&bits, &value, sizeof bits);
-    return bits;
+} f32_view;
+
+uint32_t mm_test_f32_bits(float value) {
+    return (f32_view){.value = value}.bits;
 }
 
 float mm_test_f32_from_bits(uint32_t bits) {
-    float value;
-    memcpy(&value, &bits, sizeof value);
-    return value;
+    return (f32_view){.bits = bits}.value;
+}
+
+int mm_test_make_temp_dir(char *dir, size_t size, const char *prefix) {
+    snprintf(dir, size, "/tmp/%s_XXXXXX", prefix);
+    if (mkdtemp(dir)) return 1;
+    perror("mkdtemp");
+    return 0;
 }
 
 unsigned char *mm_test_read_file(const char *path, size_t *size) {

@@ -112,13 +112,17 @@ int mm_test_finish_skipped(const char *name);
  * -Waddress in the CHECK_STATUS macro). */
 const char *mm_test_error_text(const mm_error *err);
 
-/* The bits of an F32 and back (memcpy: no aliasing games). */
+/* The bits of an F32 and back (type punning through a union, which C defines). */
 uint32_t mm_test_f32_bits(float value);
 float mm_test_f32_from_bits(uint32_t bits);
 
 /* The whole file in a malloc'ed buffer (one spare byte at the end), its size in *size; NULL when it
  * cannot be opened or read. */
 unsigned char *mm_test_read_file(const char *path, size_t *size);
+
+/* Creates a fresh directory /tmp/<prefix>_XXXXXX, its path in dir (size bytes); 0, with a perror line,
+ * when it cannot. */
+int mm_test_make_temp_dir(char *dir, size_t size, const char *prefix);
 
 /* Deterministic pseudo-random numbers for test data (splitmix64). */
 uint64_t mm_test_rand_u64(uint64_t *state);

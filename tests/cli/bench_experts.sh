@@ -18,14 +18,6 @@ for label in A16W16 A8W8-INT A8W4-FP; do
         fi
     done
 done
-timeout 60 "$MEGAMOE" bench experts --format nosuch >"$WORK/out" 2>"$WORK/err"
-status=$?
-if [ "$status" -eq 2 ] && [ "$(wc -l <"$WORK/err")" -eq 1 ] && grep -qF -- "--format" "$WORK/err"; then ok; else
-    bad "bad --format: exit $status, stderr $(cat "$WORK/err")"
-fi
-timeout 60 "$MEGAMOE" bench experts --tokens 0 >"$WORK/out" 2>"$WORK/err"
-if [ $? -eq 2 ] && grep -qF -- "--tokens" "$WORK/err"; then ok; else bad "--tokens 0 accepted: $(cat "$WORK/err")"; fi
-timeout 60 "$MEGAMOE" bench experts --help >"$WORK/out" 2>"$WORK/err"
-if [ $? -eq 0 ] && grep -qF -- "--intermediate" "$WORK/out"; then ok; else bad "--help"; fi
+bench_option_checks experts --tokens --intermediate
 
 cli_finish bench_experts

@@ -27,14 +27,6 @@ for format in bf16 int8 int8xint4 mxfp8 mxfp8xmxfp4 mxfp4; do
     fi
 done
 
-timeout 60 "$MEGAMOE" bench ffn --format nosuch >"$WORK/out" 2>"$WORK/err"
-status=$?
-if [ "$status" -eq 2 ] && [ "$(wc -l <"$WORK/err")" -eq 1 ] && grep -qF -- "--format" "$WORK/err"; then ok; else
-    bad "bad --format: exit $status, stderr $(cat "$WORK/err")"
-fi
-timeout 60 "$MEGAMOE" bench ffn --rows 0 >"$WORK/out" 2>"$WORK/err"
-if [ $? -eq 2 ] && grep -qF -- "--rows" "$WORK/err"; then ok; else bad "--rows 0 accepted: $(cat "$WORK/err")"; fi
-timeout 60 "$MEGAMOE" bench ffn --help >"$WORK/out" 2>"$WORK/err"
-if [ $? -eq 0 ] && grep -qF -- "--quick" "$WORK/out"; then ok; else bad "--help"; fi
+bench_option_checks ffn --rows --quick
 
 cli_finish bench_ffn_smoke

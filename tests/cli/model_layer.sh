@@ -13,7 +13,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/model_common.bash"
 # Everything the script needs, written by one Python run (numpy starts slowly on a loaded machine):
 # the three checkpoints, the inputs, and the broken copies (each one edit of a good checkpoint).
 cat >make.py <<'PY'
-import json, shutil, sys
+import json, sys
 import numpy as np
 from hf_tiny import *
 
@@ -28,11 +28,7 @@ write_safetensors("nox.st", [("h", bf16_bits(np.zeros((2, 64))))])
 write_safetensors("widex.st", [("x", bf16_bits(np.zeros((2, 65))))])
 
 def broken(src, dst, config=None, tensors=None, index=None):
-    shutil.copytree(src, dst)
-    c = json.load(open(dst + "/config.json"))
-    if config:
-        config(c)
-    json.dump(c, open(dst + "/config.json", "w"))
+    copy_checkpoint(src, dst, config)
     if tensors:
         t = {n: a for n, (d, a) in read_safetensors(dst + "/model.safetensors").items()}
         tensors(t)
@@ -67,14 +63,7 @@ for fam in mixtral qwen3_moe qwen2_moe; do
     done
     refs+=("$fam" 1 "x_$fam.st" "$fam.1.st")
     if cmp -s "$fam.1.st" "$fam.2.st"; then ok; else bad "$fam: output depends on the rank count"; fi
-    if cli_has_mpi; then
-        if timeout 120 mpirun --allow-run-as-root -n 2 "$MEGAMOE" layer --model "$fam" --layer 1 "x_$fam.st" \
-            -o "$fam.mpi.st" --backend mpi >"$WORK/mpi.log" 2>&1; then
-            if cmp -s "$fam.1.st" "$fam.mpi.st"; then ok; else bad "$fam: MPI output differs from threads"; fi
-        else
-            bad "$fam: mpirun failed: $(tail -3 "$WORK/mpi.log")"
-        fi
-    fi
+    mpi_same "$fam" "x_$fam.st" "$fam.1.st" "$fam.mpi.st" "$fam"
 done
 expect 0 "qwen3_moe on 4 ranks" layer --model qwen3_moe --layer 1 x_qwen3_moe.st -o qwen3_moe.4.st --ranks 4
 if cmp -s qwen3_moe.1.st qwen3_moe.4.st; then ok; else bad "qwen3_moe: 4 ranks differ from 1"; fi

@@ -14,7 +14,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 cli_mpi_env
 source "$(dirname "${BASH_SOURCE[0]}")/lib/model_common.bash"
 cat >make.py <<'PY'
-import json, shutil
 import numpy as np
 from hf_tiny import *
 
@@ -26,11 +25,7 @@ write_input("deepseek_v3_bf16", 1, "x_deepseek_v3_bf16.st", 11, "f32", 7)
 write_input("gpt_oss_nobias", 1, "x_gpt_oss_nobias.st", 12, "bf16", 8)
 
 def broken(src, dst, config=None, tensors=None, shard="model.safetensors"):
-    shutil.copytree(src, dst)
-    c = json.load(open(dst + "/config.json"))
-    if config:
-        config(c)
-    json.dump(c, open(dst + "/config.json", "w"))
+    copy_checkpoint(src, dst, config)
     if tensors:
         path = dst + "/" + shard
         t = {n: (a, d) for n, (d, a) in read_safetensors(path).items()}
@@ -69,14 +64,7 @@ for fam in $fams; do
     if cmp -s "$fam.1.st" "$fam.2.st"; then ok; else bad "$fam: output depends on the rank count"; fi
     expect 0 "$fam native" layer --model "$fam" --layer 1 "x_$fam.st" -o "$fam.native.st" --ranks 2
     if cmp -s "$fam.1.st" "$fam.native.st"; then ok; else bad "$fam: native and dequantized outputs differ"; fi
-    if cli_has_mpi; then
-        if timeout 120 mpirun --allow-run-as-root -n 2 "$MEGAMOE" layer --model "$fam" --layer 1 "x_$fam.st" \
-            -o "$fam.mpi.st" --backend mpi --weights bf16 >"$WORK/mpi.log" 2>&1; then
-            if cmp -s "$fam.1.st" "$fam.mpi.st"; then ok; else bad "$fam: MPI output differs from threads"; fi
-        else
-            bad "$fam: mpirun failed: $(tail -3 "$WORK/mpi.log")"
-        fi
-    fi
+    mpi_same "$fam" "x_$fam.st" "$fam.1.st" "$fam.mpi.st" "$fam" --weights bf16
 done
 if "$PY" "$PYDIR/hf_moe_reference.py" check "${refs[@]}" >ref.log 2>&1; then ok; else bad "vs reference: $(cat ref.log)"; fi
 grep -q "routing identical=True" ref.log && ok || bad "reference log: $(cat ref.log)"

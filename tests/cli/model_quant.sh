@@ -15,7 +15,6 @@ cli_mpi_env
 source "$(dirname "${BASH_SOURCE[0]}")/lib/model.bash"
 model_test_env model_quant
 cat >make.py <<'PY'
-import json, shutil
 import numpy as np
 from hf_tiny import *
 
@@ -34,11 +33,7 @@ write_input("qwen2_moe_awq", 1, "x_qwen2_moe.st", 10, "bf16", 8)
 write_input("mixtral_awq", 0, "x_mixtral0.st", 5, "bf16", 9)
 
 def broken(src, dst, config=None, tensors=None):
-    shutil.copytree(src, dst)
-    c = json.load(open(dst + "/config.json"))
-    if config:
-        config(c["quantization_config"])
-    json.dump(c, open(dst + "/config.json", "w"))
+    copy_checkpoint(src, dst, config and (lambda c: config(c["quantization_config"])))
     if tensors:
         t = {n: a for n, (d, a) in read_safetensors(dst + "/model.safetensors").items()}
         tensors(t)
@@ -77,15 +72,8 @@ for fam in mixtral qwen3_moe qwen2_moe; do
             if cmp -s "$c.native.1.st" "$c.$o.st"; then ok; else bad "$c: $o differs from native on 1 rank"; fi
         done
     done
-    if cli_has_mpi; then
-        c=${fam}_gptq
-        if timeout 120 mpirun --allow-run-as-root -n 2 "$MEGAMOE" layer --model "$c" --layer 1 "x_$fam.st" \
-            -o "$c.mpi.st" --backend mpi >"$WORK/mpi.log" 2>&1; then
-            if cmp -s "$c.native.1.st" "$c.mpi.st"; then ok; else bad "$c: MPI output differs from threads"; fi
-        else
-            bad "$c: mpirun failed: $(tail -3 "$WORK/mpi.log")"
-        fi
-    fi
+    c=${fam}_gptq
+    mpi_same "$c" "x_$fam.st" "$c.native.1.st" "$c.mpi.st" "$c"
 done
 # layer 0 of the sharded mixtral: its I32 tensors sit at odd offsets (copied, not mapped)
 expect 0 "mixtral awq layer 0" layer --model mixtral_awq --layer 0 x_mixtral0.st -o m0.st --ranks 4

@@ -69,10 +69,8 @@ check_rows a16w16
 expect 0 "combine comm 2, domains of 2" -- run "${SMALL[@]}" --combine-comm-mode 2 --rank-num-per-server 2 --scenario a8w8-int
 stdout_has "comm mode 2 (layered)"
 check_rows a8w8-int
-expect 2 "combine comm 2 on a flat topology" -- run "${SMALL[@]}" --combine-comm-mode 2
-stderr_is_one_line "combine_comm_mode = 2 needs a layered topology"
-expect 2 "bad --combine-quant-mode" -- run "${SMALL[@]}" --combine-quant-mode 2
-stderr_is_one_line "--combine-quant"
+expect_usage_error "combine comm 2 on a flat topology" "combine_comm_mode = 2 needs a layered topology" -- run "${SMALL[@]}" --combine-comm-mode 2
+expect_usage_error "bad --combine-quant-mode" "--combine-quant" -- run "${SMALL[@]}" --combine-quant-mode 2
 
 # --no-check prints the row without error columns.
 expect 0 "no check" -- run "${SMALL[@]}" --no-check
@@ -92,30 +90,18 @@ expect 0 "trace, 6 ranks, combine mode 1, no check" -- run "${SMALL[@]}" --exper
 if python3 "$MOE_TRACE" "$WORK/trace6.json" 6 24 12 8 2 0 a8w8-int; then ok; else bad "trace of 6 ranks"; fi
 
 # Bad options: status 2, one line naming the problem.
-expect 2 "bad preset" -- run --preset llama
-stderr_is_one_line "--preset 'llama' is not a preset"
-expect 2 "bad scenario" -- run --scenario a2w2
-stderr_is_one_line "--scenario 'a2w2' is not a scenario"
-expect 2 "bad ranks" -- run --ranks 0
-stderr_is_one_line "--ranks 0 is outside"
-expect 2 "experts not a multiple of ranks" -- run --experts 6 --ranks 4
-stderr_is_one_line "--experts 6 is not a multiple of the 4 ranks"
-expect 2 "experts below top-k" -- run --experts 4 --ranks 4
-stderr_is_one_line "below the preset's top-k 8"
-expect 2 "bad backend" -- run --backend gpu
-stderr_is_one_line "--backend 'gpu' is not a backend"
-expect 2 "bad tokens" -- run --tokens many
-stderr_is_one_line "--tokens 'many' is not an integer"
-expect 2 "unknown option" -- run --warp 9
-stderr_is_one_line "unknown option '--warp'"
-expect 2 "positional" -- run extra
-stderr_is_one_line "unexpected argument 'extra'"
-expect 2 "more weights than memory" -- run --preset deepseek-v3 --experts 4096
-stderr_is_one_line "need about"
-expect 2 "unknown op" -- run --op teleport
-stderr_is_one_line "--op 'teleport' is not an operator"
-expect 2 "op without value" -- run --op
-stderr_is_one_line "'--op' needs a value"
+expect_usage_error "bad preset" "--preset 'llama' is not a preset" -- run --preset llama
+expect_usage_error "bad scenario" "--scenario 'a2w2' is not a scenario" -- run --scenario a2w2
+expect_usage_error "bad ranks" "--ranks 0 is outside" -- run --ranks 0
+expect_usage_error "experts not a multiple of ranks" "--experts 6 is not a multiple of the 4 ranks" -- run --experts 6 --ranks 4
+expect_usage_error "experts below top-k" "below the preset's top-k 8" -- run --experts 4 --ranks 4
+expect_usage_error "bad backend" "--backend 'gpu' is not a backend" -- run --backend gpu
+expect_usage_error "bad tokens" "--tokens 'many' is not an integer" -- run --tokens many
+expect_usage_error "unknown option" "unknown option '--warp'" -- run --warp 9
+expect_usage_error "positional" "unexpected argument 'extra'" -- run extra
+expect_usage_error "more weights than memory" "need about" -- run --preset deepseek-v3 --experts 4096
+expect_usage_error "unknown op" "--op 'teleport' is not an operator" -- run --op teleport
+expect_usage_error "op without value" "'--op' needs a value" -- run --op
 
 # An operator error (MX needs H a multiple of 32) is reported by the operator, cleanly: status 2, a
 # "not run" row naming the rule, one stderr line.
@@ -134,8 +120,7 @@ stdout_has "re-routing demo"
 
 # The memory guard counts the tokens: the symmetric buffers grow with them (the weights alone fit), so
 # a million tokens per rank is refused before anything is allocated, naming the buffers and --tokens.
-expect 2 "too many tokens for memory" -- run --tokens 1048576
-stderr_is_one_line "symmetric buffers"
+expect_usage_error "too many tokens for memory" "symmetric buffers" -- run --tokens 1048576
 if grep -q -- "load fewer with --experts or --tokens" "$WORK/err"; then ok; else bad "memory guard: $(cat "$WORK/err")"; fi
 
 cli_finish run_mega_moe

@@ -56,10 +56,7 @@ static void run_mpi(const char *name, const dct_cfg *cfg) {
 }
 
 static dct_cfg base_cfg(int R, int M) {
-    dct_cfg c;
-    memset(&c, 0, sizeof c);
-    c.R = R, c.M = M, c.bs = 5, c.h = 64, c.k = 3 < M ? 3 : M, c.eps = 1e-6f, c.ent_type = 1, c.seed = 21;
-    return c;
+    return dct_base_cfg(R, M, 21);
 }
 
 static void scenarios(void) {

@@ -11,21 +11,7 @@
 #include "megamoe/comm_mpi.h"
 
 static moe_spec spec_for(int ranks, mm_dtype w, int mode, mm_dtype d, uint64_t seed) {
-    moe_spec sp;
-    memset(&sp, 0, sizeof sp);
-    sp.ranks = ranks;
-    sp.experts = 2 * ranks;
-    sp.topk = 3;
-    sp.hidden = 64;
-    sp.inter = 32;
-    for (int r = 0; r < ranks; r++) sp.bs[r] = 3 + 2 * r;
-    sp.routed = w;
-    sp.shared = w;
-    sp.attrs = mm_mega_moe_default_attrs();
-    sp.attrs.dispatch_quant_mode = mode;
-    sp.attrs.dispatch_quant_out_dtype = d;
-    sp.seed = seed;
-    return sp;
+    return moe_spec_make((moe_dims){ranks, 2 * ranks, 3, 64, 32, 3, 2}, w, mode, d, seed);
 }
 
 static void break_id(mm_mega_moe_attrs *a, mm_tensor *ids, mm_tensor *x, int64_t *m) {

@@ -21,6 +21,7 @@ probabilities (computed in float64 from the BF16 values) differ by at least 1e-3
 the float64 reference choose the same experts (rows closer than that are drawn again)."""
 import json
 import os
+import shutil
 import struct
 import sys
 
@@ -73,6 +74,15 @@ def read_safetensors(path):
         b, e = v["data_offsets"]
         out[name] = (v["dtype"], np.frombuffer(blob[8 + n + b : 8 + n + e], dtype=np_of[v["dtype"]]).reshape(v["shape"]))
     return out
+
+
+def copy_checkpoint(src, dst, config=None):
+    """Copies checkpoint folder src to dst; config(c), when given, edits the copy's config.json dict c."""
+    shutil.copytree(src, dst)
+    c = json.load(open(dst + "/config.json"))
+    if config:
+        config(c)
+    json.dump(c, open(dst + "/config.json", "w"))
 
 
 def config_of(family):

@@ -7,9 +7,10 @@
 #   WORK        a scratch directory, removed when the script exits
 #   PYTHONPATH  starts with this lib/ directory, so that the scripts' Python checks (often written to
 #               $WORK first) can `import safetensors_io`
-# and gives ok / bad to count expectations, expect / stdout_has / stderr_is_one_line / stderr_empty to
-# run the CLI and check what it printed, case_rejected for a case file that must be refused, and
-# cli_finish to print the tally and set the exit status:
+# and gives ok / bad to count expectations, expect / stdout_has / stderr_is_one_line / stderr_empty /
+# expect_usage_error to run the CLI and check what it printed, case_rejected for a case file that must be
+# refused, bench_option_checks for the option errors and --help of a `bench` subcommand, and cli_finish to
+# print the tally and set the exit status:
 # a script passes only when nothing failed and at least one expectation was checked, so a script that
 # silently skipped everything cannot pass.
 MEGAMOE=${1:?path to megamoe}
@@ -49,6 +50,14 @@ stderr_is_one_line() {
         bad "${2:+$2: }stderr should be one line with '$1': $(cat "$WORK/err")"
     fi
 }
+# expect_usage_error WHAT NEEDLE [--] ARGS...: megamoe ARGS exits 2 with exactly one stderr line, containing
+# NEEDLE (two expectations: expect 2 and stderr_is_one_line).
+expect_usage_error() {
+    local what=$1 needle=$2
+    shift 2
+    expect 2 "$what" "$@"
+    stderr_is_one_line "$needle"
+}
 # stderr_empty: the last expect printed nothing on stderr.
 stderr_empty() { if [ ! -s "$WORK/err" ]; then ok; else bad "stderr not empty: $(cat "$WORK/err")"; fi; }
 
@@ -65,6 +74,22 @@ case_rejected() {
         bad "$1: message '$(cat "$WORK/err")' does not match '$3'"
     fi
     if [ ! -e "$WORK/rejected_out.st" ]; then ok; else bad "$1: wrote an output"; fi
+}
+
+# bench_option_checks CMD OPTION HELP_NEEDLE: three expectations on `megamoe bench CMD`: --format nosuch
+# exits 2 with one stderr line naming --format; OPTION 0 exits 2 naming OPTION; --help exits 0 and names
+# HELP_NEEDLE.
+bench_option_checks() {
+    local status
+    timeout 60 "$MEGAMOE" bench "$1" --format nosuch >"$WORK/out" 2>"$WORK/err"
+    status=$?
+    if [ "$status" -eq 2 ] && [ "$(wc -l <"$WORK/err")" -eq 1 ] && grep -qF -- "--format" "$WORK/err"; then ok; else
+        bad "bad --format: exit $status, stderr $(cat "$WORK/err")"
+    fi
+    timeout 60 "$MEGAMOE" bench "$1" "$2" 0 >"$WORK/out" 2>"$WORK/err"
+    if [ $? -eq 2 ] && grep -qF -- "$2" "$WORK/err"; then ok; else bad "$2 0 accepted: $(cat "$WORK/err")"; fi
+    timeout 60 "$MEGAMOE" bench "$1" --help >"$WORK/out" 2>"$WORK/err"
+    if [ $? -eq 0 ] && grep -qF -- "$3" "$WORK/out"; then ok; else bad "--help"; fi
 }
 
 # cli_require_python NAME: the script's independent checks are written in Python (standard library only).
