@@ -4,7 +4,7 @@
  *
  * Text, one item per line ('#' starts a comment line):
  *     megamoe-tune 1
- *     cpu AuthenticAMD 26 2 AMD EPYC 9R45         (vendor, family, model, brand: mm_tune_cache_cpu_key)
+ *     cpu AuthenticAMD 26 2 AMD EPYC 9575F       (vendor, family, model, brand: mm_tune_cache_cpu_key)
  *     version 0.1.0                               (the library's version)
  *     mxfp8 1:avx512 16:avx512                    (class, then rows:kind steps, rows increasing)
  * A file whose cpu or version line differs from this process's is ignored (a new CPU or library wants
