@@ -116,10 +116,8 @@ static int child(void) {
     for (int i = 0; mm_gemm_kernel_pair(i, &a, &w); i++) {
         int cls = mm_kernel_class_of(a, w);
         if (cls < 0) continue;
-        unsigned kinds = mm_gemm_kernel_kinds(a, w);
-        if (!cfg->profile->amx) kinds &= ~((1u << MM_KIND_AMX) | (1u << MM_KIND_AMX_FEW));
         for (int64_t rows = 1; rows <= 70; rows++) {
-            mm_kernel_kind kind = mm_kernel_rule_choose(&cfg->profile->rules[cls], kinds, rows);
+            mm_kernel_kind kind = mm_gemm_kernel_rule_kind(&cfg->profile->rules[cls], a, w, rows);
             CHECK(mm_gemm_kernel_select_rows(a, w, rows) == mm_gemm_kernel_of_kind(kind, a, w));
         }
     }

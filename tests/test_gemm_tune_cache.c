@@ -106,11 +106,9 @@ static int child(const char *expect) {
     for (int i = 0; mm_gemm_kernel_pair(i, &a, &w); i++) {
         int cls = mm_kernel_class_of(a, w);
         if (cls < 0) continue;
-        unsigned kinds = mm_gemm_kernel_kinds(a, w);
-        if (!cfg->profile->amx) kinds &= ~((1u << MM_KIND_AMX) | (1u << MM_KIND_AMX_FEW));
         for (int64_t rows = 1; rows <= 40; rows++) {
             /* The cache's int8xint4 line (written for every CPU with AVX-512): general / few / general. */
-            mm_kernel_kind want = mm_kernel_rule_choose(&cfg->profile->rules[cls], kinds, rows);
+            mm_kernel_kind want = mm_gemm_kernel_rule_kind(&cfg->profile->rules[cls], a, w, rows);
             if (used && cls == MM_KCLASS_INT8_INT4) want = rows >= 4 && rows <= 8 ? MM_KIND_AVX512_FEW : MM_KIND_AVX512;
             const mm_gemm_kernel *got = mm_gemm_kernel_select_rows(a, w, rows);
             if (got != mm_gemm_kernel_of_kind(want, a, w))

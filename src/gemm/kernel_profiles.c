@@ -24,10 +24,15 @@ const char *mm_kernel_class_name(int cls) {
     return cls >= 0 && cls < MM_KCLASS_COUNT ? class_names[cls] : "?";
 }
 
-int mm_kernel_class_parse(const char *name) {
-    for (int i = 0; i < MM_KCLASS_COUNT; i++)
-        if (strcmp(name, class_names[i]) == 0) return i;
+/* The index of name in names[0..n), or -1. */
+static int find_name(const char *const *names, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(name, names[i]) == 0) return i;
     return -1;
+}
+
+int mm_kernel_class_parse(const char *name) {
+    return find_name(class_names, MM_KCLASS_COUNT, name);
 }
 
 const char *mm_kernel_kind_name(int kind) {
@@ -35,9 +40,7 @@ const char *mm_kernel_kind_name(int kind) {
 }
 
 int mm_kernel_kind_parse(const char *name) {
-    for (int i = 0; i < MM_KIND_COUNT; i++)
-        if (strcmp(name, kind_names[i]) == 0) return i;
-    return -1;
+    return find_name(kind_names, MM_KIND_COUNT, name);
 }
 
 static int has(unsigned available, mm_kernel_kind kind) {

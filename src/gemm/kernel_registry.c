@@ -307,14 +307,19 @@ const mm_gemm_kernel *mm_gemm_kernel_of_kind(mm_kernel_kind kind, mm_dtype a_dty
 /* Pairs without a class (one kernel per ISA): the highest. */
 static const mm_kernel_rule highest_rule = {0, 0, 0, 0, {{0, MM_KIND_REF}}};
 
-const mm_gemm_kernel *mm_gemm_kernel_select_rows(mm_dtype a_dtype, mm_dtype w_dtype, int64_t rows) {
-    if (!dtype_in_range(a_dtype) || !dtype_in_range(w_dtype)) return NULL;
+mm_kernel_kind mm_gemm_kernel_rule_kind(const mm_kernel_rule *rule, mm_dtype a_dtype, mm_dtype w_dtype,
+                                        int64_t rows) {
+    if (!dtype_in_range(a_dtype) || !dtype_in_range(w_dtype)) return MM_KIND_COUNT;
     pthread_once(&table_once, build_table);
     unsigned kinds = kinds_of(a_dtype, w_dtype);
     if (!config.profile->amx) kinds &= ~((1u << MM_KIND_AMX) | (1u << MM_KIND_AMX_FEW));
+    return mm_kernel_rule_choose(rule ? rule : &highest_rule, kinds, rows);
+}
+
+const mm_gemm_kernel *mm_gemm_kernel_select_rows(mm_dtype a_dtype, mm_dtype w_dtype, int64_t rows) {
+    if (!dtype_in_range(a_dtype) || !dtype_in_range(w_dtype)) return NULL;
     int cls = mm_kernel_class_of(a_dtype, w_dtype);
-    const mm_kernel_rule *rule = cls >= 0 ? &config.rules[cls] : &highest_rule;
-    mm_kernel_kind kind = mm_kernel_rule_choose(rule, kinds, rows);
+    mm_kernel_kind kind = mm_gemm_kernel_rule_kind(cls >= 0 ? &config.rules[cls] : NULL, a_dtype, w_dtype, rows);
     return kind == MM_KIND_COUNT ? NULL : kernel_of_kind(kind, a_dtype, w_dtype);
 }
 

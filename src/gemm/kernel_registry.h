@@ -65,5 +65,10 @@ mm_status mm_gemm_kernel_config_check(mm_error *err);
  * profile's AMX switch is not applied), and the kernel of one kind (NULL when it has none). */
 unsigned mm_gemm_kernel_kinds(mm_dtype a_dtype, mm_dtype w_dtype);
 const mm_gemm_kernel *mm_gemm_kernel_of_kind(mm_kernel_kind kind, mm_dtype a_dtype, mm_dtype w_dtype);
+/* The kind `rule` chooses for the pair and `rows` among the kinds the registry may use here (the pair's,
+ * minus AMX when the profile in use excludes it); NULL rule: the highest kind. What select_rows does with
+ * the rule in use; tests and `megamoe tune` ask it about the profile's rule. */
+mm_kernel_kind mm_gemm_kernel_rule_kind(const mm_kernel_rule *rule, mm_dtype a_dtype, mm_dtype w_dtype,
+                                        int64_t rows);
 
 #endif

@@ -93,9 +93,7 @@ static int tune_class(const tune_opts *o, int cls, mm_kernel_rule *out) {
             }
         cli_progress_end();
         /* The profile's choice, unless another kind is more than MARGIN faster. */
-        unsigned usable = kinds;
-        if (!cfg->profile->amx) usable &= ~((1u << MM_KIND_AMX) | (1u << MM_KIND_AMX_FEW));
-        int prof = mm_kernel_rule_choose(&cfg->profile->rules[cls], usable, tune_rows[r]);
+        int prof = mm_gemm_kernel_rule_kind(&cfg->profile->rules[cls], a, w, tune_rows[r]);
         int fastest = 0, prof_i = -1;
         for (int i = 0; i < n; i++) {
             if (best[i] < best[fastest]) fastest = i;
