@@ -25,28 +25,39 @@ typedef struct expect_row {
 
 /* The AMX Xeon thresholds (generic, sapphire/emerald/granite-rapids). */
 static const expect_row xeon[] = {
-    {MM_KCLASS_BF16, 1, MM_KIND_AVX512, MM_KIND_AVX512},       {MM_KCLASS_BF16, 3, MM_KIND_AVX512, MM_KIND_AVX512},
-    {MM_KCLASS_BF16, 4, MM_KIND_AMX, MM_KIND_AVX512},          {MM_KCLASS_BF16, 4096, MM_KIND_AMX, MM_KIND_AVX512},
-    {MM_KCLASS_INT8, 2, MM_KIND_AVX512, MM_KIND_AVX512},       {MM_KCLASS_INT8, 3, MM_KIND_AMX, MM_KIND_AVX512},
+    {MM_KCLASS_BF16, 1, MM_KIND_AVX512, MM_KIND_AVX512},
+    {MM_KCLASS_BF16, 3, MM_KIND_AVX512, MM_KIND_AVX512},
+    {MM_KCLASS_BF16, 4, MM_KIND_AMX, MM_KIND_AVX512},
+    {MM_KCLASS_BF16, 4096, MM_KIND_AMX, MM_KIND_AVX512},
+    {MM_KCLASS_INT8, 2, MM_KIND_AVX512, MM_KIND_AVX512},
+    {MM_KCLASS_INT8, 3, MM_KIND_AMX, MM_KIND_AVX512},
     {MM_KCLASS_INT8_INT4, 1, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
     {MM_KCLASS_INT8_INT4, 10, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
-    {MM_KCLASS_INT8_INT4, 11, MM_KIND_AMX, MM_KIND_AVX512},    {MM_KCLASS_MXFP8, 1, MM_KIND_AMX_FEW, MM_KIND_AVX512_FEW},
-    {MM_KCLASS_MXFP8, 3, MM_KIND_AMX_FEW, MM_KIND_AVX512_FEW}, {MM_KCLASS_MXFP8, 4, MM_KIND_AMX_FEW, MM_KIND_AVX512},
-    {MM_KCLASS_MXFP8, 16, MM_KIND_AMX_FEW, MM_KIND_AVX512},    {MM_KCLASS_MXFP8, 17, MM_KIND_AMX, MM_KIND_AVX512},
-    {MM_KCLASS_MXFP4, 2, MM_KIND_AMX_FEW, MM_KIND_AVX512_FEW}, {MM_KCLASS_MXFP4, 64, MM_KIND_AMX, MM_KIND_AVX512},
+    {MM_KCLASS_INT8_INT4, 11, MM_KIND_AMX, MM_KIND_AVX512},
+    {MM_KCLASS_MXFP8, 1, MM_KIND_AMX_FEW, MM_KIND_AVX512_FEW},
+    {MM_KCLASS_MXFP8, 3, MM_KIND_AMX_FEW, MM_KIND_AVX512_FEW},
+    {MM_KCLASS_MXFP8, 4, MM_KIND_AMX_FEW, MM_KIND_AVX512},
+    {MM_KCLASS_MXFP8, 16, MM_KIND_AMX_FEW, MM_KIND_AVX512},
+    {MM_KCLASS_MXFP8, 17, MM_KIND_AMX, MM_KIND_AVX512},
+    {MM_KCLASS_MXFP4, 2, MM_KIND_AMX_FEW, MM_KIND_AVX512_FEW},
+    {MM_KCLASS_MXFP4, 64, MM_KIND_AMX, MM_KIND_AVX512},
     {MM_KCLASS_MXFP8_MXFP4, 3, MM_KIND_AMX_FEW, MM_KIND_AVX512_FEW},
 };
 /* Zen 4 / Zen 5 (no AMX, so the AMX columns only show that the rule never asks for it). */
 static const expect_row zen[] = {
-    {MM_KCLASS_BF16, 1, MM_KIND_AVX512, MM_KIND_AVX512},      {MM_KCLASS_BF16, 64, MM_KIND_AVX512, MM_KIND_AVX512},
-    {MM_KCLASS_INT8, 64, MM_KIND_AVX512, MM_KIND_AVX512},     {MM_KCLASS_INT8_INT4, 1, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
+    {MM_KCLASS_BF16, 1, MM_KIND_AVX512, MM_KIND_AVX512},
+    {MM_KCLASS_BF16, 64, MM_KIND_AVX512, MM_KIND_AVX512},
+    {MM_KCLASS_INT8, 64, MM_KIND_AVX512, MM_KIND_AVX512},
+    {MM_KCLASS_INT8_INT4, 1, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
     {MM_KCLASS_INT8_INT4, 10, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
     {MM_KCLASS_INT8_INT4, 11, MM_KIND_AVX512, MM_KIND_AVX512},
-    {MM_KCLASS_MXFP8, 1, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW}, {MM_KCLASS_MXFP8, 3, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
+    {MM_KCLASS_MXFP8, 1, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
+    {MM_KCLASS_MXFP8, 3, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
     {MM_KCLASS_MXFP8, 4, MM_KIND_AVX512, MM_KIND_AVX512},
     {MM_KCLASS_MXFP8_MXFP4, 1, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
     {MM_KCLASS_MXFP8_MXFP4, 8, MM_KIND_AVX512, MM_KIND_AVX512},
-    {MM_KCLASS_MXFP4, 3, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW}, {MM_KCLASS_MXFP4, 4, MM_KIND_AVX512, MM_KIND_AVX512},
+    {MM_KCLASS_MXFP4, 3, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
+    {MM_KCLASS_MXFP4, 4, MM_KIND_AVX512, MM_KIND_AVX512},
 };
 
 static void check_profile(const char *name, const expect_row *rows, size_t n, int amx) {
@@ -59,9 +70,10 @@ static void check_profile(const char *name, const expect_row *rows, size_t n, in
         mm_kernel_kind with = mm_kernel_rule_choose(r, amx ? ALL_KINDS : NO_AMX, rows[i].rows);
         mm_kernel_kind without = mm_kernel_rule_choose(r, NO_AMX, rows[i].rows);
         if (with != (amx ? rows[i].with_amx : rows[i].without_amx) || without != rows[i].without_amx)
-            mm_test_report_fail(__FILE__, __LINE__, "profile %s, %s, %d rows: %s / %s, expected %s / %s", name,
-                                mm_kernel_class_name(rows[i].cls), rows[i].rows, mm_kernel_kind_name(with),
-                                mm_kernel_kind_name(without), mm_kernel_kind_name(rows[i].with_amx),
+            mm_test_report_fail(__FILE__, __LINE__, "profile %s, %s, %d rows: %s / %s, expected %s / %s",
+                                name, mm_kernel_class_name(rows[i].cls), rows[i].rows,
+                                mm_kernel_kind_name(with), mm_kernel_kind_name(without),
+                                mm_kernel_kind_name(rows[i].with_amx),
                                 mm_kernel_kind_name(rows[i].without_amx));
         else
             mm_test_passed++;
@@ -73,8 +85,8 @@ static void check_match(const char *vendor, int family, int model, const char *w
     snprintf(id.vendor, sizeof id.vendor, "%s", vendor);
     const char *got = mm_cpu_profile_match(&id)->name;
     if (strcmp(got, want) != 0)
-        mm_test_report_fail(__FILE__, __LINE__, "%s family %#x model %#x: profile %s, expected %s", vendor, family,
-                            model, got, want);
+        mm_test_report_fail(__FILE__, __LINE__, "%s family %#x model %#x: profile %s, expected %s", vendor,
+                            family, model, got, want);
     else
         mm_test_passed++;
 }
@@ -103,8 +115,11 @@ static uint64_t gemm_hash(mm_dtype a, mm_dtype w, int64_t rows, const mm_gemm_ke
 
 static const struct {
     mm_dtype a, w;
-} hashed[] = {{MM_DTYPE_I8, MM_DTYPE_I8}, {MM_DTYPE_I8, MM_DTYPE_INT4}, {MM_DTYPE_BF16, MM_DTYPE_BF16},
-              {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN}, {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1}};
+} hashed[] = {{MM_DTYPE_I8, MM_DTYPE_I8},
+              {MM_DTYPE_I8, MM_DTYPE_INT4},
+              {MM_DTYPE_BF16, MM_DTYPE_BF16},
+              {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN},
+              {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1}};
 static const int64_t hashed_rows[] = {1, 3, 9, 20};
 
 /* Child (MEGAMOE_CPU_PROFILE set by the parent): the registry's choices follow the profile's rule on this
@@ -146,7 +161,8 @@ static int run_child(const char *self, const char *name, char *out, size_t size)
     size_t len = 0;
     out[0] = '\0';
     while (fgets(line, sizeof line, f)) /* the hash lines only (the child's summary line is not one) */
-        if (strncmp(line, "hash ", 5) == 0 && len + strlen(line) < size) len += (size_t)snprintf(out + len, size - len, "%s", line);
+        if (strncmp(line, "hash ", 5) == 0 && len + strlen(line) < size)
+            len += (size_t)snprintf(out + len, size - len, "%s", line);
     int st = pclose(f);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
@@ -160,7 +176,8 @@ int main(int argc, char **argv) {
         CHECK_EQ_INT(gemm_hash(MM_DTYPE_I8, MM_DTYPE_I8, 2, NULL, &err), 0);
         CHECK_EQ_INT(err.status, MM_ERR_INVALID_ARGUMENT);
         CHECK_STR_CONTAINS(err.message, "MEGAMOE_CPU_PROFILE = 'no-such-cpu'");
-        CHECK_STR_CONTAINS(err.message, "sapphire-rapids, emerald-rapids, granite-rapids, zen4, zen5, generic");
+        CHECK_STR_CONTAINS(err.message,
+                           "sapphire-rapids, emerald-rapids, granite-rapids, zen4, zen5, generic");
         return mm_test_finish("test_gemm_kernel_profiles (bogus)");
     }
     static const char *const amx_names[] = {"generic", "sapphire-rapids", "emerald-rapids", "granite-rapids"};

@@ -27,15 +27,17 @@ static void test_parse(void) {
     char text[2048], why[256] = "";
     mm_kernel_rule rules[MM_KCLASS_COUNT];
     int have[MM_KCLASS_COUNT];
-    cache_text(text, sizeof text, "# comment\nint8xint4 1:avx512 4:avx512-few 9:avx512\r\nmxfp4 1:amx-few 17:amx\n");
+    cache_text(text, sizeof text,
+               "# comment\nint8xint4 1:avx512 4:avx512-few 9:avx512\r\nmxfp4 1:amx-few 17:amx\n");
     CHECK_EQ_INT(mm_tune_cache_parse(text, key, mm_version(), rules, have, why, sizeof why), 0);
-    CHECK(have[MM_KCLASS_INT8_INT4] && have[MM_KCLASS_MXFP4] && !have[MM_KCLASS_BF16] && !have[MM_KCLASS_MXFP8]);
+    CHECK(have[MM_KCLASS_INT8_INT4] && have[MM_KCLASS_MXFP4] && !have[MM_KCLASS_BF16] &&
+          !have[MM_KCLASS_MXFP8]);
     CHECK_EQ_INT(rules[MM_KCLASS_INT8_INT4].n_steps, 3);
     static const struct {
         int rows;
         mm_kernel_kind want;
-    } steps[] = {{1, MM_KIND_AVX512}, {3, MM_KIND_AVX512}, {4, MM_KIND_AVX512_FEW}, {8, MM_KIND_AVX512_FEW},
-                 {9, MM_KIND_AVX512}, {5000, MM_KIND_AVX512}};
+    } steps[] = {{1, MM_KIND_AVX512},     {3, MM_KIND_AVX512}, {4, MM_KIND_AVX512_FEW},
+                 {8, MM_KIND_AVX512_FEW}, {9, MM_KIND_AVX512}, {5000, MM_KIND_AVX512}};
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
         CHECK_EQ_INT(mm_kernel_rule_choose(&rules[MM_KCLASS_INT8_INT4], 0x1F, steps[i].rows), steps[i].want);
     CHECK_EQ_INT(mm_kernel_rule_choose(&rules[MM_KCLASS_MXFP4], 0x1F, 16), MM_KIND_AMX_FEW);
@@ -77,14 +79,17 @@ static void test_parse(void) {
     } bad_head[] = {
         {"", "'megamoe-tune 1' line is missing"},
         {"megamoe-tune 2\n", "not a megamoe tune cache"},
-        {"\x7f" "ELF\x01\x01", "not a megamoe tune cache"},
+        {"\x7f"
+         "ELF\x01\x01",
+         "not a megamoe tune cache"},
         {"megamoe-tune 1\nversion 0.0.0-other\n", "written by version 0.0.0-other"},
         {"megamoe-tune 1\ncpu GenuineIntel 6 143 Some Xeon\n", "measured on another CPU"},
         {"megamoe-tune 1\nbf16 1:avx512\n", "line is missing"},
     };
     for (size_t i = 0; i < sizeof bad_head / sizeof bad_head[0]; i++) {
         why[0] = '\0';
-        CHECK_EQ_INT(mm_tune_cache_parse(bad_head[i].text, key, mm_version(), rules, have, why, sizeof why), -1);
+        CHECK_EQ_INT(mm_tune_cache_parse(bad_head[i].text, key, mm_version(), rules, have, why, sizeof why),
+                     -1);
         CHECK_STR_CONTAINS(why, bad_head[i].reason);
     }
     char *huge = malloc(MM_TUNE_CACHE_MAX_BYTES + 10);
@@ -99,7 +104,7 @@ static void test_parse(void) {
 static int child(const char *expect) {
     const mm_gemm_kernel_config *cfg = mm_gemm_kernel_config_get();
     int used = strcmp(expect, "used") == 0;
-    CHECK_EQ_INT(cfg->cache_state, used ? MM_TUNE_CACHE_USED
+    CHECK_EQ_INT(cfg->cache_state, used                         ? MM_TUNE_CACHE_USED
                                    : strcmp(expect, "off") == 0 ? MM_TUNE_CACHE_OFF
                                                                 : MM_TUNE_CACHE_IGNORED);
     mm_dtype a, w;
@@ -109,12 +114,13 @@ static int child(const char *expect) {
         for (int64_t rows = 1; rows <= 40; rows++) {
             /* The cache's int8xint4 line (written for every CPU with AVX-512): general / few / general. */
             mm_kernel_kind want = mm_gemm_kernel_rule_kind(&cfg->profile->rules[cls], a, w, rows);
-            if (used && cls == MM_KCLASS_INT8_INT4) want = rows >= 4 && rows <= 8 ? MM_KIND_AVX512_FEW : MM_KIND_AVX512;
+            if (used && cls == MM_KCLASS_INT8_INT4)
+                want = rows >= 4 && rows <= 8 ? MM_KIND_AVX512_FEW : MM_KIND_AVX512;
             const mm_gemm_kernel *got = mm_gemm_kernel_select_rows(a, w, rows);
             if (got != mm_gemm_kernel_of_kind(want, a, w))
-                mm_test_report_fail(__FILE__, __LINE__, "%s, %s x %s, %lld rows: %s, expected kind %s", expect,
-                                    mm_dtype_name(a), mm_dtype_name(w), (long long)rows, got ? got->name : "-",
-                                    mm_kernel_kind_name(want));
+                mm_test_report_fail(__FILE__, __LINE__, "%s, %s x %s, %lld rows: %s, expected kind %s",
+                                    expect, mm_dtype_name(a), mm_dtype_name(w), (long long)rows,
+                                    got ? got->name : "-", mm_kernel_kind_name(want));
             else
                 mm_test_passed++;
         }
@@ -126,8 +132,9 @@ static int child(const char *expect) {
 
 static int run_child(const char *self, const char *env, const char *path, const char *expect) {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "env -u MEGAMOE_CPU_PROFILE MEGAMOE_TUNE=1 %s MEGAMOE_TUNE_FILE='%s' '%s' child %s", env,
-             path, self, expect);
+    snprintf(cmd, sizeof cmd,
+             "env -u MEGAMOE_CPU_PROFILE MEGAMOE_TUNE=1 %s MEGAMOE_TUNE_FILE='%s' '%s' child %s", env, path,
+             self, expect);
     return system(cmd);
 }
 

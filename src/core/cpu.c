@@ -86,7 +86,8 @@ static void identify_x86(void) {
     const char *b = raw;
     while (*b == ' ') b++;
     snprintf(identity.brand, sizeof identity.brand, "%s", b);
-    for (size_t n = strlen(identity.brand); n > 0 && identity.brand[n - 1] == ' '; n--) identity.brand[n - 1] = '\0';
+    for (size_t n = strlen(identity.brand); n > 0 && identity.brand[n - 1] == ' '; n--)
+        identity.brand[n - 1] = '\0';
 }
 
 /* The CPU's features into `detected` (left all zero when cpuid has no leaf 1). */

@@ -16,7 +16,8 @@ static const char *const kind_names[MM_KIND_COUNT] = {"ref", "avx512", "avx512-f
 int mm_kernel_class_of(mm_dtype a_dtype, mm_dtype w_dtype) {
     if (a_dtype == MM_DTYPE_BF16) return w_dtype == MM_DTYPE_BF16 ? MM_KCLASS_BF16 : -1;
     if (a_dtype == MM_DTYPE_I8) return w_dtype == MM_DTYPE_I8 ? MM_KCLASS_INT8 : MM_KCLASS_INT8_INT4;
-    if (w_dtype == MM_DTYPE_FP4_E2M1) return a_dtype == MM_DTYPE_FP4_E2M1 ? MM_KCLASS_MXFP4 : MM_KCLASS_MXFP8_MXFP4;
+    if (w_dtype == MM_DTYPE_FP4_E2M1)
+        return a_dtype == MM_DTYPE_FP4_E2M1 ? MM_KCLASS_MXFP4 : MM_KCLASS_MXFP8_MXFP4;
     return mm_format_is_mx(w_dtype) ? MM_KCLASS_MXFP8 : -1;
 }
 
@@ -62,7 +63,12 @@ mm_kernel_kind mm_kernel_rule_choose(const mm_kernel_rule *r, unsigned available
 
 /* Rules: {avx512_few_max, amx_few_max, amx_min}. The few-rows kernels exist for INT8 x INT4 (AVX-512)
  * and the MX classes (both ISAs); a number for a kernel that does not exist is never used. */
-#define RULE(avx512_few, amx_few, amx_min) {avx512_few, amx_few, amx_min, 0, {{0, MM_KIND_REF}}}
+#define RULE(avx512_few, amx_few, amx_min)                                                                   \
+    {                                                                                                        \
+        avx512_few, amx_few, amx_min, 0, {                                                                   \
+            { 0, MM_KIND_REF }                                                                               \
+        }                                                                                                    \
+    }
 /* The thresholds measured on an AMX Xeon (docs/gemm.md, 'AMX row thresholds'). */
 #define XEON_AMX_RULES                                                                                       \
     {                                                                                                        \
@@ -105,8 +111,8 @@ static const profile_row profiles[] = {
     {{"zen4", "AMD Zen 4 (Genoa, Bergamo, Raphael, Phoenix); not measured, copies zen5", "AuthenticAMD", 0x19,
       0x10, 0x1F, 0, ZEN5_RULES},
      {{0x60, 0x7F}, {0xA0, 0xAF}}},
-    {{"zen5", "AMD Zen 5 (Turin, Granite Ridge, Strix); measured on an EPYC", "AuthenticAMD", 0x1A, 0x00, 0xFF,
-      0, ZEN5_RULES},
+    {{"zen5", "AMD Zen 5 (Turin, Granite Ridge, Strix); measured on an EPYC", "AuthenticAMD", 0x1A, 0x00,
+      0xFF, 0, ZEN5_RULES},
      {{1, 0}, {1, 0}}},
     {{"generic", "any other CPU: the measured AMX Xeon thresholds", NULL, 0, 0, 0, 1, XEON_AMX_RULES},
      {{1, 0}, {1, 0}}},
@@ -132,7 +138,8 @@ const mm_cpu_profile *mm_cpu_profile_match(const mm_cpu_id *id) {
         const profile_row *r = &profiles[i];
         if (!r->p.vendor) continue;
         if (strcmp(id->vendor, r->p.vendor) != 0 || id->family != r->p.family) continue;
-        if (in_range(id->model, r->p.model_lo, r->p.model_hi) || in_range(id->model, r->more[0].lo, r->more[0].hi) ||
+        if (in_range(id->model, r->p.model_lo, r->p.model_hi) ||
+            in_range(id->model, r->more[0].lo, r->more[0].hi) ||
             in_range(id->model, r->more[1].lo, r->more[1].hi))
             return &r->p;
     }

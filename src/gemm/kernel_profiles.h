@@ -20,11 +20,11 @@
 
 /* The generic (AMX Xeon) crossovers, measured with `megamoe bench ffn` (docs/gemm.md, 'AMX row
  * thresholds'); the kernel registrations name them too. */
-#define MM_AMX_MIN_ROWS_BF16     4
-#define MM_AMX_MIN_ROWS_INT8     3
-#define MM_I4_SMALL_MAX_ROWS     10
-#define MM_MX_SMALL_MAX_ROWS     3
-#define MM_MX_FEW_AMX_MAX_ROWS   16
+#define MM_AMX_MIN_ROWS_BF16   4
+#define MM_AMX_MIN_ROWS_INT8   3
+#define MM_I4_SMALL_MAX_ROWS   10
+#define MM_MX_SMALL_MAX_ROWS   3
+#define MM_MX_FEW_AMX_MAX_ROWS 16
 /* amx_min of a class that never takes the general AMX kernel. */
 #define MM_ROWS_NEVER INT32_MAX
 

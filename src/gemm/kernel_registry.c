@@ -99,8 +99,8 @@ static const registration registrations[] = {
     {MM_DTYPE_BF16, MM_DTYPE_BF16, AMX(mm_ukernel_bf16_bf16_amx, "bf16xbf16", MM_AMX_MIN_ROWS_BF16)},
     {MM_DTYPE_I8,
      MM_DTYPE_I8,
-     {"i8xi8_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(mm_ukernel_i8_i8_amx), NULL, NULL, MM_AMX_MIN_ROWS_INT8,
-      MM_GEMM_AMX_INT_KC}},
+     {"i8xi8_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(mm_ukernel_i8_i8_amx), NULL, NULL,
+      MM_AMX_MIN_ROWS_INT8, MM_GEMM_AMX_INT_KC}},
     {MM_DTYPE_I8,
      MM_DTYPE_INT4,
      {"i8xi4_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(mm_ukernel_i8_i4_amx), NULL,
@@ -203,7 +203,8 @@ static const mm_gemm_kernel *kernel_of_kind(mm_kernel_kind kind, mm_dtype a, mm_
     case MM_KIND_REF: return by_isa[MM_ISA_REF][a][w];
     case MM_KIND_AVX512: return by_isa[MM_ISA_AVX512][a][w];
     case MM_KIND_AMX: return by_isa[MM_ISA_AMX][a][w];
-    case MM_KIND_AVX512_FEW: return few_by_isa[MM_ISA_AVX512][a][w] ? &few_by_isa[MM_ISA_AVX512][a][w]->kernel : NULL;
+    case MM_KIND_AVX512_FEW:
+        return few_by_isa[MM_ISA_AVX512][a][w] ? &few_by_isa[MM_ISA_AVX512][a][w]->kernel : NULL;
     case MM_KIND_AMX_FEW: return few_by_isa[MM_ISA_AMX][a][w] ? &few_by_isa[MM_ISA_AMX][a][w]->kernel : NULL;
     case MM_KIND_COUNT: break;
     }
@@ -251,8 +252,9 @@ static void read_cache(void) {
         unsigned kinds = class_kinds(c);
         int usable = 1;
         for (int s = 0; s < rules[c].n_steps; s++) usable &= (kinds >> rules[c].steps[s].kind) & 1u;
-        int n = snprintf(config.cache_note + len, sizeof config.cache_note - len, "%s%s%s", len ? ", " : "",
-                         mm_kernel_class_name(c), usable ? "" : " (ignored: names a kernel this process lacks)");
+        int n =
+            snprintf(config.cache_note + len, sizeof config.cache_note - len, "%s%s%s", len ? ", " : "",
+                     mm_kernel_class_name(c), usable ? "" : " (ignored: names a kernel this process lacks)");
         if (n > 0 && (size_t)n < sizeof config.cache_note - len) len += (size_t)n;
         if (!usable) continue;
         config.rules[c] = rules[c];
@@ -319,7 +321,8 @@ mm_kernel_kind mm_gemm_kernel_rule_kind(const mm_kernel_rule *rule, mm_dtype a_d
 const mm_gemm_kernel *mm_gemm_kernel_select_rows(mm_dtype a_dtype, mm_dtype w_dtype, int64_t rows) {
     if (!dtype_in_range(a_dtype) || !dtype_in_range(w_dtype)) return NULL;
     int cls = mm_kernel_class_of(a_dtype, w_dtype);
-    mm_kernel_kind kind = mm_gemm_kernel_rule_kind(cls >= 0 ? &config.rules[cls] : NULL, a_dtype, w_dtype, rows);
+    mm_kernel_kind kind =
+        mm_gemm_kernel_rule_kind(cls >= 0 ? &config.rules[cls] : NULL, a_dtype, w_dtype, rows);
     return kind == MM_KIND_COUNT ? NULL : kernel_of_kind(kind, a_dtype, w_dtype);
 }
 

@@ -45,8 +45,8 @@ void mm_tune_cache_cpu_key(char *buf, size_t size) {
 }
 
 /* One "class rows:kind ..." line into rules; 0 or -1 with why. */
-static int parse_class_line(char *line, int lineno, mm_kernel_rule rules[MM_KCLASS_COUNT], int have[MM_KCLASS_COUNT], char *why,
-                            size_t why_size) {
+static int parse_class_line(char *line, int lineno, mm_kernel_rule rules[MM_KCLASS_COUNT],
+                            int have[MM_KCLASS_COUNT], char *why, size_t why_size) {
     char *save = NULL;
     char *name = strtok_r(line, " ", &save);
     int cls = name ? mm_kernel_class_parse(name) : -1;
@@ -65,11 +65,13 @@ static int parse_class_line(char *line, int lineno, mm_kernel_rule rules[MM_KCLA
         long rows = colon ? strtol(tok, &end, 10) : -1;
         int kind = colon ? mm_kernel_kind_parse(colon + 1) : -1;
         if (!colon || end != colon || rows < 1 || rows > 1 << 20 || kind < 0 ||
-            (r->n_steps > 0 && rows <= r->steps[r->n_steps - 1].rows) || r->n_steps == MM_KERNEL_RULE_MAX_STEPS) {
-            snprintf(why, why_size,
-                     "line %d: step '%.40s' is not rows:kind with rows increasing in [1, 1048576], kind one of "
-                     "ref, avx512, avx512-few, amx, amx-few, at most %d steps",
-                     lineno, tok, MM_KERNEL_RULE_MAX_STEPS);
+            (r->n_steps > 0 && rows <= r->steps[r->n_steps - 1].rows) ||
+            r->n_steps == MM_KERNEL_RULE_MAX_STEPS) {
+            snprintf(
+                why, why_size,
+                "line %d: step '%.40s' is not rows:kind with rows increasing in [1, 1048576], kind one of "
+                "ref, avx512, avx512-few, amx, amx-few, at most %d steps",
+                lineno, tok, MM_KERNEL_RULE_MAX_STEPS);
             return -1;
         }
         r->steps[r->n_steps].rows = (int)rows;
@@ -84,8 +86,9 @@ static int parse_class_line(char *line, int lineno, mm_kernel_rule rules[MM_KCLA
     return 0;
 }
 
-int mm_tune_cache_parse(const char *text, const char *cpu_key, const char *version, mm_kernel_rule rules[MM_KCLASS_COUNT],
-                        int have[MM_KCLASS_COUNT], char *why, size_t why_size) {
+int mm_tune_cache_parse(const char *text, const char *cpu_key, const char *version,
+                        mm_kernel_rule rules[MM_KCLASS_COUNT], int have[MM_KCLASS_COUNT], char *why,
+                        size_t why_size) {
     memset(have, 0, MM_KCLASS_COUNT * sizeof have[0]);
     size_t len = strlen(text);
     if (len >= MM_TUNE_CACHE_MAX_BYTES) {
@@ -102,14 +105,15 @@ int mm_tune_cache_parse(const char *text, const char *cpu_key, const char *versi
         if (n == 0 || line[0] == '#') continue;
         if (!seen_magic) {
             if (strcmp(line, "megamoe-tune 1") != 0) {
-                snprintf(why, why_size, "line %d: not a megamoe tune cache (first line must be 'megamoe-tune 1')",
-                         lineno);
+                snprintf(why, why_size,
+                         "line %d: not a megamoe tune cache (first line must be 'megamoe-tune 1')", lineno);
                 return -1;
             }
             seen_magic = 1;
         } else if (strncmp(line, "cpu ", 4) == 0) {
             if (strcmp(line + 4, cpu_key) != 0) {
-                snprintf(why, why_size, "measured on another CPU ('%.80s', this one is '%.80s')", line + 4, cpu_key);
+                snprintf(why, why_size, "measured on another CPU ('%.80s', this one is '%.80s')", line + 4,
+                         cpu_key);
                 return -1;
             }
             seen_cpu = 1;
@@ -125,14 +129,17 @@ int mm_tune_cache_parse(const char *text, const char *cpu_key, const char *versi
     }
     if (!seen_magic || !seen_cpu || !seen_version) {
         snprintf(why, why_size, "the %s line is missing",
-                 !seen_magic ? "'megamoe-tune 1'" : !seen_cpu ? "cpu" : "version");
+                 !seen_magic ? "'megamoe-tune 1'"
+                 : !seen_cpu ? "cpu"
+                             : "version");
         return -1;
     }
     return 0;
 }
 
-int mm_tune_cache_read(const char *path, const char *cpu_key, const char *version, mm_kernel_rule rules[MM_KCLASS_COUNT],
-                       int have[MM_KCLASS_COUNT], char *why, size_t why_size) {
+int mm_tune_cache_read(const char *path, const char *cpu_key, const char *version,
+                       mm_kernel_rule rules[MM_KCLASS_COUNT], int have[MM_KCLASS_COUNT], char *why,
+                       size_t why_size) {
     memset(have, 0, MM_KCLASS_COUNT * sizeof have[0]);
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -201,7 +208,8 @@ static int make_parent_dirs(const char *path) {
 
 mm_status mm_tune_cache_write(const char *path, const char *text, mm_error *err) {
     int e = make_parent_dirs(path);
-    if (e) return mm_fail(err, MM_ERR_IO, "tune cache %s: cannot create its directory: %s", path, strerror(e));
+    if (e)
+        return mm_fail(err, MM_ERR_IO, "tune cache %s: cannot create its directory: %s", path, strerror(e));
     char tmp[4200];
     if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid()) >= (int)sizeof tmp)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "tune cache path %s: longer than %d bytes", path, 4096);

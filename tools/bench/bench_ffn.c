@@ -519,7 +519,8 @@ static void print_summary(const ffn_config *cfg, const best_gemm *best, int quic
  * only levels the registry may use (MEGAMOE_ISA caps them) compete. A row where auto is more than 5 %
  * slower is flagged; when auto ran the same kernel as the best level, the gap is the machine's noise. */
 static void print_auto_vs_best(const ffn_config *cfg, const best_gemm *best) {
-    printf("\n(f) auto against the best level of this run (N threads, median ms; flagged: auto > 5 %% slower)\n");
+    printf("\n(f) auto against the best level of this run (N threads, median ms; flagged: auto > 5 %% "
+           "slower)\n");
     printf("%-11s %5s %4s %-26s %9s %-10s %-26s %9s %7s\n", "format", "H", "rows", "auto kernel", "auto ms",
            "best level", "its kernel", "best ms", "auto/best");
     int flagged = 0, rows_seen = 0;
@@ -559,7 +560,8 @@ static void print_auto_vs_best(const ffn_config *cfg, const best_gemm *best) {
                 }
             }
     }
-    if (rows_seen) printf("%d of %d rows flagged (auto another kernel and > 5 %% slower)\n", flagged, rows_seen);
+    if (rows_seen)
+        printf("%d of %d rows flagged (auto another kernel and > 5 %% slower)\n", flagged, rows_seen);
 }
 
 /* The header: the run's facts, the worker pool and the kernels the registry chooses per format (the
@@ -574,7 +576,8 @@ static void print_header(const ffn_config *cfg) {
     const mm_gemm_kernel_config *kc = mm_gemm_kernel_config_get();
     printf("kernel choice: cpu profile %s (%s), tune cache %s\n", kc->profile->name,
            kc->profile_forced ? "MEGAMOE_CPU_PROFILE" : "detected",
-           kc->cache_state == MM_TUNE_CACHE_USED ? kc->cache_note : "not used (megamoe version --verbose says why)");
+           kc->cache_state == MM_TUNE_CACHE_USED ? kc->cache_note
+                                                 : "not used (megamoe version --verbose says why)");
     for (int i = 0; i < cfg->n_formats; i++) {
         mm_dtype a, w;
         bench_ffn_format_dtypes((bench_ffn_format)cfg->formats[i], &a, &w);

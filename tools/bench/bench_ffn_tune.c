@@ -74,7 +74,8 @@ static int tune_class(const tune_opts *o, int cls, mm_kernel_rule *out) {
     int64_t run = 0;
     memset(out, 0, sizeof *out);
     for (int r = 0; r < N_TUNE_ROWS; r++) {
-        cli_progress_begin("tune %s: %d row%s", mm_kernel_class_name(cls), tune_rows[r], cli_plural_s(tune_rows[r]));
+        cli_progress_begin("tune %s: %d row%s", mm_kernel_class_name(cls), tune_rows[r],
+                           cli_plural_s(tune_rows[r]));
         double best[MM_KIND_COUNT];
         for (int i = 0; i < n; i++) best[i] = 1e30;
         for (int rep = -1; rep < o->repeat; rep++)
@@ -82,8 +83,8 @@ static int tune_class(const tune_opts *o, int cls, mm_kernel_rule *out) {
                 const mm_gemm_kernel *k = mm_gemm_kernel_of_kind((mm_kernel_kind)cand[i], a, w);
                 bench_ffn_choice choice = {(int)k->isa, k, k};
                 double total, gemm;
-                if (bench_ffn_expert_run(x, run++ % experts, tune_rows[r], &choice, &total, &gemm, why, sizeof why) !=
-                    0) {
+                if (bench_ffn_expert_run(x, run++ % experts, tune_rows[r], &choice, &total, &gemm, why,
+                                         sizeof why) != 0) {
                     cli_progress_end();
                     cli_error("tune", "%s", why);
                     bench_ffn_expert_free(x);
@@ -142,8 +143,9 @@ int mm_cli_tune_main(int argc, char **argv) {
             for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
                 int c = mm_kernel_class_parse(tok);
                 if (c < 0 || want[c])
-                    return cli_usage_error(cmd, "--formats: unknown or repeated format '%s' (one of bf16, int8, "
-                                                "int8xint4, mxfp8, mxfp8xmxfp4, mxfp4)",
+                    return cli_usage_error(cmd,
+                                           "--formats: unknown or repeated format '%s' (one of bf16, int8, "
+                                           "int8xint4, mxfp8, mxfp8xmxfp4, mxfp4)",
                                            tok);
                 want[c] = any = 1;
             }
@@ -172,8 +174,8 @@ int mm_cli_tune_main(int argc, char **argv) {
     char key[160];
     mm_tune_cache_cpu_key(key, sizeof key);
     const mm_gemm_kernel_config *cfg = mm_gemm_kernel_config_get();
-    printf("megamoe tune: cpu %s, profile %s, %d threads, expert H %lld I %lld, best of %lld runs (ms)\n", key,
-           cfg->profile->name, mm_bench_default_threads(), (long long)o.hidden, (long long)o.inter,
+    printf("megamoe tune: cpu %s, profile %s, %d threads, expert H %lld I %lld, best of %lld runs (ms)\n",
+           key, cfg->profile->name, mm_bench_default_threads(), (long long)o.hidden, (long long)o.inter,
            (long long)o.repeat);
     mm_kernel_rule rules[MM_KCLASS_COUNT];
     int have[MM_KCLASS_COUNT] = {0};

@@ -76,13 +76,19 @@ static void print_kernel_config(void) {
     printf("cpu: %s family %d model %d (%s)\n", id->vendor[0] ? id->vendor : "unknown", id->family, id->model,
            id->brand[0] ? id->brand : "no brand string");
     if (c->error[0]) printf("cpu profile error: %s\n", c->error);
-    printf("cpu profile: %s (%s; %s)\n", c->profile->name, c->profile_forced ? "MEGAMOE_CPU_PROFILE" : "detected",
-           c->profile->cpus);
+    printf("cpu profile: %s (%s; %s)\n", c->profile->name,
+           c->profile_forced ? "MEGAMOE_CPU_PROFILE" : "detected", c->profile->cpus);
     switch (c->cache_state) {
     case MM_TUNE_CACHE_OFF: printf("tune cache: off (MEGAMOE_TUNE=0)\n"); break;
-    case MM_TUNE_CACHE_FORCED_PROFILE: printf("tune cache: not read (MEGAMOE_CPU_PROFILE forces a profile)\n"); break;
-    case MM_TUNE_CACHE_NO_PATH: printf("tune cache: none (no MEGAMOE_TUNE_FILE, XDG_CACHE_HOME or HOME)\n"); break;
-    case MM_TUNE_CACHE_ABSENT: printf("tune cache: %s absent (`megamoe tune` writes it)\n", c->cache_path); break;
+    case MM_TUNE_CACHE_FORCED_PROFILE:
+        printf("tune cache: not read (MEGAMOE_CPU_PROFILE forces a profile)\n");
+        break;
+    case MM_TUNE_CACHE_NO_PATH:
+        printf("tune cache: none (no MEGAMOE_TUNE_FILE, XDG_CACHE_HOME or HOME)\n");
+        break;
+    case MM_TUNE_CACHE_ABSENT:
+        printf("tune cache: %s absent (`megamoe tune` writes it)\n", c->cache_path);
+        break;
     case MM_TUNE_CACHE_IGNORED: printf("tune cache: %s ignored: %s\n", c->cache_path, c->cache_note); break;
     case MM_TUNE_CACHE_USED: printf("tune cache: %s used for %s\n", c->cache_path, c->cache_note); break;
     }
