@@ -18,6 +18,8 @@ const mm_cli_command mm_cli_commands[] = {
     {"layer",
      "run the MoE layer of a Hugging Face checkpoint (mixtral, qwen3_moe, qwen2_moe) on x from a file",
      mm_cli_layer_main},
+    {"tune", "measure the GEMM kernels on this CPU and cache the fastest choice per format and rows",
+     mm_cli_tune_main},
     {"version", "print the version", mm_cli_version_main},
 };
 const size_t mm_cli_command_count = sizeof mm_cli_commands / sizeof mm_cli_commands[0];

@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #if MM_X86_KERNELS
@@ -31,6 +32,7 @@ typedef struct mm_cpu_features {
 
 static pthread_once_t detect_once = PTHREAD_ONCE_INIT;
 static mm_cpu_features detected;
+static mm_cpu_id identity;
 static mm_isa detected_isa;
 
 /* XCR0 bits: 1 SSE, 2 AVX, 5 opmask, 6 ZMM_Hi256, 7 Hi16_ZMM; 17 XTILECFG, 18 XTILEDATA. */
@@ -60,9 +62,38 @@ static uint64_t read_xcr0(void) {
     return ((uint64_t)hi << 32) | lo;
 }
 
+/* Vendor, display family / model and brand string into `identity`. */
+static void identify_x86(void) {
+    unsigned int eax, ebx, ecx, edx;
+    if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return;
+    memcpy(identity.vendor, &ebx, 4);
+    memcpy(identity.vendor + 4, &edx, 4);
+    memcpy(identity.vendor + 8, &ecx, 4);
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
+        int family = (eax >> 8) & 0xF, model = (eax >> 4) & 0xF;
+        if (family == 0xF) family += (eax >> 20) & 0xFF;
+        if (family == 0x6 || family >= 0xF) model |= ((eax >> 16) & 0xF) << 4;
+        identity.family = family;
+        identity.model = model;
+    }
+    if (__get_cpuid_max(0x80000000u, NULL) < 0x80000004u) return;
+    unsigned int regs[12];
+    for (unsigned int i = 0; i < 3; i++)
+        __get_cpuid(0x80000002u + i, &regs[4 * i], &regs[4 * i + 1], &regs[4 * i + 2], &regs[4 * i + 3]);
+    char raw[49];
+    memcpy(raw, regs, 48);
+    raw[48] = '\0';
+    const char *b = raw;
+    while (*b == ' ') b++;
+    snprintf(identity.brand, sizeof identity.brand, "%s", b);
+    for (size_t n = strlen(identity.brand); n > 0 && identity.brand[n - 1] == ' '; n--)
+        identity.brand[n - 1] = '\0';
+}
+
 /* The CPU's features into `detected` (left all zero when cpuid has no leaf 1). */
 static void detect_x86(void) {
     unsigned int eax, ebx, ecx, edx;
+    identify_x86();
     if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return;
     int osxsave = (ecx >> 27) & 1;
     uint64_t xcr0 = osxsave ? read_xcr0() : 0;
@@ -85,6 +116,7 @@ static void detect_x86(void) {
 
 static void detect(void) {
     memset(&detected, 0, sizeof detected);
+    memset(&identity, 0, sizeof identity);
 #if MM_X86_KERNELS
     detect_x86();
 #endif
@@ -105,6 +137,11 @@ mm_isa mm_cpu_isa(void) {
 int mm_cpu_supports(mm_isa isa) {
     pthread_once(&detect_once, detect);
     return supports(isa);
+}
+
+const mm_cpu_id *mm_cpu_identity(void) {
+    pthread_once(&detect_once, detect);
+    return &identity;
 }
 
 int mm_cpu_has_avx512_vbmi(void) {

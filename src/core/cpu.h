@@ -43,6 +43,16 @@ int mm_cpu_supports(mm_isa isa);
 /* Whether the CPU has AVX512_VBMI (vpermb, vpermt2b), which some MX kernels need beyond their ISA level;
  * 0 off x86-64. Ignores MEGAMOE_ISA. */
 int mm_cpu_has_avx512_vbmi(void);
+/* The CPU's identity from cpuid, for the kernel profiles (gemm/kernel_profiles.h) and the tune cache's
+ * key: vendor string ("GenuineIntel", "AuthenticAMD"; "" off x86-64), display family and model (the
+ * extended fields folded in, as Linux's /proc/cpuinfo shows them) and the brand string (the model name,
+ * trimmed; "" when the CPU has none). */
+typedef struct mm_cpu_id {
+    char vendor[13];
+    int family, model;
+    char brand[49];
+} mm_cpu_id;
+const mm_cpu_id *mm_cpu_identity(void);
 /* Lower-case name of an ISA level ("ref", "avx512", "amx"). */
 const char *mm_isa_name(mm_isa isa);
 

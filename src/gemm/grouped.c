@@ -166,6 +166,10 @@ static mm_status validate_group(mm_dtype a_dtype, int64_t gi, const mm_gemm_grou
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "groups[%lld].w is NULL with %lld rows", (long long)gi,
                        (long long)g->rows);
     const mm_gemm_packed_weights *w = g->w;
+    if (!(opts && opts->kernel)) {
+        mm_status st = mm_gemm_kernel_config_check(err);
+        if (st != MM_OK) return st;
+    }
     *kernel = opts && opts->kernel ? opts->kernel : mm_gemm_kernel_select_rows(a_dtype, w->dtype, g->rows);
     if (!*kernel)
         return mm_fail(err, MM_ERR_INVALID_ARGUMENT,

@@ -9,9 +9,15 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "core/error.h"
 #include "format/format_table.h"
 #include "gemm/kernels/kernels.h"
+#include "gemm/tune_cache.h"
+#include "megamoe/version.h"
 
 typedef struct registration {
     mm_dtype a_dtype;
@@ -44,8 +50,9 @@ typedef struct registration {
     }
 
 /* AMX tiles pay off from a few rows on (INT8 from fewer than BF16, since the AMX kernels take long K
- * blocks, grouped.c; the min_rows of the registrations below are the measured crossovers: docs/gemm.md,
- * 'AMX row thresholds'); fewer rows stream weights faster through the AVX-512 kernels. */
+ * blocks, grouped.c); fewer rows stream weights faster through the AVX-512 kernels. The min_rows of the
+ * registrations below are the crossovers measured on an AMX Xeon (docs/gemm.md, 'AMX row thresholds');
+ * the choice itself follows the CPU's profile or tune cache (kernel_profiles.h, below). */
 #define AMX(fn, label, min_rows)                                                                             \
     { label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(fn), NULL, NULL, min_rows, MM_GEMM_AMX_KC }
 #define AMX_MX(prepare_panel, label)                                                                         \
@@ -55,10 +62,10 @@ typedef struct registration {
     }
 
 /* INT8 x INT4 few-rows kernel (below): the raw panel straight into vpdpbusd (i4_small_avx512.c), 8-row
- * tiles. Up to I4_SMALL_MAX_ROWS rows it beats the general AVX-512 kernel and the AMX kernel, whose
- * panel decode to INT8 and tile set-up cost more than ten rows of dot products (measured: docs/gemm.md,
- * 'AMX row thresholds'). */
-#define I4_SMALL_MAX_ROWS 10
+ * tiles. On an AMX Xeon, up to MM_I4_SMALL_MAX_ROWS rows it beats the general AVX-512 kernel and the AMX
+ * kernel, whose panel decode to INT8 and tile set-up cost more than ten rows of dot products (measured:
+ * docs/gemm.md, 'AMX row thresholds'). */
+#define I4_SMALL_MAX_ROWS MM_I4_SMALL_MAX_ROWS
 
 /* Every supported pair, reference first. The FP8 pairs cover the mixed E4M3/E5M2 cases that an
  * activation_out_dtype override produces (docs/mega_moe.md). */
@@ -89,11 +96,11 @@ static const registration registrations[] = {
     {MM_DTYPE_BF16, MM_DTYPE_FP8_E4M3FN, AVX512_WEIGHT_ONLY(mm_prepare_panel_fp8_block_avx512, "bf16xe4m3b")},
     {MM_DTYPE_BF16, MM_DTYPE_FP4_E2M1, AVX512_WEIGHT_ONLY(mm_prepare_panel_fp4_avx512, "bf16xfp4")},
     {MM_DTYPE_BF16, MM_DTYPE_UINT4, AVX512_WEIGHT_ONLY(mm_prepare_panel_uint4_avx512, "bf16xuint4")},
-    {MM_DTYPE_BF16, MM_DTYPE_BF16, AMX(mm_ukernel_bf16_bf16_amx, "bf16xbf16", 4)},
+    {MM_DTYPE_BF16, MM_DTYPE_BF16, AMX(mm_ukernel_bf16_bf16_amx, "bf16xbf16", MM_AMX_MIN_ROWS_BF16)},
     {MM_DTYPE_I8,
      MM_DTYPE_I8,
-     {"i8xi8_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(mm_ukernel_i8_i8_amx), NULL, NULL, 3,
-      MM_GEMM_AMX_INT_KC}},
+     {"i8xi8_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(mm_ukernel_i8_i8_amx), NULL, NULL,
+      MM_AMX_MIN_ROWS_INT8, MM_GEMM_AMX_INT_KC}},
     {MM_DTYPE_I8,
      MM_DTYPE_INT4,
      {"i8xi4_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(mm_ukernel_i8_i4_amx), NULL,
@@ -126,20 +133,20 @@ typedef struct few_rows_registration {
     }
 /* MX on AMX with few rows: K blocks decoded straight into the B tiles (mx_amx_avx512.c), one tile of up
  * to 16 rows per panel; the prepared-block kernel above takes the larger groups. */
-#define MX_FEW_AMX_MAX_ROWS MM_GEMM_MX_FEW_AMX_MR
+#define MX_FEW_AMX_MAX_ROWS MM_MX_FEW_AMX_MAX_ROWS
 #define AMX_MX_FEW(label)                                                                                    \
     {                                                                                                        \
         label "_amx_few_16x32", MM_ISA_AMX, MM_GEMM_MX_FEW_AMX_MR, MM_X86_ONLY(mm_ukernel_mx_few_amx),       \
             MM_X86_ONLY(mm_gemm_mx_row_to_bf16_amx), NULL, 0, MM_GEMM_MX_FEW_AMX_KC                          \
     }
 static const few_rows_registration few_rows_registrations[] = {
-    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, 3, AVX512_MX_SMALL("e4m3xe4m3"), 1},
-    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, 3, AVX512_MX_SMALL("e5m2xe5m2"), 1},
-    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, 3, AVX512_MX_SMALL("e5m2xe4m3"), 1},
-    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, 3, AVX512_MX_SMALL("e4m3xe5m2"), 1},
-    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, 3, AVX512_MX_SMALL("e4m3xfp4"), 1},
-    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, 3, AVX512_MX_SMALL("e5m2xfp4"), 1},
-    {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, 3, AVX512_MX_SMALL("fp4xfp4"), 1},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, MM_MX_SMALL_MAX_ROWS, AVX512_MX_SMALL("e4m3xe4m3"), 1},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, MM_MX_SMALL_MAX_ROWS, AVX512_MX_SMALL("e5m2xe5m2"), 1},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, MM_MX_SMALL_MAX_ROWS, AVX512_MX_SMALL("e5m2xe4m3"), 1},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, MM_MX_SMALL_MAX_ROWS, AVX512_MX_SMALL("e4m3xe5m2"), 1},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, MM_MX_SMALL_MAX_ROWS, AVX512_MX_SMALL("e4m3xfp4"), 1},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, MM_MX_SMALL_MAX_ROWS, AVX512_MX_SMALL("e5m2xfp4"), 1},
+    {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, MM_MX_SMALL_MAX_ROWS, AVX512_MX_SMALL("fp4xfp4"), 1},
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, MX_FEW_AMX_MAX_ROWS, AMX_MX_FEW("e4m3xe4m3"), 1},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, MX_FEW_AMX_MAX_ROWS, AMX_MX_FEW("e5m2xe5m2"), 1},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, MX_FEW_AMX_MAX_ROWS, AMX_MX_FEW("e5m2xe4m3"), 1},
@@ -168,6 +175,10 @@ static int registration_usable(const registration *r, mm_isa allowed, int vbmi) 
     return vbmi || !(r->kernel.isa == MM_ISA_AMX && mm_format_is_mx(r->w_dtype));
 }
 
+static mm_gemm_kernel_config config;
+
+static void build_config(void);
+
 static void build_table(void) {
     mm_isa allowed = mm_cpu_isa();
     int vbmi = mm_cpu_has_avx512_vbmi();
@@ -180,23 +191,139 @@ static void build_table(void) {
         if (r->kernel.isa <= allowed && (vbmi || !r->needs_vbmi))
             few_by_isa[r->kernel.isa][r->a_dtype][r->w_dtype] = r;
     }
+    build_config();
 }
 
 static int dtype_in_range(mm_dtype d) {
     return d > MM_DTYPE_INVALID && d < MM_DTYPE_COUNT;
 }
 
-const mm_gemm_kernel *mm_gemm_kernel_select_rows(mm_dtype a_dtype, mm_dtype w_dtype, int64_t rows) {
-    if (!dtype_in_range(a_dtype) || !dtype_in_range(w_dtype)) return NULL;
-    pthread_once(&table_once, build_table);
-    /* The highest allowed ISA that has the pair and takes this many rows; the reference takes any. */
-    for (int isa = MM_ISA_COUNT - 1; isa >= MM_ISA_REF; isa--) {
-        const few_rows_registration *few = few_by_isa[isa][a_dtype][w_dtype];
-        if (few && rows <= few->max_rows) return &few->kernel;
-        const mm_gemm_kernel *k = by_isa[isa][a_dtype][w_dtype];
-        if (k && rows >= k->min_rows) return k;
+static const mm_gemm_kernel *kernel_of_kind(mm_kernel_kind kind, mm_dtype a, mm_dtype w) {
+    switch (kind) {
+    case MM_KIND_REF: return by_isa[MM_ISA_REF][a][w];
+    case MM_KIND_AVX512: return by_isa[MM_ISA_AVX512][a][w];
+    case MM_KIND_AMX: return by_isa[MM_ISA_AMX][a][w];
+    case MM_KIND_AVX512_FEW:
+        return few_by_isa[MM_ISA_AVX512][a][w] ? &few_by_isa[MM_ISA_AVX512][a][w]->kernel : NULL;
+    case MM_KIND_AMX_FEW: return few_by_isa[MM_ISA_AMX][a][w] ? &few_by_isa[MM_ISA_AMX][a][w]->kernel : NULL;
+    case MM_KIND_COUNT: break;
     }
     return NULL;
+}
+
+static unsigned kinds_of(mm_dtype a, mm_dtype w) {
+    unsigned mask = 0;
+    for (int k = 0; k < MM_KIND_COUNT; k++)
+        if (kernel_of_kind((mm_kernel_kind)k, a, w)) mask |= 1u << k;
+    return mask;
+}
+
+/* The kinds every pair of a class has here (a cache naming another one is ignored for that class). */
+static unsigned class_kinds(int cls) {
+    unsigned mask = ~0u;
+    mm_dtype a, w;
+    for (int i = 0; mm_gemm_kernel_pair(i, &a, &w); i++)
+        if (mm_kernel_class_of(a, w) == cls) mask &= kinds_of(a, w);
+    return mask;
+}
+
+/* Reads the tune cache into config (rules of the classes it has, whose kinds all exist here). */
+static void read_cache(void) {
+    if (!mm_tune_cache_enabled()) {
+        config.cache_state = MM_TUNE_CACHE_OFF;
+        return;
+    }
+    if (mm_tune_cache_path(config.cache_path, sizeof config.cache_path) != 0) {
+        config.cache_state = MM_TUNE_CACHE_NO_PATH;
+        return;
+    }
+    char key[160];
+    mm_tune_cache_cpu_key(key, sizeof key);
+    mm_kernel_rule rules[MM_KCLASS_COUNT];
+    int have[MM_KCLASS_COUNT];
+    int rc = mm_tune_cache_read(config.cache_path, key, mm_version(), rules, have, config.cache_note,
+                                sizeof config.cache_note);
+    config.cache_state = rc == 1 ? MM_TUNE_CACHE_ABSENT : rc < 0 ? MM_TUNE_CACHE_IGNORED : MM_TUNE_CACHE_USED;
+    if (rc != 0) return;
+    size_t len = 0;
+    config.cache_note[0] = '\0';
+    for (int c = 0; c < MM_KCLASS_COUNT; c++) {
+        if (!have[c]) continue;
+        unsigned kinds = class_kinds(c);
+        int usable = 1;
+        for (int s = 0; s < rules[c].n_steps; s++) usable &= (kinds >> rules[c].steps[s].kind) & 1u;
+        int n =
+            snprintf(config.cache_note + len, sizeof config.cache_note - len, "%s%s%s", len ? ", " : "",
+                     mm_kernel_class_name(c), usable ? "" : " (ignored: names a kernel this process lacks)");
+        if (n > 0 && (size_t)n < sizeof config.cache_note - len) len += (size_t)n;
+        if (!usable) continue;
+        config.rules[c] = rules[c];
+        config.from_cache[c] = 1;
+    }
+}
+
+static void build_config(void) {
+    const char *forced = getenv("MEGAMOE_CPU_PROFILE");
+    config.profile = mm_cpu_profile_match(mm_cpu_identity());
+    if (forced && forced[0]) {
+        const mm_cpu_profile *p = mm_cpu_profile_find(forced);
+        if (p) {
+            config.profile = p;
+            config.profile_forced = 1;
+        } else {
+            char names[256];
+            mm_cpu_profile_names(names, sizeof names);
+            snprintf(config.error, sizeof config.error,
+                     "MEGAMOE_CPU_PROFILE = '%.40s' is not a CPU profile (one of: %s)", forced, names);
+        }
+    }
+    memcpy(config.rules, config.profile->rules, sizeof config.rules);
+    if (config.profile_forced)
+        config.cache_state = MM_TUNE_CACHE_FORCED_PROFILE;
+    else
+        read_cache();
+}
+
+const mm_gemm_kernel_config *mm_gemm_kernel_config_get(void) {
+    pthread_once(&table_once, build_table);
+    return &config;
+}
+
+mm_status mm_gemm_kernel_config_check(mm_error *err) {
+    pthread_once(&table_once, build_table);
+    return config.error[0] ? mm_fail(err, MM_ERR_INVALID_ARGUMENT, "%s", config.error) : MM_OK;
+}
+
+unsigned mm_gemm_kernel_kinds(mm_dtype a_dtype, mm_dtype w_dtype) {
+    if (!dtype_in_range(a_dtype) || !dtype_in_range(w_dtype)) return 0;
+    pthread_once(&table_once, build_table);
+    return kinds_of(a_dtype, w_dtype);
+}
+
+const mm_gemm_kernel *mm_gemm_kernel_of_kind(mm_kernel_kind kind, mm_dtype a_dtype, mm_dtype w_dtype) {
+    if (!dtype_in_range(a_dtype) || !dtype_in_range(w_dtype)) return NULL;
+    pthread_once(&table_once, build_table);
+    return kernel_of_kind(kind, a_dtype, w_dtype);
+}
+
+/* Pairs without a class (one kernel per ISA): the highest. */
+static const mm_kernel_rule highest_rule = {0, 0, 0, 0, {{0, MM_KIND_REF}}};
+
+mm_kernel_kind mm_gemm_kernel_rule_kind(const mm_kernel_rule *rule, mm_dtype a_dtype, mm_dtype w_dtype,
+                                        int64_t rows) {
+    if (!dtype_in_range(a_dtype) || !dtype_in_range(w_dtype)) return MM_KIND_COUNT;
+    pthread_once(&table_once, build_table);
+    unsigned kinds = kinds_of(a_dtype, w_dtype);
+    if (!config.profile->amx) kinds &= ~((1u << MM_KIND_AMX) | (1u << MM_KIND_AMX_FEW));
+    return mm_kernel_rule_choose(rule ? rule : &highest_rule, kinds, rows);
+}
+
+const mm_gemm_kernel *mm_gemm_kernel_select_rows(mm_dtype a_dtype, mm_dtype w_dtype, int64_t rows) {
+    if (!dtype_in_range(a_dtype) || !dtype_in_range(w_dtype)) return NULL;
+    int cls = mm_kernel_class_of(a_dtype, w_dtype);
+    mm_kernel_kind kind =
+        mm_gemm_kernel_rule_kind(cls >= 0 ? &config.rules[cls] : NULL, a_dtype, w_dtype, rows);
+    return kind == MM_KIND_COUNT ? NULL : kernel_of_kind(kind, a_dtype, w_dtype);
 }
 
 const mm_gemm_kernel *mm_gemm_kernel_select(mm_dtype a_dtype, mm_dtype w_dtype) {

@@ -10,7 +10,9 @@ source "$(dirname "$0")/lib/common.bash"
 expect 0 "version --verbose" -- version --verbose
 stderr_empty
 for line in "build type: " "compiler: " "isa levels compiled in: ref" "cpu: " "cpu supports: ref" \
-    "isa level at run time: " "threads: " "mpi backend: " "gemm kernels"; do stdout_has "$line"; done
+    "isa level at run time: " "threads: " "mpi backend: " "cpu profile: " "tune cache: " "gemm kernels"; do
+    stdout_has "$line"
+done
 cp "$WORK/out" "$WORK/verbose"
 pairs=$(grep -c '^  [a-z0-9_]* x [a-z0-9_]* ' "$WORK/verbose")
 if [ "$pairs" -eq 13 ]; then ok; else bad "expected the 13 GEMM pairs of the registry, got $pairs"; fi

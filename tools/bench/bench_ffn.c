@@ -27,6 +27,7 @@
 #include "core/large_alloc.h"
 #include "core/parallel.h"
 #include "common/timing.h"
+#include "gemm/kernel_registry.h"
 
 static const char bench_ffn_usage[] =
     "usage: megamoe bench ffn [options]\n"
@@ -42,7 +43,9 @@ static const char bench_ffn_usage[] =
     "      --rows LIST          rows per expert (default 1,2,4,8,64,256)\n"
     "      --format LIST        bf16,int8,int8xint4,mxfp8,mxfp8xmxfp4,mxfp4, and the weight-only\n"
     "                           a16-fp8b,a16-mxfp4,a16-uint4 (default all)\n"
-    "      --isa LIST           auto,avx512,amx (default all the CPU has; auto = the registry's choice)\n"
+    "      --isa LIST           auto,avx512,avx512-few,amx,amx-few (default all the CPU has; auto = the\n"
+    "                           registry's choice, -few = the few-rows kernel of that ISA, where the\n"
+    "                           format has one)\n"
     "      --threads N          the N of the N-thread columns (default: MEGAMOE_NUM_THREADS, else the CPUs\n"
     "                           of the affinity mask within the cgroup CPU quota; docs/threads.md)\n"
     "      --iterations R       timed runs per measurement, after one warm-up (default 5)\n"
@@ -60,7 +63,7 @@ typedef struct ffn_config {
     int n_hidden, n_rows;
     int64_t inter;
     int formats[FFN_FORMAT_COUNT], n_formats;
-    int levels[4], n_levels;
+    int levels[MM_KIND_COUNT + 1], n_levels;
     int threads, repeat;
     int64_t stream_mb;
     bench_ffn_plot *plot; /* --plot: the points to draw, else NULL */
@@ -82,9 +85,15 @@ typedef struct auto_result {
     int measured;
     double pct_dot, xbw[2], speedup;
 } auto_result;
+/* Per (format, hidden, rows): N-thread medians of each level, for (f) auto against the best level. */
+typedef struct level_times {
+    double tn[MM_KIND_COUNT + 1]; /* [0] auto, [1 + kind]; 0: not measured */
+    const char *kernel[MM_KIND_COUNT + 1];
+} level_times;
 typedef struct best_gemm {
     dnnl_result r[FFN_FORMAT_COUNT][MAX_LIST][MAX_LIST];
     auto_result a[FFN_FORMAT_COUNT][MAX_LIST][MAX_LIST];
+    level_times t[FFN_FORMAT_COUNT][MAX_LIST][MAX_LIST];
 } best_gemm;
 
 static int parse_list(const char *cmd, const char *option, const char *text, int64_t min, int64_t max,
@@ -123,7 +132,7 @@ static int parse_names(const char *cmd, const char *option, const char *text, co
 }
 
 static const char *level_name(int level) {
-    return level == LEVEL_AUTO ? "auto" : mm_isa_name((mm_isa)level);
+    return level == LEVEL_AUTO ? "auto" : mm_kernel_kind_name(level);
 }
 
 /* --json: a baseline's 1-thread and N-thread values (in units of `unit`) as one object. */
@@ -190,10 +199,11 @@ static double level_peak(const baselines *b, int isa, int is_int, int j) {
     return is_int ? b->dot_i8[j] : b->dot_bf16[j];
 }
 
-/* Times one (expert set, rows, level) with 1 and N threads and prints its row. Returns -1 on failure. */
+/* Times one (expert set, rows, level) with 1 and N threads and prints its row; the N-thread median and
+ * the kernel into times (when not NULL). Returns -1 on failure. */
 static int measure_row(const ffn_config *cfg, const baselines *b, bench_ffn_expert *x, bench_ffn_format f,
                        int64_t hidden, int64_t inter, int64_t rows, int64_t experts, int level,
-                       auto_result *keep) {
+                       auto_result *keep, level_times *times) {
     bench_ffn_choice choice;
     if (bench_ffn_choose(x, level, &choice) != 0) return 0; /* the CPU lacks this level */
     int t[2] = {1, cfg->threads};
@@ -219,7 +229,7 @@ static int measure_row(const ffn_config *cfg, const baselines *b, bench_ffn_expe
     free(samples);
     int is_int = bench_ffn_format_is_int(f);
     const char *kname = bench_ffn_kernel_name(x, &choice, rows);
-    int isa = level >= 0               ? level
+    int isa = level >= 0               ? bench_ffn_level_isa(level)
               : strstr(kname, "_amx_") ? MM_ISA_AMX
               : strstr(kname, "_ref_") ? MM_ISA_REF
                                        : MM_ISA_AVX512;
@@ -230,7 +240,11 @@ static int measure_row(const ffn_config *cfg, const baselines *b, bench_ffn_expe
     double wbytes = bench_ffn_expert_weight_bytes(x);
     double xbw[2];
     for (int j = 0; j < 2; j++) xbw[j] = b->bandwidth[j] > 0 ? med[j] / (wbytes / b->bandwidth[j]) : NAN;
-    printf("%-11s %5lld %4lld %-6s %-22s %9.3f %9.3f %8.1f %6.0f%% %6.0f%% %7.1f %6.2f %6.2f %5.2f\n",
+    if (times) {
+        times->tn[level + 1] = med[1];
+        times->kernel[level + 1] = kname;
+    }
+    printf("%-11s %5lld %4lld %-10s %-22s %9.3f %9.3f %8.1f %6.0f%% %6.0f%% %7.1f %6.2f %6.2f %5.2f\n",
            bench_ffn_format_name(f), (long long)hidden, (long long)rows, level_name(level), kname,
            med[0] * 1e3, med[1] * 1e3, rate / 1e9, dot > 0 ? 100 * rate / dot : NAN,
            peak > 0 ? 100 * rate / peak : NAN, wbytes / 1e6, xbw[0], xbw[1], med[0] / med[1]);
@@ -335,7 +349,7 @@ static int touch_experts(bench_ffn_expert *x, int64_t experts) {
 }
 
 static void print_ffn_header(void) {
-    printf("%-11s %5s %4s %-6s %-22s %9s %9s %8s %7s %7s %7s %6s %6s %5s\n", "format", "H", "rows", "level",
+    printf("%-11s %5s %4s %-10s %-22s %9s %9s %8s %7s %7s %7s %6s %6s %5s\n", "format", "H", "rows", "level",
            "kernel (GEMM1)", "t1 ms", "tN ms", "GFLOP/s", "%dot", "%isa", "w MB", "xbw1", "xbwN", "N/1");
 }
 
@@ -345,7 +359,7 @@ static int measure_format(const ffn_config *cfg, const baselines *b, bench_ffn_f
         /* The portable reference kernels, on a shape small enough for them. */
         bench_ffn_expert *x = bench_ffn_expert_create(f, 256, 128, 1, 4, 7);
         if (!x) goto oom;
-        int rc = measure_row(cfg, b, x, f, 256, 128, 4, 1, MM_ISA_REF, NULL);
+        int rc = measure_row(cfg, b, x, f, 256, 128, 4, 1, MM_KIND_REF, NULL, NULL);
         bench_ffn_expert_free(x);
         if (rc != 0) return -1;
     }
@@ -366,7 +380,7 @@ static int measure_format(const ffn_config *cfg, const baselines *b, bench_ffn_f
         for (int r = 0; r < cfg->n_rows; r++) {
             for (int l = 0; l < cfg->n_levels; l++)
                 if (measure_row(cfg, b, x, f, hidden, cfg->inter, cfg->rows[r], experts, cfg->levels[l],
-                                &best->a[f][h][r]) != 0) {
+                                &best->a[f][h][r], &best->t[f][h][r]) != 0) {
                     bench_ffn_expert_free(x);
                     return -1;
                 }
@@ -501,6 +515,66 @@ static void print_summary(const ffn_config *cfg, const best_gemm *best, int quic
     }
 }
 
+/* (f) the registry's choice against the fastest level of the same run, N threads, per (format, H, rows):
+ * only levels the registry may use (MEGAMOE_ISA caps them) compete. auto's kernel counts with its best
+ * time (a forced level running the same kernel is another sample of it), so the ratio compares kernels,
+ * not two samples of one kernel; a row where it exceeds 1.05 is flagged. A gap between auto and a level
+ * running the same kernel is the machine's noise and is marked so. */
+static void print_auto_vs_best(const ffn_config *cfg, const best_gemm *best) {
+    printf(
+        "\n(f) auto against the best level of this run (N threads, median ms; auto ms = its kernel's best\n"
+        "    over auto and a level running the same kernel; flagged: auto > 5 %% slower)\n");
+    printf("%-11s %5s %4s %-26s %9s %-10s %-26s %9s %7s\n", "format", "H", "rows", "auto kernel", "auto ms",
+           "best level", "its kernel", "best ms", "auto/best");
+    int flagged = 0, rows_seen = 0;
+    for (int fi = 0; fi < cfg->n_formats; fi++) {
+        bench_ffn_format f = (bench_ffn_format)cfg->formats[fi];
+        for (int h = 0; h < cfg->n_hidden; h++)
+            for (int r = 0; r < cfg->n_rows; r++) {
+                const level_times *t = &best->t[f][h][r];
+                if (t->tn[0] <= 0) continue;
+                int b = -1;
+                for (int k = 0; k < MM_KIND_COUNT; k++)
+                    if (t->tn[k + 1] > 0 && bench_ffn_level_isa(k) <= (int)mm_cpu_isa() &&
+                        (b < 0 || t->tn[k + 1] < t->tn[b + 1]))
+                        b = k;
+                if (b < 0) continue;
+                /* auto's kernel at its best: forced levels running the same kernel count too */
+                double auto_t = t->tn[0];
+                for (int k = 0; k < MM_KIND_COUNT; k++)
+                    if (t->tn[k + 1] > 0 && strcmp(t->kernel[k + 1], t->kernel[0]) == 0 &&
+                        t->tn[k + 1] < auto_t)
+                        auto_t = t->tn[k + 1];
+                double ratio = auto_t / t->tn[b + 1];
+                const char *flag = ratio > 1.05                     ? "  SLOWER"
+                                   : t->tn[0] / t->tn[b + 1] > 1.05 ? "  (auto's own sample slower: noise)"
+                                                                    : "";
+                flagged += ratio > 1.05;
+                rows_seen++;
+                printf("%-11s %5lld %4lld %-26s %9.3f %-10s %-26s %9.3f %7.2f%s\n", bench_ffn_format_name(f),
+                       (long long)cfg->hidden[h], (long long)cfg->rows[r], t->kernel[0], auto_t * 1e3,
+                       mm_kernel_kind_name(b), t->kernel[b + 1], t->tn[b + 1] * 1e3, ratio, flag);
+                if (cli_json_out()) {
+                    cli_json j = cli_json_row("auto_vs_best");
+                    cli_json_str(&j, "format", bench_ffn_format_name(f));
+                    cli_json_int(&j, "hidden", cfg->hidden[h]);
+                    cli_json_int(&j, "rows", cfg->rows[r]);
+                    cli_json_str(&j, "auto_kernel", t->kernel[0]);
+                    cli_json_num(&j, "auto_ms", auto_t * 1e3);
+                    cli_json_str(&j, "best_level", mm_kernel_kind_name(b));
+                    cli_json_str(&j, "best_kernel", t->kernel[b + 1]);
+                    cli_json_num(&j, "best_ms", t->tn[b + 1] * 1e3);
+                    cli_json_num(&j, "auto_over_best", ratio);
+                    cli_json_bool(&j, "flagged", ratio > 1.05);
+                    cli_json_end(&j);
+                }
+            }
+    }
+    if (rows_seen)
+        printf("%d of %d rows flagged (auto's kernel > 5 %% slower than the best level's)\n", flagged,
+               rows_seen);
+}
+
 /* The header: the run's facts, the worker pool and the kernels the registry chooses per format (the
  * lines of `megamoe run`'s banner); with --json the header object. */
 static void print_header(const ffn_config *cfg) {
@@ -510,6 +584,11 @@ static void print_header(const ffn_config *cfg) {
            "(registry uses up to %s)\nworker pool: %s\n",
            (long long)cfg->inter, cfg->threads, mm_cpu_supports(MM_ISA_AVX512) ? "yes" : "no",
            mm_cpu_supports(MM_ISA_AMX) ? "yes" : "no", mm_isa_name(mm_cpu_isa()), pool);
+    const mm_gemm_kernel_config *kc = mm_gemm_kernel_config_get();
+    printf("kernel choice: cpu profile %s (%s), tune cache %s\n", kc->profile->name,
+           kc->profile_forced ? "MEGAMOE_CPU_PROFILE" : "detected",
+           kc->cache_state == MM_TUNE_CACHE_USED ? kc->cache_note
+                                                 : "not used (megamoe version --verbose says why)");
     for (int i = 0; i < cfg->n_formats; i++) {
         mm_dtype a, w;
         bench_ffn_format_dtypes((bench_ffn_format)cfg->formats[i], &a, &w);
@@ -559,8 +638,9 @@ int mm_bench_ffn_main(int argc, char **argv) {
                                                "mxfp4", "a16-fp8b", "a16-mxfp4", "a16-uint4"};
     static const int format_values[] = {FFN_BF16,  FFN_INT8,     FFN_INT8_INT4, FFN_MXFP8,    FFN_MXFP8_MXFP4,
                                         FFN_MXFP4, FFN_A16_FP8B, FFN_A16_MXFP4, FFN_A16_UINT4};
-    static const char *const level_names[] = {"auto", "avx512", "amx"};
-    static const int level_values[] = {LEVEL_AUTO, MM_ISA_AVX512, MM_ISA_AMX};
+    static const char *const level_names[] = {"auto", "avx512", "avx512-few", "amx", "amx-few"};
+    static const int level_values[] = {LEVEL_AUTO, MM_KIND_AVX512, MM_KIND_AVX512_FEW, MM_KIND_AMX,
+                                       MM_KIND_AMX_FEW};
     const char *cmd = "bench ffn";
     ffn_config cfg = {.hidden = {2048, 7168},
                       .n_hidden = 2,
@@ -596,7 +676,7 @@ int mm_bench_ffn_main(int argc, char **argv) {
                               cfg.formats, &cfg.n_formats);
             break;
         case OPT_ISA:
-            bad = parse_names(cmd, "--isa", optarg, level_names, level_values, 3, cfg.levels, &cfg.n_levels);
+            bad = parse_names(cmd, "--isa", optarg, level_names, level_values, 5, cfg.levels, &cfg.n_levels);
             set_levels = 1;
             break;
         case OPT_THREADS:
@@ -628,8 +708,14 @@ int mm_bench_ffn_main(int argc, char **argv) {
     }
     if (!set_levels) {
         cfg.levels[cfg.n_levels++] = LEVEL_AUTO;
-        if (mm_cpu_supports(MM_ISA_AVX512)) cfg.levels[cfg.n_levels++] = MM_ISA_AVX512;
-        if (mm_cpu_supports(MM_ISA_AMX)) cfg.levels[cfg.n_levels++] = MM_ISA_AMX;
+        if (mm_cpu_supports(MM_ISA_AVX512)) {
+            cfg.levels[cfg.n_levels++] = MM_KIND_AVX512;
+            cfg.levels[cfg.n_levels++] = MM_KIND_AVX512_FEW;
+        }
+        if (mm_cpu_supports(MM_ISA_AMX)) {
+            cfg.levels[cfg.n_levels++] = MM_KIND_AMX;
+            cfg.levels[cfg.n_levels++] = MM_KIND_AMX_FEW;
+        }
     }
 
     if (json && cli_json_redirect(cmd) != 0) return MM_CLI_EXIT_FAILURE;
@@ -669,6 +755,7 @@ int mm_bench_ffn_main(int argc, char **argv) {
         if (measure_format(&cfg, &b, (bench_ffn_format)cfg.formats[i], best) != 0) rc = MM_CLI_EXIT_FAILURE;
     if (rc == MM_CLI_EXIT_OK) print_dnnl(&cfg, best);
     if (rc == MM_CLI_EXIT_OK) print_summary(&cfg, best, quick);
+    if (rc == MM_CLI_EXIT_OK) print_auto_vs_best(&cfg, best);
     if (rc == MM_CLI_EXIT_OK && plot && bench_ffn_plot_write(plot) != 0) rc = MM_CLI_EXIT_FAILURE;
     free(plot);
     free(best);

@@ -84,14 +84,18 @@ double bench_ffn_expert_weight_bytes(const bench_ffn_expert *x);
 /* Experts a rotation needs so that `bytes` of weights lie between two uses of one expert. */
 int64_t bench_ffn_experts_for_bytes(bench_ffn_format format, int64_t hidden, int64_t inter, double bytes);
 
-/* Kernel choice for one FFN run: the registry's (isa < 0) or that ISA's kernels forced on both GEMMs. */
+/* Kernel choice for one FFN run: the registry's (isa < 0) or one kernel forced on both GEMMs. */
 typedef struct bench_ffn_choice {
     int isa;
     const struct mm_gemm_kernel *k1, *k2; /* NULL with isa < 0 */
 } bench_ffn_choice;
 
-/* The kernels an ISA level has for this format (0), or -1 when the hardware lacks it. */
-int bench_ffn_choose(const bench_ffn_expert *x, int isa, bench_ffn_choice *out);
+/* Levels: -1 the registry's choice (auto), else a kernel kind (mm_kernel_kind of gemm/kernel_profiles.h:
+ * ref, avx512, avx512-few, amx, amx-few). The kernel a level has for this format (0), or -1 when the
+ * hardware lacks it or the format has no such kernel. */
+int bench_ffn_choose(const bench_ffn_expert *x, int level, bench_ffn_choice *out);
+/* The ISA level of a kind. */
+int bench_ffn_level_isa(int level);
 /* Name of the kernel GEMM1 uses with `rows` rows under the choice. */
 const char *bench_ffn_kernel_name(const bench_ffn_expert *x, const bench_ffn_choice *c, int64_t rows);
 

@@ -193,14 +193,23 @@ int64_t bench_ffn_experts_for_bytes(bench_ffn_format format, int64_t hidden, int
     return n < 1 ? 1 : n > 256 ? 256 : n;
 }
 
-int bench_ffn_choose(const bench_ffn_expert *x, int isa, bench_ffn_choice *out) {
+int bench_ffn_level_isa(int level) {
+    return level == MM_KIND_AMX || level == MM_KIND_AMX_FEW ? MM_ISA_AMX
+           : level == MM_KIND_REF                           ? MM_ISA_REF
+                                                            : MM_ISA_AVX512;
+}
+
+int bench_ffn_choose(const bench_ffn_expert *x, int level, bench_ffn_choice *out) {
     const format_info *f = &formats[x->format];
-    out->isa = isa;
+    out->isa = level < 0 ? -1 : bench_ffn_level_isa(level);
     out->k1 = out->k2 = NULL;
-    if (isa < 0) return 0;
-    out->k1 = mm_gemm_kernel_lookup((mm_isa)isa, f->a, f->w);
-    out->k2 = mm_gemm_kernel_lookup((mm_isa)isa, f->a, f->w);
-    return out->k1 && out->k2 ? 0 : -1;
+    if (level < 0) return 0;
+    mm_isa isa = (mm_isa)out->isa;
+    int few = level == MM_KIND_AVX512_FEW || level == MM_KIND_AMX_FEW;
+    out->k1 =
+        few ? mm_gemm_kernel_lookup_few_rows(isa, f->a, f->w, NULL) : mm_gemm_kernel_lookup(isa, f->a, f->w);
+    out->k2 = out->k1;
+    return out->k1 ? 0 : -1;
 }
 
 const char *bench_ffn_kernel_name(const bench_ffn_expert *x, const bench_ffn_choice *c, int64_t rows) {

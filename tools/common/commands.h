@@ -22,6 +22,7 @@ int mm_cli_case_gen_main(int argc, char **argv);
 int mm_cli_bench_main(int argc, char **argv);
 int mm_cli_layer_main(int argc, char **argv);
 int mm_cli_version_main(int argc, char **argv);
+int mm_cli_tune_main(int argc, char **argv);
 
 /* Defined in main.c, in the order `megamoe --help` lists them. */
 extern const mm_cli_command mm_cli_commands[];

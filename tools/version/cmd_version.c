@@ -69,7 +69,33 @@ static void print_mpi(void) {
 #endif
 }
 
+/* Where the kernel choice comes from: the CPU profile and the tune cache. */
+static void print_kernel_config(void) {
+    const mm_gemm_kernel_config *c = mm_gemm_kernel_config_get();
+    const mm_cpu_id *id = mm_cpu_identity();
+    printf("cpu: %s family %d model %d (%s)\n", id->vendor[0] ? id->vendor : "unknown", id->family, id->model,
+           id->brand[0] ? id->brand : "no brand string");
+    if (c->error[0]) printf("cpu profile error: %s\n", c->error);
+    printf("cpu profile: %s (%s; %s)\n", c->profile->name,
+           c->profile_forced ? "MEGAMOE_CPU_PROFILE" : "detected", c->profile->cpus);
+    switch (c->cache_state) {
+    case MM_TUNE_CACHE_OFF: printf("tune cache: off (MEGAMOE_TUNE=0)\n"); break;
+    case MM_TUNE_CACHE_FORCED_PROFILE:
+        printf("tune cache: not read (MEGAMOE_CPU_PROFILE forces a profile)\n");
+        break;
+    case MM_TUNE_CACHE_NO_PATH:
+        printf("tune cache: none (no MEGAMOE_TUNE_FILE, XDG_CACHE_HOME or HOME)\n");
+        break;
+    case MM_TUNE_CACHE_ABSENT:
+        printf("tune cache: %s absent (`megamoe tune` writes it)\n", c->cache_path);
+        break;
+    case MM_TUNE_CACHE_IGNORED: printf("tune cache: %s ignored: %s\n", c->cache_path, c->cache_note); break;
+    case MM_TUNE_CACHE_USED: printf("tune cache: %s used for %s\n", c->cache_path, c->cache_note); break;
+    }
+}
+
 static void print_kernels(void) {
+    print_kernel_config();
     printf("gemm kernels (activation x weight: 1 row / 16 rows / many rows):\n");
     mm_dtype a, w;
     for (int i = 0; mm_gemm_kernel_pair(i, &a, &w); i++) {
