@@ -11,7 +11,6 @@
  *       with oneDNN.
  * The bench uses the library's internals (src/gemm, src/core), which only the CLI's bench and run files
  * see. */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 #include "bench/bench.h"
 #include "bench/bench_ffn.h"
 #include "common/cli_json.h"
+#include "common/cli_options.h"
 #include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "core/cpu.h"
@@ -120,6 +120,32 @@ static int parse_names(const char *cmd, const char *option, const char *text, co
     }
     if (*n == 0) cli_error(cmd, "%s: empty list", option);
     return *n == 0 ? -1 : 0;
+}
+
+static int parse_hidden(const char *command, const char *option, const char *text, void *target) {
+    ffn_config *cfg = target;
+    return parse_list(command, option, text, 32, 65536, cfg->hidden, &cfg->n_hidden);
+}
+
+static int parse_rows(const char *command, const char *option, const char *text, void *target) {
+    ffn_config *cfg = target;
+    return parse_list(command, option, text, 1, 4096, cfg->rows, &cfg->n_rows);
+}
+
+static int parse_formats(const char *command, const char *option, const char *text, void *target) {
+    static const char *const names[] = {"bf16",  "int8",     "int8xint4", "mxfp8",    "mxfp8xmxfp4",
+                                        "mxfp4", "a16-fp8b", "a16-mxfp4", "a16-uint4"};
+    static const int values[] = {FFN_BF16,  FFN_INT8,     FFN_INT8_INT4, FFN_MXFP8,    FFN_MXFP8_MXFP4,
+                                 FFN_MXFP4, FFN_A16_FP8B, FFN_A16_MXFP4, FFN_A16_UINT4};
+    ffn_config *cfg = target;
+    return parse_names(command, option, text, names, values, FFN_FORMAT_COUNT, cfg->formats, &cfg->n_formats);
+}
+
+static int parse_levels(const char *command, const char *option, const char *text, void *target) {
+    static const char *const names[] = {"auto", "avx512", "amx"};
+    static const int values[] = {LEVEL_AUTO, MM_ISA_AVX512, MM_ISA_AMX};
+    ffn_config *cfg = target;
+    return parse_names(command, option, text, names, values, 3, cfg->levels, &cfg->n_levels);
 }
 
 static const char *level_name(int level) {
@@ -529,38 +555,6 @@ static void print_header(const ffn_config *cfg) {
 }
 
 int mm_bench_ffn_main(int argc, char **argv) {
-    enum {
-        OPT_HIDDEN = 500,
-        OPT_INTER,
-        OPT_ROWS,
-        OPT_FORMAT,
-        OPT_ISA,
-        OPT_THREADS,
-        OPT_ITERATIONS,
-        OPT_STREAM,
-        OPT_QUICK,
-        OPT_JSON,
-        OPT_PLOT
-    };
-    static const struct option long_options[] = {{"hidden", required_argument, NULL, OPT_HIDDEN},
-                                                 {"intermediate", required_argument, NULL, OPT_INTER},
-                                                 {"rows", required_argument, NULL, OPT_ROWS},
-                                                 {"format", required_argument, NULL, OPT_FORMAT},
-                                                 {"isa", required_argument, NULL, OPT_ISA},
-                                                 {"threads", required_argument, NULL, OPT_THREADS},
-                                                 {"iterations", required_argument, NULL, OPT_ITERATIONS},
-                                                 {"stream-mb", required_argument, NULL, OPT_STREAM},
-                                                 {"quick", no_argument, NULL, OPT_QUICK},
-                                                 {"json", no_argument, NULL, OPT_JSON},
-                                                 {"plot", required_argument, NULL, OPT_PLOT},
-                                                 {"help", no_argument, NULL, 'h'},
-                                                 {NULL, 0, NULL, 0}};
-    static const char *const format_names[] = {"bf16",  "int8",     "int8xint4", "mxfp8",    "mxfp8xmxfp4",
-                                               "mxfp4", "a16-fp8b", "a16-mxfp4", "a16-uint4"};
-    static const int format_values[] = {FFN_BF16,  FFN_INT8,     FFN_INT8_INT4, FFN_MXFP8,    FFN_MXFP8_MXFP4,
-                                        FFN_MXFP4, FFN_A16_FP8B, FFN_A16_MXFP4, FFN_A16_UINT4};
-    static const char *const level_names[] = {"auto", "avx512", "amx"};
-    static const int level_values[] = {LEVEL_AUTO, MM_ISA_AVX512, MM_ISA_AMX};
     const char *cmd = "bench ffn";
     ffn_config cfg = {.hidden = {2048, 7168},
                       .n_hidden = 2,
@@ -574,51 +568,48 @@ int mm_bench_ffn_main(int argc, char **argv) {
     for (int i = 0; i < FFN_FORMAT_COUNT; i++) cfg.formats[i] = i;
     int set_hidden = 0, set_rows = 0, set_inter = 0, set_repeat = 0, set_stream = 0, set_levels = 0,
         quick = 0, json = 0;
+    int64_t threads = cfg.threads;
     const char *plot_path = NULL;
-    int64_t v;
-    int opt;
-    optind = 0;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
-        int bad = 0;
-        switch (opt) {
-        case OPT_HIDDEN:
-            bad = parse_list(cmd, "--hidden", optarg, 32, 65536, cfg.hidden, &cfg.n_hidden), set_hidden = 1;
-            break;
-        case OPT_ROWS:
-            bad = parse_list(cmd, "--rows", optarg, 1, 4096, cfg.rows, &cfg.n_rows), set_rows = 1;
-            break;
-        case OPT_INTER:
-            bad = cli_parse_int64(cmd, "--intermediate", optarg, 16, 65536, &cfg.inter), set_inter = 1;
-            break;
-        case OPT_FORMAT:
-            bad = parse_names(cmd, "--format", optarg, format_names, format_values, FFN_FORMAT_COUNT,
-                              cfg.formats, &cfg.n_formats);
-            break;
-        case OPT_ISA:
-            bad = parse_names(cmd, "--isa", optarg, level_names, level_values, 3, cfg.levels, &cfg.n_levels);
-            set_levels = 1;
-            break;
-        case OPT_THREADS:
-            bad = cli_parse_int64(cmd, "--threads", optarg, 1, 64, &v) || cli_parse_threads(cmd, optarg);
-            cfg.threads = (int)v;
-            break;
-        case OPT_ITERATIONS:
-            bad = cli_parse_int64(cmd, "--iterations", optarg, 1, 1000, &v), cfg.repeat = (int)v,
-            set_repeat = 1;
-            break;
-        case OPT_STREAM:
-            bad = cli_parse_int64(cmd, "--stream-mb", optarg, 1, 65536, &cfg.stream_mb), set_stream = 1;
-            break;
-        case OPT_QUICK: quick = 1; break;
-        case OPT_JSON: json = 1; break;
-        case OPT_PLOT: plot_path = optarg; break;
-        case 'h': fputs(bench_ffn_usage, stdout); return MM_CLI_EXIT_OK;
-        default: return cli_option_error(cmd, opt, argv);
-        }
-        if (bad) return MM_CLI_EXIT_USAGE;
-    }
-    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    const cli_option options[] = {
+        {.name = "hidden",
+         .value = CLI_VALUE_CUSTOM,
+         .target = &cfg,
+         .parse = parse_hidden,
+         .given = &set_hidden},
+        {.name = "intermediate",
+         .value = CLI_VALUE_INT64,
+         .target = &cfg.inter,
+         .min = 16,
+         .max = 65536,
+         .given = &set_inter},
+        {.name = "rows", .value = CLI_VALUE_CUSTOM, .target = &cfg, .parse = parse_rows, .given = &set_rows},
+        CLI_CUSTOM_OPTION("format", parse_formats, &cfg),
+        {.name = "isa",
+         .value = CLI_VALUE_CUSTOM,
+         .target = &cfg,
+         .parse = parse_levels,
+         .given = &set_levels},
+        {.name = "threads", .value = CLI_VALUE_THREADS, .target = &threads, .min = 1, .max = 64},
+        {.name = "iterations",
+         .value = CLI_VALUE_INT,
+         .target = &cfg.repeat,
+         .min = 1,
+         .max = 1000,
+         .given = &set_repeat},
+        {.name = "stream-mb",
+         .value = CLI_VALUE_INT64,
+         .target = &cfg.stream_mb,
+         .min = 1,
+         .max = 65536,
+         .given = &set_stream},
+        CLI_FLAG_OPTION("quick", &quick),
+        CLI_FLAG_OPTION("json", &json),
+        CLI_TEXT_OPTION("plot", &plot_path),
+    };
+    int done =
+        cli_options_parse(cmd, bench_ffn_usage, 0, options, sizeof options / sizeof options[0], argc, argv);
+    if (done != CLI_OPTIONS_PARSED) return done;
+    cfg.threads = (int)threads;
     if (quick) {
         if (!set_hidden) cfg.hidden[0] = 2048, cfg.n_hidden = 1;
         if (!set_inter) cfg.inter = 512;

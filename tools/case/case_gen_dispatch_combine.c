@@ -5,7 +5,6 @@
  * Dispatch on it (ranks as threads), turns the received rows into expert outputs with a simple
  * per-expert scaling (so that the case is consistent: the handoff tensors are what Dispatch gave) and
  * writes the Combine inputs. The same options and seed give the same file. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,33 +111,16 @@ static uint16_t *expert_outputs(const cli_dc_world *w, int64_t g, const cli_dc_d
 static int generate(int argc, char **argv, int combine) {
     const char *cmd = "case-gen";
     const char *op = combine ? "moe_distribute_combine_add_rms_norm_v2" : "moe_distribute_dispatch_v3";
-    static const struct option long_options[] = {{"output", required_argument, NULL, 'o'},
-                                                 CLI_DC_OPTIONS,
-                                                 {"help", no_argument, NULL, 'h'},
-                                                 {NULL, 0, NULL, 0}};
     cli_dc_opts o = cli_dc_default_opts();
     const char *path = NULL;
-    int opt;
-    optind = 0;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":o:h", long_options, NULL)) != -1) {
-        int handled = cli_dc_option(cmd, opt, optarg, &o);
-        if (handled < 0) return MM_CLI_EXIT_USAGE;
-        if (handled) continue;
-        switch (opt) {
-        case 'o': path = optarg; break;
-        case 'h':
-            printf(
-                usage_fmt, argv[0], op,
-                combine
-                    ? "Dispatch runs first (threads); the expert outputs are the received rows scaled per\n"
-                      "expert, so the handoff tensors are consistent.\n"
-                    : "");
-            return MM_CLI_EXIT_OK;
-        default: return cli_option_error(cmd, opt, argv);
-        }
-    }
-    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    char usage[4096];
+    snprintf(usage, sizeof usage, usage_fmt, argv[0], op,
+             combine ? "Dispatch runs first (threads); the expert outputs are the received rows scaled per\n"
+                       "expert, so the handoff tensors are consistent.\n"
+                     : "");
+    const cli_option options[] = {CLI_OUTPUT_OPTION(&path), CLI_DC_OPTIONS(&o)};
+    int done = cli_options_parse(cmd, usage, 0, options, sizeof options / sizeof options[0], argc, argv);
+    if (done != CLI_OPTIONS_PARSED) return done;
     if (!path) return cli_usage_error(cmd, "-o FILE is required");
     cli_dc_world w;
     int rc = cli_dc_world_make(cmd, &o, &w);

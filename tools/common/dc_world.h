@@ -7,12 +7,14 @@
 
 #include <stdint.h>
 
+#include "common/cli_options.h"
 #include "megamoe/comm.h"
 #include "megamoe/dispatch_combine.h"
 
 typedef struct cli_dc_opts {
     int64_t ranks, tp, experts, shared_experts, shared_ranks, tokens, hidden, topk;
-    int64_t quant, smooth, mask, vary_bs, zero, copy, konst, ent_type, alpha_2d, shared_x;
+    int64_t quant, mask, zero, copy, konst, ent_type;
+    int smooth, vary_bs, alpha_2d, shared_x;
     double eps;
     uint64_t seed;
     unsigned char removed[MM_COMM_MAX_RANKS]; /* elastic scale-in: ranks removed before the call */
@@ -41,21 +43,29 @@ typedef struct cli_dc_world {
 
 cli_dc_opts cli_dc_default_opts(void);
 
-/* getopt_long rows and help text of the world options; option codes from 600 up. */
-#define CLI_DC_OPTIONS                                                                                       \
-    {"ranks", required_argument, NULL, 600}, {"tp", required_argument, NULL, 601},                           \
-        {"experts", required_argument, NULL, 602}, {"shared-experts", required_argument, NULL, 603},         \
-        {"shared-ranks", required_argument, NULL, 604}, {"tokens", required_argument, NULL, 605},            \
-        {"hidden", required_argument, NULL, 606}, {"topk", required_argument, NULL, 607},                    \
-        {"quant-mode", required_argument, NULL, 608}, {"smooth", no_argument, NULL, 609},                    \
-        {"mask", required_argument, NULL, 610}, {"uneven-bs", no_argument, NULL, 611},                       \
-        {"zero-experts", required_argument, NULL, 612}, {"copy-experts", required_argument, NULL, 613},      \
-        {"const-experts", required_argument, NULL, 614},                                                     \
-        {"expert-token-nums-type", required_argument, NULL, 615}, {"alpha-2d", no_argument, NULL, 616},      \
-        {"shared-x", no_argument, NULL, 617}, {"norm-eps", required_argument, NULL, 618},                    \
-        {"seed", required_argument, NULL, 619}, {                                                            \
-        "remove", required_argument, NULL, 620                                                               \
-    }
+/* --mask KIND and --remove LIST (parsers of cli_options.h rows): into the int64_t mask, and into `removed`
+ * of the cli_dc_opts target. */
+int cli_dc_parse_mask(const char *command, const char *option, const char *text, void *mask);
+int cli_dc_parse_removed(const char *command, const char *option, const char *text, void *opts);
+
+/* Option rows (cli_options.h) of the world options, into the cli_dc_opts *O. */
+#define CLI_DC_OPTIONS(O)                                                                                    \
+    CLI_INT64_OPTION("ranks", &(O)->ranks, 1, MM_COMM_MAX_RANKS), CLI_INT64_OPTION("tp", &(O)->tp, 0, 2),    \
+        CLI_INT64_OPTION("experts", &(O)->experts, 1, 1 << 20),                                              \
+        CLI_INT64_OPTION("shared-experts", &(O)->shared_experts, 0, 4),                                      \
+        CLI_INT64_OPTION("shared-ranks", &(O)->shared_ranks, 0, MM_COMM_MAX_RANKS),                          \
+        CLI_INT64_OPTION("tokens", &(O)->tokens, 0, 1 << 16),                                                \
+        CLI_INT64_OPTION("hidden", &(O)->hidden, 1, 1 << 16), CLI_INT64_OPTION("topk", &(O)->topk, 1, 64),   \
+        CLI_INT64_OPTION("quant-mode", &(O)->quant, 0, 2), CLI_FLAG_OPTION("smooth", &(O)->smooth),          \
+        CLI_CUSTOM_OPTION("mask", cli_dc_parse_mask, &(O)->mask),                                            \
+        CLI_FLAG_OPTION("uneven-bs", &(O)->vary_bs),                                                         \
+        CLI_INT64_OPTION("zero-experts", &(O)->zero, 0, 1 << 16),                                            \
+        CLI_INT64_OPTION("copy-experts", &(O)->copy, 0, 1 << 16),                                            \
+        CLI_INT64_OPTION("const-experts", &(O)->konst, 0, 1 << 16),                                          \
+        CLI_INT64_OPTION("expert-token-nums-type", &(O)->ent_type, 0, 1),                                    \
+        CLI_FLAG_OPTION("alpha-2d", &(O)->alpha_2d), CLI_FLAG_OPTION("shared-x", &(O)->shared_x),            \
+        CLI_REAL_OPTION("norm-eps", &(O)->eps, 0, 1), CLI_SEED_OPTION(&(O)->seed),                           \
+        CLI_CUSTOM_OPTION("remove", cli_dc_parse_removed, (O))
 
 /* Help rows of the world options; the four defaults that differ between commands are string literals. */
 #define CLI_DC_OPTIONS_HELP_WITH(EXPERTS, TOKENS, HIDDEN, TOPK)                                              \
@@ -80,9 +90,6 @@ cli_dc_opts cli_dc_default_opts(void);
     "      --seed S                   random seed (default 1)\n"
 
 #define CLI_DC_OPTIONS_HELP CLI_DC_OPTIONS_HELP_WITH("one per routed rank", "8", "256", "min(4, experts)")
-
-/* Handles one world option: 1 handled, 0 not a world option, -1 bad value (already reported). */
-int cli_dc_option(const char *cmd, int opt, const char *arg, cli_dc_opts *o);
 
 /* Checks the options and builds the world; returns 0, or reports one line and returns the exit status. */
 int cli_dc_world_make(const char *cmd, const cli_dc_opts *o, cli_dc_world *w);

@@ -53,6 +53,9 @@ typedef mm_moe_scenario_row run_moe_scenario;
 
 /* The row whose --scenario spelling (`spec_name`) is name, or NULL. */
 const run_moe_scenario *run_moe_find_scenario(const char *name);
+/* --scenario NAME of the benchmarks (a cli_options.h parser): a name run_moe_find_scenario knows goes to
+ * *(const char **)target; another is one usage line "unknown --scenario 'NAME'". */
+int run_moe_parse_scenario(const char *command, const char *option, const char *text, void *target);
 /* 1 when `megamoe run` generates data for the scenario (not yet the A16 weight-only rows). */
 int run_moe_scenario_supported(const run_moe_scenario *sc);
 
