@@ -107,10 +107,7 @@ static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
         cli_dc_tensors tt;
         mm_combine_v2_inputs in;
         cli_dc_combine_inputs(w, g, &tt, &in);
-        mm_tensor ex = mm_tensor_make(MM_DTYPE_BF16, 2, (int64_t[]){d.rows, H}, ex_bf16);
-        mm_tensor as = mm_tensor_make(MM_DTYPE_I32, 2, (int64_t[]){d.rows, 3}, d.assist);
-        mm_tensor epc = mm_tensor_make(MM_DTYPE_I32, 1, (int64_t[]){d.n_ep}, d.ep_counts);
-        in.expand_x = &ex, in.assist_info_for_combine = &as, in.ep_send_counts = &epc;
+        cli_dc_combine_handoff(w, &d, ex_bf16, &tt, &in);
         mm_tensor ty = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){bs, 1, H}, y);
         mm_tensor tx = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){bs, 1, H}, x);
         mm_tensor tr = mm_tensor_make(MM_DTYPE_F32, 3, (int64_t[]){bs, 1, 1}, rstd);

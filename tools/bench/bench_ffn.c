@@ -556,52 +556,21 @@ static void print_header(const ffn_config *cfg) {
 
 int mm_bench_ffn_main(int argc, char **argv) {
     const char *cmd = "bench ffn";
-    ffn_config cfg = {.hidden = {2048, 7168},
-                      .n_hidden = 2,
-                      .rows = {1, 2, 4, 8, 64, 256},
-                      .n_rows = 6,
-                      .inter = 2048,
-                      .n_formats = FFN_FORMAT_COUNT,
-                      .threads = mm_bench_default_threads(),
-                      .repeat = 5,
-                      .stream_mb = 1024};
+    /* Zero counts and sizes: not given (their defaults, full or --quick, are set after parsing). */
+    ffn_config cfg = {.n_formats = FFN_FORMAT_COUNT, .threads = mm_bench_default_threads()};
     for (int i = 0; i < FFN_FORMAT_COUNT; i++) cfg.formats[i] = i;
-    int set_hidden = 0, set_rows = 0, set_inter = 0, set_repeat = 0, set_stream = 0, set_levels = 0,
-        quick = 0, json = 0;
+    int quick = 0, json = 0;
     int64_t threads = cfg.threads;
     const char *plot_path = NULL;
     const cli_option options[] = {
-        {.name = "hidden",
-         .value = CLI_VALUE_CUSTOM,
-         .target = &cfg,
-         .parse = parse_hidden,
-         .given = &set_hidden},
-        {.name = "intermediate",
-         .value = CLI_VALUE_INT64,
-         .target = &cfg.inter,
-         .min = 16,
-         .max = 65536,
-         .given = &set_inter},
-        {.name = "rows", .value = CLI_VALUE_CUSTOM, .target = &cfg, .parse = parse_rows, .given = &set_rows},
+        CLI_CUSTOM_OPTION("hidden", parse_hidden, &cfg),
+        CLI_INT64_OPTION("intermediate", &cfg.inter, 16, 65536),
+        CLI_CUSTOM_OPTION("rows", parse_rows, &cfg),
         CLI_CUSTOM_OPTION("format", parse_formats, &cfg),
-        {.name = "isa",
-         .value = CLI_VALUE_CUSTOM,
-         .target = &cfg,
-         .parse = parse_levels,
-         .given = &set_levels},
-        {.name = "threads", .value = CLI_VALUE_THREADS, .target = &threads, .min = 1, .max = 64},
-        {.name = "iterations",
-         .value = CLI_VALUE_INT,
-         .target = &cfg.repeat,
-         .min = 1,
-         .max = 1000,
-         .given = &set_repeat},
-        {.name = "stream-mb",
-         .value = CLI_VALUE_INT64,
-         .target = &cfg.stream_mb,
-         .min = 1,
-         .max = 65536,
-         .given = &set_stream},
+        CLI_CUSTOM_OPTION("isa", parse_levels, &cfg),
+        CLI_THREADS_COUNT_OPTION(&threads, 1, 64),
+        CLI_INT_OPTION("iterations", &cfg.repeat, 1, 1000),
+        CLI_INT64_OPTION("stream-mb", &cfg.stream_mb, 1, 65536),
         CLI_FLAG_OPTION("quick", &quick),
         CLI_FLAG_OPTION("json", &json),
         CLI_TEXT_OPTION("plot", &plot_path),
@@ -610,14 +579,16 @@ int mm_bench_ffn_main(int argc, char **argv) {
         cli_options_parse(cmd, bench_ffn_usage, 0, options, sizeof options / sizeof options[0], argc, argv);
     if (done != CLI_OPTIONS_PARSED) return done;
     cfg.threads = (int)threads;
-    if (quick) {
-        if (!set_hidden) cfg.hidden[0] = 2048, cfg.n_hidden = 1;
-        if (!set_inter) cfg.inter = 512;
-        if (!set_rows) cfg.rows[0] = 1, cfg.rows[1] = 8, cfg.rows[2] = 64, cfg.n_rows = 3;
-        if (!set_repeat) cfg.repeat = 3;
-        if (!set_stream) cfg.stream_mb = 64;
+    if (!cfg.n_hidden) cfg.hidden[0] = 2048, cfg.hidden[1] = 7168, cfg.n_hidden = quick ? 1 : 2;
+    if (!cfg.inter) cfg.inter = quick ? 512 : 2048;
+    if (!cfg.n_rows) {
+        static const int64_t full[] = {1, 2, 4, 8, 64, 256}, fast[] = {1, 8, 64};
+        memcpy(cfg.rows, full, sizeof full), cfg.n_rows = 6;
+        if (quick) memcpy(cfg.rows, fast, sizeof fast), cfg.n_rows = 3;
     }
-    if (!set_levels) {
+    if (!cfg.repeat) cfg.repeat = quick ? 3 : 5;
+    if (!cfg.stream_mb) cfg.stream_mb = quick ? 64 : 1024;
+    if (!cfg.n_levels) {
         cfg.levels[cfg.n_levels++] = LEVEL_AUTO;
         if (mm_cpu_supports(MM_ISA_AVX512)) cfg.levels[cfg.n_levels++] = MM_ISA_AVX512;
         if (mm_cpu_supports(MM_ISA_AMX)) cfg.levels[cfg.n_levels++] = MM_ISA_AMX;

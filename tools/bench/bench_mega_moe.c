@@ -381,15 +381,8 @@ static int make_cases(const bench_options *o, int64_t ranks, bench_case *cases, 
 
 static int parse_decode(const char *command, const char *option, const char *text, void *target) {
     bench_options *o = target;
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", text);
-    o->n_decode = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (o->n_decode == MAX_DECODE_SIZES) return cli_usage_error(command, "%s: at most 8 sizes", option);
-        if (cli_parse_int64(command, option, tok, 1, 4096, &o->decode[o->n_decode])) return -1;
-        o->n_decode++;
-    }
-    return o->n_decode > 0 ? 0 : cli_usage_error(command, "%s: no size given", option);
+    return cli_parse_int64_list(command, option, text, 1, 4096, o->decode, MAX_DECODE_SIZES, &o->n_decode,
+                                "size");
 }
 
 static int parse_phase(const char *command, const char *option, const char *text, void *target) {

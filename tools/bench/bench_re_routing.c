@@ -55,7 +55,7 @@ int mm_bench_re_routing_main(int argc, char **argv) {
         CLI_REROUTING_SHAPE_OPTIONS(&shape),
         CLI_INT64_OPTION("iterations", &repetitions, 1, 100000),
         CLI_INT64_OPTION("warmup", &warmup, 0, 100000),
-        {.name = "threads", .value = CLI_VALUE_THREADS, .target = &threads, .min = 1, .max = 256},
+        CLI_THREADS_COUNT_OPTION(&threads, 1, 256),
         CLI_FLAG_OPTION("json", &json),
     };
     int done = cli_options_parse(cmd, bench_re_routing_usage, 0, options, sizeof options / sizeof options[0],

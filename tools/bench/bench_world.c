@@ -269,15 +269,8 @@ static int bench_ranks(const bench_options *o, int64_t R) {
 
 static int parse_ranks(const char *command, const char *option, const char *text, void *target) {
     bench_options *o = target;
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", text);
-    o->n_ranks = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (o->n_ranks == MAX_RANK_COUNTS) return cli_usage_error(command, "%s: at most 8 counts", option);
-        if (cli_parse_int64(command, option, tok, 1, MM_COMM_MAX_RANKS, &o->ranks[o->n_ranks])) return -1;
-        o->n_ranks++;
-    }
-    return o->n_ranks > 0 ? 0 : cli_usage_error(command, "%s: no count given", option);
+    return cli_parse_int64_list(command, option, text, 1, MM_COMM_MAX_RANKS, o->ranks, MAX_RANK_COUNTS,
+                                &o->n_ranks, "count");
 }
 
 int mm_bench_world_main(int argc, char **argv) {

@@ -70,15 +70,9 @@ static mm_status dispatch_rank(mm_comm *comm, void *arg, mm_error *err) {
     const cli_dc_world *w = run->w;
     int g = mm_comm_rank(comm);
     if (!w->rank[g].alive) return MM_OK;
-    if (w->elastic) {
-        int alive[MM_COMM_MAX_RANKS], n = 0;
-        for (int r = 0; r < w->nranks; r++)
-            if (w->rank[r].alive) alive[n++] = r;
-        mm_status st = mm_comm_set_survivors(comm, alive, n, err);
-        if (st) return st;
-    }
     mm_dc_workspace *ws = NULL;
-    mm_status st = mm_dc_workspace_create(comm, &ws, err);
+    mm_status st = cli_dc_set_survivors(comm, w, err);
+    if (!st) st = mm_dc_workspace_create(comm, &ws, err);
     if (st) return st;
     st = cli_dc_dispatch(ws, w, g, &run->out[g], err);
     mm_dc_workspace_free(ws, NULL);
@@ -160,18 +154,15 @@ static int generate(int argc, char **argv, int combine) {
         cli_dc_combine_inputs(&w, g, &t, &in);
         const cli_dc_dispatch_out *d = &outs[g];
         if (!(ffn[g] = expert_outputs(&w, g, d))) goto done;
-        mm_tensor ex = mm_tensor_make(MM_DTYPE_BF16, 2, (int64_t[]){d->rows, o.hidden}, ffn[g]);
-        mm_tensor as = mm_tensor_make(MM_DTYPE_I32, 2, (int64_t[]){d->rows, 3}, d->assist);
-        mm_tensor ep = mm_tensor_make(MM_DTYPE_I32, 1, (int64_t[]){d->n_ep}, d->ep_counts);
-        mm_tensor tp = mm_tensor_make(MM_DTYPE_I32, 1, (int64_t[]){o.tp}, (void *)d->tp_counts);
+        cli_dc_combine_handoff(&w, d, ffn[g], &t, &in);
         const struct {
             const char *name;
             const mm_tensor *t;
-        } list[] = {{"expand_x", &ex},
+        } list[] = {{"expand_x", in.expand_x},
                     {"expert_ids", in.expert_ids},
-                    {"assist_info_for_combine", &as},
-                    {"ep_send_counts", &ep},
-                    {"tp_send_counts", o.tp ? &tp : NULL},
+                    {"assist_info_for_combine", in.assist_info_for_combine},
+                    {"ep_send_counts", in.ep_send_counts},
+                    {"tp_send_counts", in.tp_send_counts},
                     {"expert_scales", in.expert_scales},
                     {"residual_x", in.residual_x},
                     {"gamma", in.gamma},

@@ -76,7 +76,6 @@ int cli_options_parse(const char *command, const char *usage, int operands, cons
             if (rows[i].short_name == opt) row = &rows[i];
         if (!row) return cli_option_error(command, opt, argv);
         if (apply(command, row, optarg) != 0) return MM_CLI_EXIT_USAGE;
-        if (row->given) *row->given = 1;
     }
     if (optind + operands < argc)
         return cli_usage_error(command, "unexpected argument '%s'", argv[optind + operands]);

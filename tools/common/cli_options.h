@@ -31,7 +31,6 @@ typedef struct cli_option {
     void *target;
     int64_t min, max;          /* the accepted range of the number kinds */
     cli_option_parse_fn parse; /* CLI_VALUE_CUSTOM */
-    int *given;                /* when not NULL: set to 1 when the option is given */
     char short_name;           /* 'o' for -o; 0 for none */
 } cli_option;
 
@@ -56,6 +55,9 @@ typedef struct cli_option {
 /* --threads N: the pool's size alone. */
 #define CLI_THREADS_OPTION                                                                                   \
     { .name = "threads", .value = CLI_VALUE_THREADS }
+/* --threads N, the number also kept in the int64_t *TARGET (a benchmark's own threads), in [MIN, MAX]. */
+#define CLI_THREADS_COUNT_OPTION(TARGET, MIN, MAX)                                                           \
+    { .name = "threads", .value = CLI_VALUE_THREADS, .target = (TARGET), .min = (MIN), .max = (MAX) }
 #define CLI_BACKEND_OPTION(TARGET)                                                                           \
     { .name = "backend", .value = CLI_VALUE_BACKEND, .target = (TARGET) }
 /* -o FILE, --output FILE */

@@ -261,9 +261,27 @@ void cli_dc_combine_inputs(const cli_dc_world *w, int64_t g, cli_dc_tensors *t, 
     in->const_expert_v = N ? &t->v : NULL;
 }
 
+void cli_dc_combine_handoff(const cli_dc_world *w, const cli_dc_dispatch_out *d, void *expert_out,
+                            cli_dc_tensors *t, mm_combine_v2_inputs *in) {
+    t->expand_x = mm_tensor_make(MM_DTYPE_BF16, 2, (int64_t[]){d->rows, w->o.hidden}, expert_out);
+    t->assist = mm_tensor_make(MM_DTYPE_I32, 2, (int64_t[]){d->rows, 3}, d->assist);
+    t->ep_counts = mm_tensor_make(MM_DTYPE_I32, 1, (int64_t[]){d->n_ep}, d->ep_counts);
+    t->tp_counts = mm_tensor_make(MM_DTYPE_I32, 1, (int64_t[]){w->o.tp}, (void *)d->tp_counts);
+    in->expand_x = &t->expand_x, in->assist_info_for_combine = &t->assist, in->ep_send_counts = &t->ep_counts;
+    in->tp_send_counts = w->o.tp ? &t->tp_counts : NULL;
+}
+
 void cli_dc_dispatch_out_free(cli_dc_dispatch_out *d) {
     free(d->expand_x), free(d->dyn), free(d->assist), free(d->ep_counts), free(d->token_nums);
     memset(d, 0, sizeof *d);
+}
+
+mm_status cli_dc_set_survivors(mm_comm *comm, const cli_dc_world *w, mm_error *err) {
+    if (!w->elastic) return MM_OK;
+    int alive[MM_COMM_MAX_RANKS], n = 0;
+    for (int r = 0; r < w->nranks; r++)
+        if (w->rank[r].alive) alive[n++] = r;
+    return mm_comm_set_survivors(comm, alive, n, err);
 }
 
 mm_status cli_dc_dispatch(mm_dc_workspace *ws, const cli_dc_world *w, int64_t g, cli_dc_dispatch_out *d,

@@ -95,12 +95,17 @@ int cli_dc_parse_removed(const char *command, const char *option, const char *te
 int cli_dc_world_make(const char *cmd, const cli_dc_opts *o, cli_dc_world *w);
 void cli_dc_world_free(cli_dc_world *w);
 
+/* Rank fn's first step in an elastic world (after --remove): the communicator keeps the surviving ranks
+ * only (mm_comm_set_survivors); nothing in a full world. */
+mm_status cli_dc_set_survivors(mm_comm *comm, const cli_dc_world *w, mm_error *err);
+
 /* Attributes of rank g (global numbering ep x max(tp, 1) + tp). */
 mm_dc_attrs cli_dc_attrs(const cli_dc_world *w, int64_t g);
 
 /* Tensor descriptors of rank g's dispatch inputs (the struct points into *t). */
 typedef struct cli_dc_tensors {
     mm_tensor x, ids, scales, mask, elastic, weights, residual, gamma, shared_x, ori, a1, a2, v;
+    mm_tensor expand_x, assist, ep_counts, tp_counts; /* Dispatch's hand-off (cli_dc_combine_handoff) */
 } cli_dc_tensors;
 mm_dispatch_v3_inputs cli_dc_dispatch_inputs(const cli_dc_world *w, int64_t g, cli_dc_tensors *t);
 /* Fills the combine inputs that come from the world (not the handoff tensors). */
@@ -118,5 +123,9 @@ void cli_dc_dispatch_out_free(cli_dc_dispatch_out *d);
 /* Allocates outputs for rank g and runs mm_dispatch_v3 on ws. */
 mm_status cli_dc_dispatch(mm_dc_workspace *ws, const cli_dc_world *w, int64_t g, cli_dc_dispatch_out *d,
                           mm_error *err);
+/* The combine inputs Dispatch hands over: d's assist info and send counts, and expert_out (d->rows x H,
+ * BF16) as expand_x; the tensors live in *t. */
+void cli_dc_combine_handoff(const cli_dc_world *w, const cli_dc_dispatch_out *d, void *expert_out,
+                            cli_dc_tensors *t, mm_combine_v2_inputs *in);
 
 #endif

@@ -174,40 +174,32 @@ static mm_status read_x(const char *path, int64_t hidden, uint16_t **x, int64_t 
 }
 
 int mm_cli_layer_main(int argc, char **argv) {
-    const char *model_dir = NULL, *out_path = NULL, *backend = "threads";
-    int64_t layer = -1, ranks = 0;
-    double timeout = 0.0;
+    layer_launch_options lo = LAYER_LAUNCH_DEFAULTS;
+    const char *out_path = NULL, *trace_path = NULL;
     int json = 0;
-    const char *trace_path = NULL;
-    mm_moe_layer_options options = {0};
     const cli_option rows[] = {
-        CLI_TEXT_OPTION("model", &model_dir),
-        CLI_INT64_OPTION("layer", &layer, 0, INT64_MAX),
+        LAYER_LAUNCH_OPTIONS(&lo),
         CLI_OUTPUT_OPTION(&out_path),
-        CLI_INT64_OPTION("ranks", &ranks, 1, MM_COMM_MAX_RANKS),
-        CLI_BACKEND_OPTION(&backend),
-        CLI_REAL_OPTION("timeout", &timeout, 0, 1000000000),
         CLI_FLAG_OPTION("json", &json),
         CLI_TEXT_OPTION("trace", &trace_path),
-        CLI_CUSTOM_OPTION("weights", cli_parse_weights, &options),
     };
     int done = cli_options_parse(cmd, layer_usage, 1, rows, sizeof rows / sizeof rows[0], argc, argv);
     if (done != CLI_OPTIONS_PARSED) return done;
     if (optind >= argc) return cli_usage_error(cmd, "missing input file IN");
-    if (!model_dir) return cli_usage_error(cmd, "missing --model DIR");
-    if (layer < 0) return cli_usage_error(cmd, "missing --layer N");
+    if (!lo.model_dir) return cli_usage_error(cmd, "missing --model DIR");
+    if (lo.layer < 0) return cli_usage_error(cmd, "missing --layer N");
     if (!out_path) return cli_usage_error(cmd, "missing output file (-o OUT)");
 
     mm_comm_world world;
-    int speaker = layer_launch_world(backend, &ranks, &world);
+    int speaker = layer_launch_world(lo.backend, &lo.ranks, &world);
     mm_error err;
     mm_error_clear(&err);
     mm_model *model = NULL;
     uint16_t *x = NULL;
-    layer_job job = {NULL, layer, 0, 0, 0, NULL, out_path, timeout, options};
+    layer_job job = {NULL, lo.layer, 0, 0, 0, NULL, out_path, lo.timeout, lo.layer_options};
     double t_begin = cli_now_seconds(), t_read = t_begin;
-    mm_status st = mm_model_open(model_dir, &model, &err);
-    if (!st) st = mm_model_check_layer(model, layer, &err);
+    mm_status st = mm_model_open(lo.model_dir, &model, &err);
+    if (!st) st = mm_model_check_layer(model, lo.layer, &err);
     if (!st) {
         const mm_model_config *c = mm_model_get_config(model);
         job.model = model;
@@ -217,15 +209,15 @@ int mm_cli_layer_main(int argc, char **argv) {
         job.x = x;
     }
     if (!st) t_read = cli_now_seconds();
-    if (!st) st = mm_comm_launch(backend, (int)ranks, layer_rank, &job, &err);
+    if (!st) st = mm_comm_launch(lo.backend, (int)lo.ranks, layer_rank, &job, &err);
     double t_end = cli_now_seconds();
     int trace_failed = !st && trace_path && speaker &&
-                       layer_trace_write(trace_path, job.tokens, ranks > 0 ? ranks : world.size, t_begin,
-                                         t_read, t_end) != 0; /* said in one line */
+                       layer_trace_write(trace_path, job.tokens, lo.ranks > 0 ? lo.ranks : world.size,
+                                         t_begin, t_read, t_end) != 0; /* said in one line */
     if (!st && json && speaker)
-        layer_json_print(&(layer_json_facts){model_dir, backend, argv[optind], out_path, layer, job.tokens,
-                                             ranks > 0 ? ranks : world.size, job.hidden, job.topk,
-                                             t_read - t_begin, t_end - t_read});
+        layer_json_print(&(layer_json_facts){lo.model_dir, lo.backend, argv[optind], out_path, lo.layer,
+                                             job.tokens, lo.ranks > 0 ? lo.ranks : world.size, job.hidden,
+                                             job.topk, t_read - t_begin, t_end - t_read});
     int rc = layer_launch_status(cmd, st, &err, speaker);
     if (trace_failed) rc = MM_CLI_EXIT_FAILURE;
     free(x);

@@ -6,7 +6,34 @@
 
 #include <stdint.h>
 
+#include "common/cli_options.h"
+#include "layer/layer_weights.h"
 #include "megamoe/comm.h"
+#include "megamoe/model.h"
+
+/* The options both commands take. */
+typedef struct layer_launch_options {
+    const char *model_dir;              /* --model DIR (required) */
+    int64_t layer;                      /* --layer N; -1 when not given */
+    int64_t ranks;                      /* --ranks R; 0 when not given */
+    const char *backend;                /* --backend NAME */
+    double timeout;                     /* --timeout SECONDS; 0: the library's */
+    mm_moe_layer_options layer_options; /* --weights native|bf16 */
+} layer_launch_options;
+
+#define LAYER_LAUNCH_DEFAULTS                                                                                \
+    {                                                                                                        \
+        NULL, -1, 0, "threads", 0.0, {                                                                       \
+            0                                                                                                \
+        }                                                                                                    \
+    }
+
+/* Their option rows (cli_options.h), into the layer_launch_options *L. */
+#define LAYER_LAUNCH_OPTIONS(L)                                                                              \
+    CLI_TEXT_OPTION("model", &(L)->model_dir), CLI_INT64_OPTION("layer", &(L)->layer, 0, INT64_MAX),         \
+        CLI_INT64_OPTION("ranks", &(L)->ranks, 1, MM_COMM_MAX_RANKS), CLI_BACKEND_OPTION(&(L)->backend),     \
+        CLI_REAL_OPTION("timeout", &(L)->timeout, 0, 1000000000),                                            \
+        CLI_CUSTOM_OPTION("weights", cli_parse_weights, &(L)->layer_options)
 
 /* The world of this process on `backend`: *ranks 0 (not given) becomes 1 on the threads backend (a
  * launcher's backend brings its own count). Returns 1 when this process speaks: its first rank is rank 0

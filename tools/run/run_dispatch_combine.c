@@ -68,13 +68,8 @@ static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
     const cli_dc_world *w = run->w;
     int g = mm_comm_rank(comm);
     if (!w->rank[g].alive) return MM_OK;
-    mm_status st = MM_OK;
-    if (w->elastic) {
-        int alive[MM_COMM_MAX_RANKS], n = 0;
-        for (int r = 0; r < w->nranks; r++)
-            if (w->rank[r].alive) alive[n++] = r;
-        if ((st = mm_comm_set_survivors(comm, alive, n, err))) return st;
-    }
+    mm_status st = cli_dc_set_survivors(comm, w, err);
+    if (st) return st;
     mm_dc_workspace *ws = NULL;
     cli_dc_ffn *ffn = NULL;
     cli_dc_dispatch_out d;
@@ -115,12 +110,7 @@ static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
         cli_dc_tensors tt;
         mm_combine_v2_inputs in;
         cli_dc_combine_inputs(w, g, &tt, &in);
-        mm_tensor ex = mm_tensor_make(MM_DTYPE_BF16, 2, (int64_t[]){d.rows, H}, expert_out);
-        mm_tensor as = mm_tensor_make(MM_DTYPE_I32, 2, (int64_t[]){d.rows, 3}, d.assist);
-        mm_tensor epc = mm_tensor_make(MM_DTYPE_I32, 1, (int64_t[]){d.n_ep}, d.ep_counts);
-        mm_tensor tpc = mm_tensor_make(MM_DTYPE_I32, 1, (int64_t[]){w->o.tp}, d.tp_counts);
-        in.expand_x = &ex, in.assist_info_for_combine = &as, in.ep_send_counts = &epc;
-        in.tp_send_counts = w->o.tp ? &tpc : NULL;
+        cli_dc_combine_handoff(w, &d, expert_out, &tt, &in);
         mm_tensor ty = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){bs, 1, H}, y);
         mm_tensor tx = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){bs, 1, H}, x);
         mm_tensor tr = mm_tensor_make(MM_DTYPE_F32, 3, (int64_t[]){bs, 1, 1}, rstd);
@@ -213,10 +203,9 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
         return cli_usage_error(cmd,
                                "--tp 2 needs one expert per routed-expert rank: --experts %lld, not %lld",
                                (long long)routed_ranks, (long long)o.experts);
-    cli_trace trace = {NULL, 0, -1.0};
-    if (trace_path && cli_trace_open(&trace, cmd, trace_path, "megamoe run --op dispatch-combine") != 0)
+    cli_trace trace;
+    if (cli_trace_start(&trace, cmd, trace_path, "megamoe run --op dispatch-combine") != 0)
         return MM_CLI_EXIT_FAILURE;
-    cli_trace_thread(&trace, 0, "host", 0);
     double t_setup = cli_now_seconds();
     cli_dc_world w;
     int rc = cli_dc_world_make(cmd, &o, &w);

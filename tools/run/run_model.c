@@ -188,39 +188,34 @@ static void report(const model_job *j, const char *dir, int ranks, int json) {
 }
 
 int cli_run_model_main(int argc, char **argv) {
-    const char *dir = NULL, *backend = "threads";
-    int64_t layer = -1, tokens = 64, ranks = 0, iterations = 3, seed = 1;
-    double timeout = 0.0;
+    layer_launch_options lo = LAYER_LAUNCH_DEFAULTS;
+    int64_t tokens = 64, iterations = 3, seed = 1;
     int json = 0;
-    mm_moe_layer_options options = {0};
     const cli_option rows[] = {
-        CLI_TEXT_OPTION("model", &dir),
-        CLI_INT64_OPTION("layer", &layer, 0, INT64_MAX),
+        LAYER_LAUNCH_OPTIONS(&lo),
         CLI_INT64_OPTION("tokens", &tokens, 0, (int64_t)1 << 24),
-        CLI_INT64_OPTION("ranks", &ranks, 1, MM_COMM_MAX_RANKS),
-        CLI_BACKEND_OPTION(&backend),
         CLI_INT64_OPTION("iterations", &iterations, 1, 1000000),
         CLI_INT64_OPTION("seed", &seed, 0, INT64_MAX),
-        CLI_CUSTOM_OPTION("weights", cli_parse_weights, &options),
         CLI_FLAG_OPTION("json", &json),
-        CLI_REAL_OPTION("timeout", &timeout, 0, 1000000000),
     };
     int done = cli_options_parse(cmd, usage, 0, rows, sizeof rows / sizeof rows[0], argc, argv);
     if (done != CLI_OPTIONS_PARSED) return done;
-    if (!dir) return cli_usage_error(cmd, "missing --model DIR");
+    if (!lo.model_dir) return cli_usage_error(cmd, "missing --model DIR");
 
     mm_comm_world world;
-    int speaker = layer_launch_world(backend, &ranks, &world);
+    int speaker = layer_launch_world(lo.backend, &lo.ranks, &world);
     mm_error err;
     mm_error_clear(&err);
     mm_model *model = NULL;
-    model_job job = {NULL, layer, tokens, iterations, (uint64_t)seed, timeout, options, 0.0, NULL, NULL};
-    mm_status st = mm_model_open(dir, &model, &err);
-    if (!st && layer < 0) { /* the first sparse layer */
+    model_job job = {NULL,       lo.layer,         tokens, iterations, (uint64_t)seed,
+                     lo.timeout, lo.layer_options, 0.0,    NULL,       NULL};
+    mm_status st = mm_model_open(lo.model_dir, &model, &err);
+    if (!st && lo.layer < 0) { /* the first sparse layer */
         const mm_model_config *c = mm_model_get_config(model);
         for (int64_t l = 0; l < c->num_hidden_layers && job.layer < 0; l++)
             if (mm_model_check_layer(model, l, NULL) == MM_OK) job.layer = l;
-        if (job.layer < 0) st = cli_fail(&err, MM_ERR_INVALID_ARGUMENT, "%s has no sparse (MoE) layer", dir);
+        if (job.layer < 0)
+            st = cli_fail(&err, MM_ERR_INVALID_ARGUMENT, "%s has no sparse (MoE) layer", lo.model_dir);
     }
     if (!st) st = mm_model_check_layer(model, job.layer, &err);
     if (!st) {
@@ -229,9 +224,9 @@ int cli_run_model_main(int argc, char **argv) {
         job.expert_count = calloc((size_t)mm_model_get_config(model)->num_experts, sizeof *job.expert_count);
         if (!job.call_s || !job.expert_count) st = cli_fail(&err, MM_ERR_OUT_OF_MEMORY, "out of memory");
     }
-    if (!st) st = mm_comm_launch(backend, (int)ranks, model_rank, &job, &err);
+    if (!st) st = mm_comm_launch(lo.backend, (int)lo.ranks, model_rank, &job, &err);
     int rc = layer_launch_status(cmd, st, &err, speaker);
-    if (!st && speaker) report(&job, dir, world.size, json);
+    if (!st && speaker) report(&job, lo.model_dir, world.size, json);
     free(job.call_s);
     free(job.expert_count);
     mm_model_close(model);

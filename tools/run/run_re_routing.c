@@ -49,10 +49,9 @@ int cli_run_re_routing_main(int argc, char **argv) {
     int done = cli_options_parse(cmd, run_usage, 0, options, sizeof options / sizeof options[0], argc, argv);
     if (done != CLI_OPTIONS_PARSED) return done;
     if (json && cli_json_redirect(cmd) != 0) return MM_CLI_EXIT_FAILURE;
-    cli_trace trace = {NULL, 0, -1.0};
-    if (trace_path && cli_trace_open(&trace, cmd, trace_path, "megamoe run --op re-routing") != 0)
+    cli_trace trace;
+    if (cli_trace_start(&trace, cmd, trace_path, "megamoe run --op re-routing") != 0)
         return MM_CLI_EXIT_FAILURE;
-    cli_trace_thread(&trace, 0, "host", 0);
     double t_setup = cli_now_seconds();
 
     mm_error err;
