@@ -271,6 +271,15 @@ void cli_dc_combine_handoff(const cli_dc_world *w, const cli_dc_dispatch_out *d,
     in->tp_send_counts = w->o.tp ? &t->tp_counts : NULL;
 }
 
+mm_combine_v2_outputs cli_dc_combine_outputs(const cli_dc_world *w, int64_t g, uint16_t *y, uint16_t *x,
+                                             float *rstd, cli_dc_tensors *t) {
+    int64_t bs = w->rank[g].bs, H = w->o.hidden;
+    t->y = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){bs, 1, H}, y);
+    t->x_out = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){bs, 1, H}, x);
+    t->rstd = mm_tensor_make(MM_DTYPE_F32, 3, (int64_t[]){bs, 1, 1}, rstd);
+    return (mm_combine_v2_outputs){&t->y, &t->rstd, &t->x_out};
+}
+
 void cli_dc_dispatch_out_free(cli_dc_dispatch_out *d) {
     free(d->expand_x), free(d->dyn), free(d->assist), free(d->ep_counts), free(d->token_nums);
     memset(d, 0, sizeof *d);

@@ -111,10 +111,7 @@ static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
         mm_combine_v2_inputs in;
         cli_dc_combine_inputs(w, g, &tt, &in);
         cli_dc_combine_handoff(w, &d, expert_out, &tt, &in);
-        mm_tensor ty = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){bs, 1, H}, y);
-        mm_tensor tx = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){bs, 1, H}, x);
-        mm_tensor tr = mm_tensor_make(MM_DTYPE_F32, 3, (int64_t[]){bs, 1, 1}, rstd);
-        mm_combine_v2_outputs out = {&ty, &tr, &tx};
+        mm_combine_v2_outputs out = cli_dc_combine_outputs(w, g, y, x, rstd, &tt);
         mm_dc_attrs a = cli_dc_attrs(w, g);
         if ((st = mm_combine_v2(ws, &in, &a, &out, err))) goto done;
         t[3] = cli_now_seconds();
