@@ -106,8 +106,7 @@ static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
         }
         cli_dc_tensors tt;
         mm_combine_v2_inputs in;
-        cli_dc_combine_inputs(w, g, &tt, &in);
-        cli_dc_combine_handoff(w, &d, ex_bf16, &tt, &in);
+        cli_dc_combine_inputs(w, g, &d, ex_bf16, &tt, &in);
         mm_combine_v2_outputs out = cli_dc_combine_outputs(w, g, y, x, rstd, &tt);
         mm_dc_attrs a = cli_dc_attrs(w, g);
         if ((st = mm_comm_barrier(comm, err))) goto done;

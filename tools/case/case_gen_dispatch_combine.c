@@ -151,10 +151,9 @@ static int generate(int argc, char **argv, int combine) {
             continue;
         }
         mm_combine_v2_inputs in;
-        cli_dc_combine_inputs(&w, g, &t, &in);
         const cli_dc_dispatch_out *d = &outs[g];
         if (!(ffn[g] = expert_outputs(&w, g, d))) goto done;
-        cli_dc_combine_handoff(&w, d, ffn[g], &t, &in);
+        cli_dc_combine_inputs(&w, g, d, ffn[g], &t, &in);
         const struct {
             const char *name;
             const mm_tensor *t;

@@ -232,10 +232,11 @@ mm_dispatch_v3_inputs cli_dc_dispatch_inputs(const cli_dc_world *w, int64_t g, c
     return in;
 }
 
-void cli_dc_combine_inputs(const cli_dc_world *w, int64_t g, cli_dc_tensors *t, mm_combine_v2_inputs *in) {
+void cli_dc_combine_inputs(const cli_dc_world *w, int64_t g, const cli_dc_dispatch_out *d, void *expert_out,
+                           cli_dc_tensors *t, mm_combine_v2_inputs *in) {
     const cli_dc_opts *o = &w->o;
     const cli_dc_rank *r = &w->rank[g];
-    mm_dispatch_v3_inputs d = cli_dc_dispatch_inputs(w, g, t);
+    mm_dispatch_v3_inputs di = cli_dc_dispatch_inputs(w, g, t);
     int64_t H = o->hidden, N = o->konst;
     t->weights = mm_tensor_make(MM_DTYPE_F32, 2, (int64_t[]){r->bs, o->topk}, r->weights);
     t->residual = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){r->bs, 1, H}, r->residual);
@@ -248,9 +249,9 @@ void cli_dc_combine_inputs(const cli_dc_world *w, int64_t g, cli_dc_tensors *t, 
                         : mm_tensor_make(MM_DTYPE_F32, 1, (int64_t[]){N}, w->alpha2);
     t->v = mm_tensor_make(MM_DTYPE_BF16, 2, (int64_t[]){N, H}, w->const_v);
     memset(in, 0, sizeof *in);
-    in->expert_ids = d.expert_ids;
-    in->x_active_mask = d.x_active_mask;
-    in->elastic_info = d.elastic_info;
+    in->expert_ids = di.expert_ids;
+    in->x_active_mask = di.x_active_mask;
+    in->elastic_info = di.elastic_info;
     in->expert_scales = &t->weights;
     in->residual_x = &t->residual;
     in->gamma = &t->gamma;
@@ -259,10 +260,7 @@ void cli_dc_combine_inputs(const cli_dc_world *w, int64_t g, cli_dc_tensors *t, 
     in->const_expert_alpha_1 = N ? &t->a1 : NULL;
     in->const_expert_alpha_2 = N ? &t->a2 : NULL;
     in->const_expert_v = N ? &t->v : NULL;
-}
-
-void cli_dc_combine_handoff(const cli_dc_world *w, const cli_dc_dispatch_out *d, void *expert_out,
-                            cli_dc_tensors *t, mm_combine_v2_inputs *in) {
+    /* the hand-off */
     t->expand_x = mm_tensor_make(MM_DTYPE_BF16, 2, (int64_t[]){d->rows, w->o.hidden}, expert_out);
     t->assist = mm_tensor_make(MM_DTYPE_I32, 2, (int64_t[]){d->rows, 3}, d->assist);
     t->ep_counts = mm_tensor_make(MM_DTYPE_I32, 1, (int64_t[]){d->n_ep}, d->ep_counts);

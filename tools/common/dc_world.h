@@ -105,12 +105,10 @@ mm_dc_attrs cli_dc_attrs(const cli_dc_world *w, int64_t g);
 /* Tensor descriptors of rank g's dispatch inputs (the struct points into *t). */
 typedef struct cli_dc_tensors {
     mm_tensor x, ids, scales, mask, elastic, weights, residual, gamma, shared_x, ori, a1, a2, v;
-    mm_tensor expand_x, assist, ep_counts, tp_counts; /* Dispatch's hand-off (cli_dc_combine_handoff) */
+    mm_tensor expand_x, assist, ep_counts, tp_counts; /* Dispatch's hand-off */
     mm_tensor y, x_out, rstd;                         /* Combine's outputs (cli_dc_combine_outputs) */
 } cli_dc_tensors;
 mm_dispatch_v3_inputs cli_dc_dispatch_inputs(const cli_dc_world *w, int64_t g, cli_dc_tensors *t);
-/* Fills the combine inputs that come from the world (not the handoff tensors). */
-void cli_dc_combine_inputs(const cli_dc_world *w, int64_t g, cli_dc_tensors *t, mm_combine_v2_inputs *in);
 
 /* One rank's dispatch results (malloc'd, exact rows). */
 typedef struct cli_dc_dispatch_out {
@@ -124,10 +122,10 @@ void cli_dc_dispatch_out_free(cli_dc_dispatch_out *d);
 /* Allocates outputs for rank g and runs mm_dispatch_v3 on ws. */
 mm_status cli_dc_dispatch(mm_dc_workspace *ws, const cli_dc_world *w, int64_t g, cli_dc_dispatch_out *d,
                           mm_error *err);
-/* The combine inputs Dispatch hands over: d's assist info and send counts, and expert_out (d->rows x H,
- * BF16) as expand_x; the tensors live in *t. */
-void cli_dc_combine_handoff(const cli_dc_world *w, const cli_dc_dispatch_out *d, void *expert_out,
-                            cli_dc_tensors *t, mm_combine_v2_inputs *in);
+/* Rank g's combine inputs: the world's, and those Dispatch hands over (d's assist info and send counts,
+ * expert_out (d->rows x H, BF16) as expand_x); the tensors live in *t. */
+void cli_dc_combine_inputs(const cli_dc_world *w, int64_t g, const cli_dc_dispatch_out *d, void *expert_out,
+                           cli_dc_tensors *t, mm_combine_v2_inputs *in);
 /* Rank g's combine outputs: y and x (Bs, 1, H) BF16, rstd (Bs, 1, 1) F32; the tensors live in *t. */
 mm_combine_v2_outputs cli_dc_combine_outputs(const cli_dc_world *w, int64_t g, uint16_t *y, uint16_t *x,
                                              float *rstd, cli_dc_tensors *t);

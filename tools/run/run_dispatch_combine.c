@@ -109,8 +109,7 @@ static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
         t[2] = cli_now_seconds();
         cli_dc_tensors tt;
         mm_combine_v2_inputs in;
-        cli_dc_combine_inputs(w, g, &tt, &in);
-        cli_dc_combine_handoff(w, &d, expert_out, &tt, &in);
+        cli_dc_combine_inputs(w, g, &d, expert_out, &tt, &in);
         mm_combine_v2_outputs out = cli_dc_combine_outputs(w, g, y, x, rstd, &tt);
         mm_dc_attrs a = cli_dc_attrs(w, g);
         if ((st = mm_combine_v2(ws, &in, &a, &out, err))) goto done;
