@@ -14,11 +14,8 @@
 
 #include "common/commands.h"
 
-typedef struct mm_cli_bench {
-    const char *name;
-    const char *summary;
-    mm_cli_main_fn main;
-} mm_cli_bench;
+/* A row of a benchmark table: name, one-line summary, main (the shape of a command row). */
+typedef mm_cli_command mm_cli_bench;
 
 int mm_bench_re_routing_main(int argc, char **argv);
 int mm_bench_comm_main(int argc, char **argv);

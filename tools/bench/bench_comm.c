@@ -11,7 +11,6 @@
  * A time is the median over repetitions of one call (batches of calls between barriers, divided by the
  * batch size); bandwidth counts every block moved by all ranks, the self block included. Under mpirun
  * rank 0 runs the threads and memcpy measurements while the other processes sleep. */
-#include <getopt.h>
 #include <sched.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 
 #include "bench/bench.h"
 #include "common/cli_json.h"
+#include "common/cli_options.h"
 #include "common/cli_util.h"
 #include "megamoe/comm.h"
 #include "common/timing.h"
@@ -326,22 +326,39 @@ static void print_table(const bench_cfg *cfg, double results[M_COUNT][BENCH_MAX_
     fflush(stdout);
 }
 
-static int parse_ranks(const char *cmd, const char *text, int *ranks, int *count) {
-    *count = 0;
+/* --ranks LIST: up to 16 comma-separated rank counts. */
+typedef struct rank_list {
+    int ranks[16], count;
+} rank_list;
+
+static int parse_ranks(const char *command, const char *option, const char *text, void *target) {
+    rank_list *list = target;
+    list->count = 0;
     const char *at = text;
     while (*at) {
         char *end = NULL;
         long v = strtol(at, &end, 10);
-        if (end == at || v < 1 || v > MM_COMM_MAX_RANKS || (*end && *end != ',') || *count >= 16) {
-            cli_error(cmd, "--ranks '%s' is not a comma-separated list of rank counts in [1, %d]", text,
-                      MM_COMM_MAX_RANKS);
+        if (end == at || v < 1 || v > MM_COMM_MAX_RANKS || (*end && *end != ',') || list->count >= 16) {
+            cli_error(command, "%s '%s' is not a comma-separated list of rank counts in [1, %d]", option,
+                      text, MM_COMM_MAX_RANKS);
             return -1;
         }
-        ranks[(*count)++] = (int)v;
+        list->ranks[list->count++] = (int)v;
         at = *end ? end + 1 : end;
     }
-    if (*count == 0) {
-        cli_error(cmd, "--ranks is empty");
+    if (list->count == 0) {
+        cli_error(command, "%s is empty", option);
+        return -1;
+    }
+    return 0;
+}
+
+/* --max-rows N: a power of two in [1, 512]. */
+static int parse_max_rows(const char *command, const char *option, const char *text, void *target) {
+    int64_t *max_rows = target;
+    if (cli_parse_int64(command, option, text, 1, 512, max_rows)) return -1;
+    if (*max_rows & (*max_rows - 1)) {
+        cli_error(command, "%s %lld is not a power of two", option, (long long)*max_rows);
         return -1;
     }
     return 0;
@@ -440,45 +457,22 @@ static int run_mpi(const char *cmd, bench_cfg *cfg) {
 }
 
 int mm_bench_comm_main(int argc, char **argv) {
-    enum { OPT_BACKEND = 500, OPT_RANKS, OPT_MAX_ROWS, OPT_ITERATIONS, OPT_WARMUP, OPT_JSON };
-    static const struct option long_options[] = {{"backend", required_argument, NULL, OPT_BACKEND},
-                                                 {"ranks", required_argument, NULL, OPT_RANKS},
-                                                 {"max-rows", required_argument, NULL, OPT_MAX_ROWS},
-                                                 {"iterations", required_argument, NULL, OPT_ITERATIONS},
-                                                 {"warmup", required_argument, NULL, OPT_WARMUP},
-                                                 {"json", no_argument, NULL, OPT_JSON},
-                                                 {"help", no_argument, NULL, 'h'},
-                                                 {NULL, 0, NULL, 0}};
     const char *cmd = "bench comm";
     const char *backend = "threads";
-    int rank_list[16] = {2, 4, 8}, rank_count = 3;
+    rank_list ranks = {{2, 4, 8}, 3};
     int64_t max_rows = 512, repetitions = 7, warmup = 2;
-    int opt, json = 0;
-    optind = 0;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
-        int bad = 0;
-        switch (opt) {
-        case OPT_BACKEND: bad = cli_parse_backend(cmd, optarg, &backend) != 0; break;
-        case OPT_RANKS: bad = parse_ranks(cmd, optarg, rank_list, &rank_count) != 0; break;
-        case OPT_MAX_ROWS:
-            bad = cli_parse_int64(cmd, "--max-rows", optarg, 1, 512, &max_rows);
-            if (!bad && (max_rows & (max_rows - 1))) {
-                cli_error(cmd, "--max-rows %lld is not a power of two", (long long)max_rows);
-                bad = 1;
-            }
-            break;
-        case OPT_ITERATIONS:
-            bad = cli_parse_int64(cmd, "--iterations", optarg, 1, 10000, &repetitions);
-            break;
-        case OPT_WARMUP: bad = cli_parse_int64(cmd, "--warmup", optarg, 0, 10000, &warmup); break;
-        case OPT_JSON: json = 1; break;
-        case 'h': fputs(bench_comm_usage, stdout); return MM_CLI_EXIT_OK;
-        default: return cli_option_error(cmd, opt, argv);
-        }
-        if (bad) return MM_CLI_EXIT_USAGE;
-    }
-    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    int json = 0;
+    const cli_option options[] = {
+        CLI_BACKEND_OPTION(&backend),
+        CLI_CUSTOM_OPTION("ranks", parse_ranks, &ranks),
+        CLI_CUSTOM_OPTION("max-rows", parse_max_rows, &max_rows),
+        CLI_INT64_OPTION("iterations", &repetitions, 1, 10000),
+        CLI_INT64_OPTION("warmup", &warmup, 0, 10000),
+        CLI_FLAG_OPTION("json", &json),
+    };
+    int done =
+        cli_options_parse(cmd, bench_comm_usage, 0, options, sizeof options / sizeof options[0], argc, argv);
+    if (done != CLI_OPTIONS_PARSED) return done;
     if (json && cli_json_redirect(cmd) != 0) return MM_CLI_EXIT_FAILURE;
 
     bench_cfg cfg = {0, (int)repetitions, (int)warmup, 0, {0}};
@@ -487,8 +481,8 @@ int mm_bench_comm_main(int argc, char **argv) {
         cfg.per_peer[cfg.points++] = (size_t)rows * BENCH_ROW_BYTES;
     if (!cli_backend_is_threads(backend)) return run_mpi(cmd, &cfg);
 
-    for (int i = 0; i < rank_count; i++) {
-        cfg.ranks = rank_list[i];
+    for (int i = 0; i < ranks.count; i++) {
+        cfg.ranks = ranks.ranks[i];
         double results[M_COUNT][BENCH_MAX_POINTS] = {{0}};
         int rc = run_threads_and_memcpy(cmd, &cfg, results);
         if (rc != MM_CLI_EXIT_OK) return rc;

@@ -7,13 +7,13 @@
  * The same bytes: every (source, destination) block holds the rows Dispatch sends there (Combine sends
  * the same rows back). The expert FFN is left out (Combine gets the dispatched rows as expert outputs).
  * A time is the median over repetitions of the slowest rank (ranks start together after a barrier). */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench/bench.h"
 #include "common/cli_json.h"
+#include "common/cli_options.h"
 #include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "common/dc_world.h"
@@ -106,15 +106,8 @@ static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
         }
         cli_dc_tensors tt;
         mm_combine_v2_inputs in;
-        cli_dc_combine_inputs(w, g, &tt, &in);
-        mm_tensor ex = mm_tensor_make(MM_DTYPE_BF16, 2, (int64_t[]){d.rows, H}, ex_bf16);
-        mm_tensor as = mm_tensor_make(MM_DTYPE_I32, 2, (int64_t[]){d.rows, 3}, d.assist);
-        mm_tensor epc = mm_tensor_make(MM_DTYPE_I32, 1, (int64_t[]){d.n_ep}, d.ep_counts);
-        in.expand_x = &ex, in.assist_info_for_combine = &as, in.ep_send_counts = &epc;
-        mm_tensor ty = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){bs, 1, H}, y);
-        mm_tensor tx = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){bs, 1, H}, x);
-        mm_tensor tr = mm_tensor_make(MM_DTYPE_F32, 3, (int64_t[]){bs, 1, 1}, rstd);
-        mm_combine_v2_outputs out = {&ty, &tr, &tx};
+        cli_dc_combine_inputs(w, g, &d, ex_bf16, &tt, &in);
+        mm_combine_v2_outputs out = cli_dc_combine_outputs(w, g, y, x, rstd, &tt);
         mm_dc_attrs a = cli_dc_attrs(w, g);
         if ((st = mm_comm_barrier(comm, err))) goto done;
         t[1] = t[1] - t[0];
@@ -284,92 +277,45 @@ static mm_status bench_process(mm_comm *comm, void *arg, mm_error *err) {
     return MM_OK;
 }
 
+/* --tokens LIST: up to 16 comma-separated counts in [1, 4096]. */
+static int parse_tokens(const char *command, const char *option, const char *text, void *target) {
+    bench_cfg *c = target;
+    c->n_tokens = 0;
+    const char *p = text;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 4096 || c->n_tokens == 16) {
+            cli_error(command, "%s '%s': expected up to 16 comma-separated counts in [1, 4096]", option,
+                      text);
+            return -1;
+        }
+        c->tokens[c->n_tokens++] = v;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
 int mm_bench_dispatch_combine_main(int argc, char **argv) {
-    enum {
-        OPT_BACKEND = 800,
-        OPT_RANKS,
-        OPT_TOKENS,
-        OPT_HIDDEN,
-        OPT_TOPK,
-        OPT_PER_RANK,
-        OPT_QUANT,
-        OPT_ITERATIONS,
-        OPT_WARMUP,
-        OPT_THREADS,
-        OPT_JSON
-    };
-    static const struct option long_options[] = {{"backend", required_argument, NULL, OPT_BACKEND},
-                                                 {"ranks", required_argument, NULL, OPT_RANKS},
-                                                 {"tokens", required_argument, NULL, OPT_TOKENS},
-                                                 {"hidden", required_argument, NULL, OPT_HIDDEN},
-                                                 {"topk", required_argument, NULL, OPT_TOPK},
-                                                 {"experts-per-rank", required_argument, NULL, OPT_PER_RANK},
-                                                 {"quant-mode", required_argument, NULL, OPT_QUANT},
-                                                 {"iterations", required_argument, NULL, OPT_ITERATIONS},
-                                                 {"warmup", required_argument, NULL, OPT_WARMUP},
-                                                 {"threads", required_argument, NULL, OPT_THREADS},
-                                                 {"json", no_argument, NULL, OPT_JSON},
-                                                 {"help", no_argument, NULL, 'h'},
-                                                 {NULL, 0, NULL, 0}};
     const char *cmd = "bench dispatch-combine";
     bench_cfg c = {"threads", 0, 4, 7168, 8, 8, 0, 7, 2, {1, 2, 4, 8, 16, 32, 128, 512}, 8};
-    int opt, json = 0;
-    optind = 0;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
-        switch (opt) {
-        case OPT_BACKEND:
-            if (cli_parse_backend(cmd, optarg, &c.backend) != 0) return MM_CLI_EXIT_USAGE;
-            c.mpi = strcmp(c.backend, "mpi") == 0;
-            break;
-        case OPT_RANKS:
-            if (cli_parse_int64(cmd, "--ranks", optarg, 1, MM_COMM_MAX_RANKS, &c.ranks))
-                return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_TOKENS: {
-            c.n_tokens = 0;
-            char *p = optarg;
-            while (*p) {
-                char *end;
-                long v = strtol(p, &end, 10);
-                if (end == p || v < 1 || v > 4096 || c.n_tokens == 16) {
-                    cli_error(cmd, "--tokens '%s': expected up to 16 comma-separated counts in [1, 4096]",
-                              optarg);
-                    return MM_CLI_EXIT_USAGE;
-                }
-                c.tokens[c.n_tokens++] = v;
-                p = *end == ',' ? end + 1 : end;
-            }
-            break;
-        }
-        case OPT_HIDDEN:
-            if (cli_parse_int64(cmd, "--hidden", optarg, 1, 65536, &c.hidden)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_TOPK:
-            if (cli_parse_int64(cmd, "--topk", optarg, 1, 64, &c.topk)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_PER_RANK:
-            if (cli_parse_int64(cmd, "--experts-per-rank", optarg, 1, 1024, &c.per_rank))
-                return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_QUANT:
-            if (cli_parse_int64(cmd, "--quant-mode", optarg, 0, 2, &c.quant)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_ITERATIONS:
-            if (cli_parse_int64(cmd, "--iterations", optarg, 1, 100000, &c.reps)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_WARMUP:
-            if (cli_parse_int64(cmd, "--warmup", optarg, 0, 100000, &c.warmup)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_THREADS:
-            if (cli_parse_threads(cmd, optarg)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_JSON: json = 1; break;
-        case 'h': fputs(usage, stdout); return MM_CLI_EXIT_OK;
-        default: return cli_option_error(cmd, opt, argv);
-        }
-    }
-    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    int json = 0;
+    const cli_option options[] = {
+        CLI_BACKEND_OPTION(&c.backend),
+        CLI_INT64_OPTION("ranks", &c.ranks, 1, MM_COMM_MAX_RANKS),
+        CLI_CUSTOM_OPTION("tokens", parse_tokens, &c),
+        CLI_INT64_OPTION("hidden", &c.hidden, 1, 65536),
+        CLI_INT64_OPTION("topk", &c.topk, 1, 64),
+        CLI_INT64_OPTION("experts-per-rank", &c.per_rank, 1, 1024),
+        CLI_INT64_OPTION("quant-mode", &c.quant, 0, 2),
+        CLI_INT64_OPTION("iterations", &c.reps, 1, 100000),
+        CLI_INT64_OPTION("warmup", &c.warmup, 0, 100000),
+        CLI_THREADS_OPTION,
+        CLI_FLAG_OPTION("json", &json),
+    };
+    int done = cli_options_parse(cmd, usage, 0, options, sizeof options / sizeof options[0], argc, argv);
+    if (done != CLI_OPTIONS_PARSED) return done;
+    c.mpi = strcmp(c.backend, "mpi") == 0;
     if (cli_backend_is_threads(c.backend) &&
         c.topk > c.ranks * c.per_rank) /* before the header (under MPI the world size decides) */
         return cli_usage_error(cmd, "--topk %lld exceeds the %lld experts (--ranks x --experts-per-rank)",

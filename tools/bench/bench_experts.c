@@ -7,12 +7,12 @@
  * top-k routing). After one warm-up of each, --iterations pairs (one local call, one MegaMoE call,
  * alternating which goes first, so that the noise of this shared machine hits both alike) are timed;
  * the medians are printed with tokens/s and whether the two y have the same bits (they must). */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench/bench.h"
+#include "common/cli_options.h"
 #include "common/cli_util.h"
 #include "common/timing.h"
 #include "core/cpu.h"
@@ -187,93 +187,45 @@ static int run_format(const bench_options *o, const run_moe_scenario *sc) {
     return rc;
 }
 
-static int parse_list(const char *option, const char *text, bench_options *o) {
+/* --tokens LIST or --format LIST (the default formats go through here too). */
+static int parse_list(const char *command, const char *option, const char *text, void *target) {
+    bench_options *o = target;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", text);
     int n = 0;
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (n == MAX_LIST) return cli_usage_error(cmd, "%s: at most %d entries", option, MAX_LIST);
+        if (n == MAX_LIST) return cli_usage_error(command, "%s: at most %d entries", option, MAX_LIST);
         if (strcmp(option, "--tokens") == 0) {
-            if (cli_parse_int64(cmd, option, tok, 1, 65536, &o->tokens[n])) return -1;
+            if (cli_parse_int64(command, option, tok, 1, 65536, &o->tokens[n])) return -1;
         } else {
             o->formats[n] = run_moe_find_scenario(tok);
-            if (!o->formats[n]) return cli_usage_error(cmd, "unknown --format '%s'", tok);
+            if (!o->formats[n]) return cli_usage_error(command, "unknown --format '%s'", tok);
         }
         n++;
     }
-    if (n == 0) return cli_usage_error(cmd, "%s: no entry given", option);
+    if (n == 0) return cli_usage_error(command, "%s: no entry given", option);
     *(strcmp(option, "--tokens") == 0 ? &o->n_tokens : &o->n_formats) = n;
     return 0;
 }
 
 int mm_bench_experts_main(int argc, char **argv) {
-    enum {
-        OPT_HIDDEN = 256,
-        OPT_INTER,
-        OPT_EXPERTS,
-        OPT_TOPK,
-        OPT_SHARED,
-        OPT_TOKENS,
-        OPT_FORMAT,
-        OPT_REPEAT,
-        OPT_SEED,
-        OPT_JSON
-    };
-    static const struct option long_opts[] = {{"hidden", required_argument, NULL, OPT_HIDDEN},
-                                              {"intermediate", required_argument, NULL, OPT_INTER},
-                                              {"experts", required_argument, NULL, OPT_EXPERTS},
-                                              {"topk", required_argument, NULL, OPT_TOPK},
-                                              {"shared-experts", required_argument, NULL, OPT_SHARED},
-                                              {"tokens", required_argument, NULL, OPT_TOKENS},
-                                              {"format", required_argument, NULL, OPT_FORMAT},
-                                              {"iterations", required_argument, NULL, OPT_REPEAT},
-                                              {"seed", required_argument, NULL, OPT_SEED},
-                                              {"json", no_argument, NULL, OPT_JSON},
-                                              {"help", no_argument, NULL, 'h'},
-                                              {NULL, 0, NULL, 0}};
     bench_options o = {2048, 768, 128, 8, 0, 9, {1, 16, 256}, 3, 0, {NULL}, 1};
-    if (parse_list("--format", "a16w16,a4w4-fp", &o)) return MM_CLI_EXIT_USAGE;
-    int64_t v = 0;
-    optind = 1;
-    opterr = 0;
-    int opt, json = 0;
-    while ((opt = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
-        switch (opt) {
-        case OPT_HIDDEN:
-            if (cli_parse_int64(cmd, "--hidden", optarg, 1, 65536, &o.hidden)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_INTER:
-            if (cli_parse_int64(cmd, "--intermediate", optarg, 2, 65536, &o.inter)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_EXPERTS:
-            if (cli_parse_int64(cmd, "--experts", optarg, 1, 4096, &o.experts)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_TOPK:
-            if (cli_parse_int64(cmd, "--topk", optarg, 1, 4096, &o.topk)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_SHARED:
-            if (cli_parse_int64(cmd, "--shared-experts", optarg, 0, MM_MEGA_MOE_MAX_SHARED_EXPERTS,
-                                &o.shared))
-                return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_TOKENS:
-        case OPT_FORMAT:
-            if (parse_list(opt == OPT_TOKENS ? "--tokens" : "--format", optarg, &o)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_REPEAT:
-            if (cli_parse_int64(cmd, "--iterations", optarg, 1, MAX_REPEAT, &o.repeat))
-                return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_SEED:
-            if (cli_parse_int64(cmd, "--seed", optarg, 0, INT64_MAX, &v)) return MM_CLI_EXIT_USAGE;
-            o.seed = (uint64_t)v;
-            break;
-        case OPT_JSON: json = 1; break;
-        case 'h': fputs(usage, stdout); return MM_CLI_EXIT_OK;
-        default: return cli_option_error(cmd, opt, argv);
-        }
-    }
-    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (parse_list(cmd, "--format", "a16w16,a4w4-fp", &o)) return MM_CLI_EXIT_USAGE;
+    int json = 0;
+    const cli_option options[] = {
+        CLI_INT64_OPTION("hidden", &o.hidden, 1, 65536),
+        CLI_INT64_OPTION("intermediate", &o.inter, 2, 65536),
+        CLI_INT64_OPTION("experts", &o.experts, 1, 4096),
+        CLI_INT64_OPTION("topk", &o.topk, 1, 4096),
+        CLI_INT64_OPTION("shared-experts", &o.shared, 0, MM_MEGA_MOE_MAX_SHARED_EXPERTS),
+        CLI_CUSTOM_OPTION("tokens", parse_list, &o),
+        CLI_CUSTOM_OPTION("format", parse_list, &o),
+        CLI_INT64_OPTION("iterations", &o.repeat, 1, MAX_REPEAT),
+        CLI_SEED_OPTION(&o.seed),
+        CLI_FLAG_OPTION("json", &json),
+    };
+    int done = cli_options_parse(cmd, usage, 0, options, sizeof options / sizeof options[0], argc, argv);
+    if (done != CLI_OPTIONS_PARSED) return done;
     if (o.inter % 2 != 0) return cli_usage_error(cmd, "--intermediate %lld must be even", (long long)o.inter);
     if (o.topk > o.experts)
         return cli_usage_error(cmd, "--topk %lld is above --experts %lld", (long long)o.topk,

@@ -11,7 +11,6 @@
  *       with oneDNN.
  * The bench uses the library's internals (src/gemm, src/core), which only the CLI's bench and run files
  * see. */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 #include "bench/bench.h"
 #include "bench/bench_ffn.h"
 #include "common/cli_json.h"
+#include "common/cli_options.h"
 #include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "core/cpu.h"
@@ -129,6 +129,32 @@ static int parse_names(const char *cmd, const char *option, const char *text, co
     }
     if (*n == 0) cli_error(cmd, "%s: empty list", option);
     return *n == 0 ? -1 : 0;
+}
+
+static int parse_hidden(const char *command, const char *option, const char *text, void *target) {
+    ffn_config *cfg = target;
+    return parse_list(command, option, text, 32, 65536, cfg->hidden, &cfg->n_hidden);
+}
+
+static int parse_rows(const char *command, const char *option, const char *text, void *target) {
+    ffn_config *cfg = target;
+    return parse_list(command, option, text, 1, 4096, cfg->rows, &cfg->n_rows);
+}
+
+static int parse_formats(const char *command, const char *option, const char *text, void *target) {
+    static const char *const names[] = {"bf16",  "int8",     "int8xint4", "mxfp8",    "mxfp8xmxfp4",
+                                        "mxfp4", "a16-fp8b", "a16-mxfp4", "a16-uint4"};
+    static const int values[] = {FFN_BF16,  FFN_INT8,     FFN_INT8_INT4, FFN_MXFP8,    FFN_MXFP8_MXFP4,
+                                 FFN_MXFP4, FFN_A16_FP8B, FFN_A16_MXFP4, FFN_A16_UINT4};
+    ffn_config *cfg = target;
+    return parse_names(command, option, text, names, values, FFN_FORMAT_COUNT, cfg->formats, &cfg->n_formats);
+}
+
+static int parse_levels(const char *command, const char *option, const char *text, void *target) {
+    static const char *const names[] = {"auto", "avx512", "avx512-few", "amx", "amx-few"};
+    static const int values[] = {LEVEL_AUTO, MM_KIND_AVX512, MM_KIND_AVX512_FEW, MM_KIND_AMX, MM_KIND_AMX_FEW};
+    ffn_config *cfg = target;
+    return parse_names(command, option, text, names, values, 5, cfg->levels, &cfg->n_levels);
 }
 
 static const char *level_name(int level) {
@@ -608,105 +634,40 @@ static void print_header(const ffn_config *cfg) {
 }
 
 int mm_bench_ffn_main(int argc, char **argv) {
-    enum {
-        OPT_HIDDEN = 500,
-        OPT_INTER,
-        OPT_ROWS,
-        OPT_FORMAT,
-        OPT_ISA,
-        OPT_THREADS,
-        OPT_ITERATIONS,
-        OPT_STREAM,
-        OPT_QUICK,
-        OPT_JSON,
-        OPT_PLOT
-    };
-    static const struct option long_options[] = {{"hidden", required_argument, NULL, OPT_HIDDEN},
-                                                 {"intermediate", required_argument, NULL, OPT_INTER},
-                                                 {"rows", required_argument, NULL, OPT_ROWS},
-                                                 {"format", required_argument, NULL, OPT_FORMAT},
-                                                 {"isa", required_argument, NULL, OPT_ISA},
-                                                 {"threads", required_argument, NULL, OPT_THREADS},
-                                                 {"iterations", required_argument, NULL, OPT_ITERATIONS},
-                                                 {"stream-mb", required_argument, NULL, OPT_STREAM},
-                                                 {"quick", no_argument, NULL, OPT_QUICK},
-                                                 {"json", no_argument, NULL, OPT_JSON},
-                                                 {"plot", required_argument, NULL, OPT_PLOT},
-                                                 {"help", no_argument, NULL, 'h'},
-                                                 {NULL, 0, NULL, 0}};
-    static const char *const format_names[] = {"bf16",  "int8",     "int8xint4", "mxfp8",    "mxfp8xmxfp4",
-                                               "mxfp4", "a16-fp8b", "a16-mxfp4", "a16-uint4"};
-    static const int format_values[] = {FFN_BF16,  FFN_INT8,     FFN_INT8_INT4, FFN_MXFP8,    FFN_MXFP8_MXFP4,
-                                        FFN_MXFP4, FFN_A16_FP8B, FFN_A16_MXFP4, FFN_A16_UINT4};
-    static const char *const level_names[] = {"auto", "avx512", "avx512-few", "amx", "amx-few"};
-    static const int level_values[] = {LEVEL_AUTO, MM_KIND_AVX512, MM_KIND_AVX512_FEW, MM_KIND_AMX,
-                                       MM_KIND_AMX_FEW};
     const char *cmd = "bench ffn";
-    ffn_config cfg = {.hidden = {2048, 7168},
-                      .n_hidden = 2,
-                      .rows = {1, 2, 4, 8, 64, 256},
-                      .n_rows = 6,
-                      .inter = 2048,
-                      .n_formats = FFN_FORMAT_COUNT,
-                      .threads = mm_bench_default_threads(),
-                      .repeat = 5,
-                      .stream_mb = 1024};
+    /* Zero counts and sizes: not given (their defaults, full or --quick, are set after parsing). */
+    ffn_config cfg = {.n_formats = FFN_FORMAT_COUNT, .threads = mm_bench_default_threads()};
     for (int i = 0; i < FFN_FORMAT_COUNT; i++) cfg.formats[i] = i;
-    int set_hidden = 0, set_rows = 0, set_inter = 0, set_repeat = 0, set_stream = 0, set_levels = 0,
-        quick = 0, json = 0;
+    int quick = 0, json = 0;
+    int64_t threads = cfg.threads;
     const char *plot_path = NULL;
-    int64_t v;
-    int opt;
-    optind = 0;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
-        int bad = 0;
-        switch (opt) {
-        case OPT_HIDDEN:
-            bad = parse_list(cmd, "--hidden", optarg, 32, 65536, cfg.hidden, &cfg.n_hidden), set_hidden = 1;
-            break;
-        case OPT_ROWS:
-            bad = parse_list(cmd, "--rows", optarg, 1, 4096, cfg.rows, &cfg.n_rows), set_rows = 1;
-            break;
-        case OPT_INTER:
-            bad = cli_parse_int64(cmd, "--intermediate", optarg, 16, 65536, &cfg.inter), set_inter = 1;
-            break;
-        case OPT_FORMAT:
-            bad = parse_names(cmd, "--format", optarg, format_names, format_values, FFN_FORMAT_COUNT,
-                              cfg.formats, &cfg.n_formats);
-            break;
-        case OPT_ISA:
-            bad = parse_names(cmd, "--isa", optarg, level_names, level_values, 5, cfg.levels, &cfg.n_levels);
-            set_levels = 1;
-            break;
-        case OPT_THREADS:
-            bad = cli_parse_int64(cmd, "--threads", optarg, 1, 64, &v) || cli_parse_threads(cmd, optarg);
-            cfg.threads = (int)v;
-            break;
-        case OPT_ITERATIONS:
-            bad = cli_parse_int64(cmd, "--iterations", optarg, 1, 1000, &v), cfg.repeat = (int)v,
-            set_repeat = 1;
-            break;
-        case OPT_STREAM:
-            bad = cli_parse_int64(cmd, "--stream-mb", optarg, 1, 65536, &cfg.stream_mb), set_stream = 1;
-            break;
-        case OPT_QUICK: quick = 1; break;
-        case OPT_JSON: json = 1; break;
-        case OPT_PLOT: plot_path = optarg; break;
-        case 'h': fputs(bench_ffn_usage, stdout); return MM_CLI_EXIT_OK;
-        default: return cli_option_error(cmd, opt, argv);
-        }
-        if (bad) return MM_CLI_EXIT_USAGE;
+    const cli_option options[] = {
+        CLI_CUSTOM_OPTION("hidden", parse_hidden, &cfg),
+        CLI_INT64_OPTION("intermediate", &cfg.inter, 16, 65536),
+        CLI_CUSTOM_OPTION("rows", parse_rows, &cfg),
+        CLI_CUSTOM_OPTION("format", parse_formats, &cfg),
+        CLI_CUSTOM_OPTION("isa", parse_levels, &cfg),
+        CLI_THREADS_COUNT_OPTION(&threads, 1, 64),
+        CLI_INT_OPTION("iterations", &cfg.repeat, 1, 1000),
+        CLI_INT64_OPTION("stream-mb", &cfg.stream_mb, 1, 65536),
+        CLI_FLAG_OPTION("quick", &quick),
+        CLI_FLAG_OPTION("json", &json),
+        CLI_TEXT_OPTION("plot", &plot_path),
+    };
+    int done =
+        cli_options_parse(cmd, bench_ffn_usage, 0, options, sizeof options / sizeof options[0], argc, argv);
+    if (done != CLI_OPTIONS_PARSED) return done;
+    cfg.threads = (int)threads;
+    if (!cfg.n_hidden) cfg.hidden[0] = 2048, cfg.hidden[1] = 7168, cfg.n_hidden = quick ? 1 : 2;
+    if (!cfg.inter) cfg.inter = quick ? 512 : 2048;
+    if (!cfg.n_rows) {
+        static const int64_t full[] = {1, 2, 4, 8, 64, 256}, fast[] = {1, 8, 64};
+        memcpy(cfg.rows, full, sizeof full), cfg.n_rows = 6;
+        if (quick) memcpy(cfg.rows, fast, sizeof fast), cfg.n_rows = 3;
     }
-    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-    if (quick) {
-        if (!set_hidden) cfg.hidden[0] = 2048, cfg.n_hidden = 1;
-        if (!set_inter) cfg.inter = 512;
-        if (!set_rows) cfg.rows[0] = 1, cfg.rows[1] = 8, cfg.rows[2] = 64, cfg.n_rows = 3;
-        if (!set_repeat) cfg.repeat = 3;
-        if (!set_stream) cfg.stream_mb = 64;
-    }
-    if (!set_levels) {
+    if (!cfg.repeat) cfg.repeat = quick ? 3 : 5;
+    if (!cfg.stream_mb) cfg.stream_mb = quick ? 64 : 1024;
+    if (!cfg.n_levels) {
         cfg.levels[cfg.n_levels++] = LEVEL_AUTO;
         if (mm_cpu_supports(MM_ISA_AVX512)) {
             cfg.levels[cfg.n_levels++] = MM_KIND_AVX512;

@@ -53,30 +53,34 @@ static void finish(uint8_t *buf) {
     sink = v;
 }
 
-double bench_ffn_peak_tdpbf16ps(int64_t iterations) {
+/* `iterations` rounds of the four independent tile instructions, tdpbf16ps (16 x 16 x 32 BF16 products
+ * each) or, with int8, tdpbusd (16 x 16 x 64 INT8 products); returns the operations done. */
+static double tile_peak(int64_t iterations, int int8) {
     _Alignas(64) uint8_t buf[1024];
     configure_tiles();
     load_operands(buf);
-    for (int64_t i = 0; i < iterations; i++) {
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-    }
+    if (int8)
+        for (int64_t i = 0; i < iterations; i++) {
+            _tile_dpbusd(0, 4, 6);
+            _tile_dpbusd(1, 4, 7);
+            _tile_dpbusd(2, 5, 6);
+            _tile_dpbusd(3, 5, 7);
+        }
+    else
+        for (int64_t i = 0; i < iterations; i++) {
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
     finish(buf);
-    return (double)iterations * 4 * 16 * 16 * 32 * 2;
+    return (double)iterations * 4 * 16 * 16 * (int8 ? 64 : 32) * 2;
+}
+
+double bench_ffn_peak_tdpbf16ps(int64_t iterations) {
+    return tile_peak(iterations, 0);
 }
 
 double bench_ffn_peak_tdpbusd(int64_t iterations) {
-    _Alignas(64) uint8_t buf[1024];
-    configure_tiles();
-    load_operands(buf);
-    for (int64_t i = 0; i < iterations; i++) {
-        _tile_dpbusd(0, 4, 6);
-        _tile_dpbusd(1, 4, 7);
-        _tile_dpbusd(2, 5, 6);
-        _tile_dpbusd(3, 5, 7);
-    }
-    finish(buf);
-    return (double)iterations * 4 * 16 * 16 * 64 * 2;
+    return tile_peak(iterations, 1);
 }

@@ -19,7 +19,6 @@
  * The DeepSeek-like shape keeps H 7168 and I 2048 but loads fewer routed experts (the preset's 32 of
  * 256, top-8, 1 shared, MX FP8) so the weights fit in memory; prefill uses fewer tokens per rank than
  * Qwen3 (each call moves 20x the FLOPs). */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +26,7 @@
 #include "bench/bench.h"
 #include "bench/bench_mega_moe_plot.h"
 #include "common/cli_json.h"
+#include "common/cli_options.h"
 #include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "ops/mega_moe/compute_only.h"
@@ -383,16 +383,17 @@ static int make_cases(const bench_options *o, int64_t ranks, bench_case *cases, 
     return n;
 }
 
-static int parse_decode(const char *text, bench_options *o) {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", text);
-    o->n_decode = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (o->n_decode == MAX_DECODE_SIZES) return cli_usage_error(cmd, "--decode-tokens: at most 8 sizes");
-        if (cli_parse_int64(cmd, "--decode-tokens", tok, 1, 4096, &o->decode[o->n_decode])) return -1;
-        o->n_decode++;
-    }
-    return o->n_decode > 0 ? 0 : cli_usage_error(cmd, "--decode-tokens: no size given");
+static int parse_decode(const char *command, const char *option, const char *text, void *target) {
+    bench_options *o = target;
+    return cli_parse_int64_list(command, option, text, 1, 4096, o->decode, MAX_DECODE_SIZES, &o->n_decode,
+                                "size");
+}
+
+static int parse_phase(const char *command, const char *option, const char *text, void *target) {
+    if (strcmp(text, "prefill") != 0 && strcmp(text, "decode") != 0 && strcmp(text, "all") != 0)
+        return cli_usage_error(command, "%s '%s' is not prefill, decode or all", option, text);
+    *(const char **)target = text;
+    return 0;
 }
 
 static int run_threads(const bench_options *o) {
@@ -475,85 +476,24 @@ static int run_launched(const bench_options *o) {
 }
 
 int mm_bench_mega_moe_main(int argc, char **argv) {
-    enum {
-        OPT_BACKEND = 256,
-        OPT_RANKS,
-        OPT_PRESET,
-        OPT_PHASE,
-        OPT_PREFILL,
-        OPT_DECODE,
-        OPT_SCENARIO,
-        OPT_ITER,
-        OPT_SEED,
-        OPT_THREADS,
-        OPT_JSON,
-        OPT_PLOT
-    };
-    static const struct option long_opts[] = {{"backend", required_argument, NULL, OPT_BACKEND},
-                                              {"ranks", required_argument, NULL, OPT_RANKS},
-                                              {"preset", required_argument, NULL, OPT_PRESET},
-                                              {"phase", required_argument, NULL, OPT_PHASE},
-                                              {"prefill-tokens", required_argument, NULL, OPT_PREFILL},
-                                              {"decode-tokens", required_argument, NULL, OPT_DECODE},
-                                              {"scenario", required_argument, NULL, OPT_SCENARIO},
-                                              {"iterations", required_argument, NULL, OPT_ITER},
-                                              {"seed", required_argument, NULL, OPT_SEED},
-                                              {"threads", required_argument, NULL, OPT_THREADS},
-                                              {"json", no_argument, NULL, OPT_JSON},
-                                              {"plot", required_argument, NULL, OPT_PLOT},
-                                              {"help", no_argument, NULL, 'h'},
-                                              {NULL, 0, NULL, 0}};
     bench_options o = {"threads", 4, 0, 9, {1, 8}, 2, "all", "all", NULL, 1, 0, NULL};
     const char *plot_path = NULL;
-    int64_t v = 0;
-    optind = 1;
-    opterr = 0;
-    int opt;
-    while ((opt = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
-        switch (opt) {
-        case OPT_BACKEND:
-            if (cli_parse_backend(cmd, optarg, &o.backend) != 0) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_RANKS:
-            if (cli_parse_int64(cmd, "--ranks", optarg, 1, MM_COMM_MAX_RANKS, &o.ranks))
-                return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_PRESET: o.preset = optarg; break;
-        case OPT_PHASE:
-            if (strcmp(optarg, "prefill") != 0 && strcmp(optarg, "decode") != 0 && strcmp(optarg, "all") != 0)
-                return cli_usage_error(cmd, "--phase '%s' is not prefill, decode or all", optarg);
-            o.phase = optarg;
-            break;
-        case OPT_PREFILL:
-            if (cli_parse_int64(cmd, "--prefill-tokens", optarg, 1, 65536, &o.prefill_tokens))
-                return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_DECODE:
-            if (parse_decode(optarg, &o)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_SCENARIO:
-            if (!run_moe_find_scenario(optarg))
-                return cli_usage_error(cmd, "unknown --scenario '%s'", optarg);
-            o.scenario = optarg;
-            break;
-        case OPT_ITER:
-            if (cli_parse_int64(cmd, "--iterations", optarg, 1, MAX_ITERATIONS, &o.iterations))
-                return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_SEED:
-            if (cli_parse_int64(cmd, "--seed", optarg, 0, INT64_MAX, &v)) return MM_CLI_EXIT_USAGE;
-            o.seed = (uint64_t)v;
-            break;
-        case OPT_THREADS:
-            if (cli_parse_threads(cmd, optarg)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_JSON: o.json = 1; break;
-        case OPT_PLOT: plot_path = optarg; break;
-        case 'h': fputs(usage, stdout); return MM_CLI_EXIT_OK;
-        default: return cli_option_error(cmd, opt, argv);
-        }
-    }
-    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    const cli_option options[] = {
+        CLI_BACKEND_OPTION(&o.backend),
+        CLI_INT64_OPTION("ranks", &o.ranks, 1, MM_COMM_MAX_RANKS),
+        CLI_TEXT_OPTION("preset", &o.preset),
+        CLI_CUSTOM_OPTION("phase", parse_phase, &o.phase),
+        CLI_INT64_OPTION("prefill-tokens", &o.prefill_tokens, 1, 65536),
+        CLI_CUSTOM_OPTION("decode-tokens", parse_decode, &o),
+        CLI_CUSTOM_OPTION("scenario", run_moe_parse_scenario, &o.scenario),
+        CLI_INT64_OPTION("iterations", &o.iterations, 1, MAX_ITERATIONS),
+        CLI_SEED_OPTION(&o.seed),
+        CLI_THREADS_OPTION,
+        CLI_FLAG_OPTION("json", &o.json),
+        CLI_TEXT_OPTION("plot", &plot_path),
+    };
+    int done = cli_options_parse(cmd, usage, 0, options, sizeof options / sizeof options[0], argc, argv);
+    if (done != CLI_OPTIONS_PARSED) return done;
     if (strcmp(o.preset, "all") != 0 && strcmp(o.preset, "qwen3-30b-a3b") != 0 &&
         strcmp(o.preset, "deepseek-v3") != 0)
         return cli_usage_error(cmd, "--preset '%s' is not qwen3-30b-a3b, deepseek-v3 or all", o.preset);

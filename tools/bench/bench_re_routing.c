@@ -4,7 +4,6 @@
  * Re-routing is a permuted copy, so memcpy is its speed limit: the benchmark reports how close it
  * gets, against a single-threaded memcpy and against a memcpy split over N threads (the fair
  * baseline for a multi-threaded operator), all measured in the same run and interleaved. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include "bench/bench.h"
 #include "common/cli_threads.h"
 #include "common/cli_json.h"
+#include "common/cli_options.h"
 #include "common/cli_util.h"
 #include "common/demo_data.h"
 #include "common/timing.h"
@@ -47,41 +47,20 @@ static mm_status run_method(int method, cli_rerouting_buffers *b, int threads, m
 }
 
 int mm_bench_re_routing_main(int argc, char **argv) {
-    enum { OPT_ITERATIONS = 400, OPT_WARMUP, OPT_THREADS, OPT_JSON };
-    static const struct option long_options[] = {CLI_REROUTING_SHAPE_OPTIONS,
-                                                 {"iterations", required_argument, NULL, OPT_ITERATIONS},
-                                                 {"warmup", required_argument, NULL, OPT_WARMUP},
-                                                 {"threads", required_argument, NULL, OPT_THREADS},
-                                                 {"json", no_argument, NULL, OPT_JSON},
-                                                 {"help", no_argument, NULL, 'h'},
-                                                 {NULL, 0, NULL, 0}};
     const char *cmd = "bench re-routing";
     cli_rerouting_shape shape = cli_rerouting_default_shape();
     int64_t repetitions = 10, warmup = 2, threads = mm_bench_default_threads();
-    int opt, json = 0;
-    optind = 0;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
-        int handled = cli_rerouting_shape_option(cmd, opt, optarg, &shape);
-        if (handled < 0) return MM_CLI_EXIT_USAGE;
-        if (handled) continue;
-        int bad = 0;
-        switch (opt) {
-        case OPT_ITERATIONS:
-            bad = cli_parse_int64(cmd, "--iterations", optarg, 1, 100000, &repetitions);
-            break;
-        case OPT_WARMUP: bad = cli_parse_int64(cmd, "--warmup", optarg, 0, 100000, &warmup); break;
-        case OPT_THREADS:
-            bad =
-                cli_parse_int64(cmd, "--threads", optarg, 1, 256, &threads) || cli_parse_threads(cmd, optarg);
-            break;
-        case OPT_JSON: json = 1; break;
-        case 'h': fputs(bench_re_routing_usage, stdout); return MM_CLI_EXIT_OK;
-        default: return cli_option_error(cmd, opt, argv);
-        }
-        if (bad) return MM_CLI_EXIT_USAGE;
-    }
-    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    int json = 0;
+    const cli_option options[] = {
+        CLI_REROUTING_SHAPE_OPTIONS(&shape),
+        CLI_INT64_OPTION("iterations", &repetitions, 1, 100000),
+        CLI_INT64_OPTION("warmup", &warmup, 0, 100000),
+        CLI_THREADS_COUNT_OPTION(&threads, 1, 256),
+        CLI_FLAG_OPTION("json", &json),
+    };
+    int done = cli_options_parse(cmd, bench_re_routing_usage, 0, options, sizeof options / sizeof options[0],
+                                 argc, argv);
+    if (done != CLI_OPTIONS_PARSED) return done;
     if (json && cli_json_redirect(cmd) != 0) return MM_CLI_EXIT_FAILURE;
 
     mm_error err;

@@ -17,7 +17,6 @@
  *                          the launcher per layer must do; the packed weights are reused).
  * The overhead columns are world - spmd and launch - spmd. The world's y is checked bit-identical to
  * the launcher's. Results: docs/world.md. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +24,7 @@
 
 #include "bench/bench.h"
 #include "common/cli_json.h"
+#include "common/cli_options.h"
 #include "common/cli_threads.h"
 #include "common/cli_util.h"
 #include "common/timing.h"
@@ -267,82 +267,28 @@ static int bench_ranks(const bench_options *o, int64_t R) {
     return rc;
 }
 
-static int parse_ranks(const char *text, bench_options *o) {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", text);
-    o->n_ranks = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (o->n_ranks == MAX_RANK_COUNTS) return cli_usage_error(cmd, "--ranks: at most 8 counts");
-        if (cli_parse_int64(cmd, "--ranks", tok, 1, MM_COMM_MAX_RANKS, &o->ranks[o->n_ranks])) return -1;
-        o->n_ranks++;
-    }
-    return o->n_ranks > 0 ? 0 : cli_usage_error(cmd, "--ranks: no count given");
+static int parse_ranks(const char *command, const char *option, const char *text, void *target) {
+    bench_options *o = target;
+    return cli_parse_int64_list(command, option, text, 1, MM_COMM_MAX_RANKS, o->ranks, MAX_RANK_COUNTS,
+                                &o->n_ranks, "count");
 }
 
 int mm_bench_world_main(int argc, char **argv) {
-    enum {
-        OPT_RANKS = 256,
-        OPT_EXPERTS,
-        OPT_SCENARIO,
-        OPT_CALLS,
-        OPT_LAUNCHES,
-        OPT_EMPTY,
-        OPT_REPS,
-        OPT_SEED,
-        OPT_JSON
-    };
-    static const struct option long_opts[] = {{"ranks", required_argument, NULL, OPT_RANKS},
-                                              {"experts", required_argument, NULL, OPT_EXPERTS},
-                                              {"scenario", required_argument, NULL, OPT_SCENARIO},
-                                              {"calls", required_argument, NULL, OPT_CALLS},
-                                              {"launches", required_argument, NULL, OPT_LAUNCHES},
-                                              {"empty-calls", required_argument, NULL, OPT_EMPTY},
-                                              {"iterations", required_argument, NULL, OPT_REPS},
-                                              {"seed", required_argument, NULL, OPT_SEED},
-                                              {"json", no_argument, NULL, OPT_JSON},
-                                              {"help", no_argument, NULL, 'h'},
-                                              {NULL, 0, NULL, 0}};
     bench_options o = {{1, 2, 4}, 3, 128, 20, 10, 2000, 7, "a16w16", 1};
-    int64_t v = 0;
-    optind = 1;
-    opterr = 0;
-    int opt, json = 0;
-    while ((opt = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
-        switch (opt) {
-        case OPT_RANKS:
-            if (parse_ranks(optarg, &o)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_EXPERTS:
-            if (cli_parse_int64(cmd, "--experts", optarg, 8, 128, &o.experts)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_SCENARIO:
-            if (!run_moe_find_scenario(optarg))
-                return cli_usage_error(cmd, "unknown --scenario '%s'", optarg);
-            o.scenario = optarg;
-            break;
-        case OPT_CALLS:
-            if (cli_parse_int64(cmd, "--calls", optarg, 1, 100000, &o.calls)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_LAUNCHES:
-            if (cli_parse_int64(cmd, "--launches", optarg, 1, 100000, &o.launches)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_EMPTY:
-            if (cli_parse_int64(cmd, "--empty-calls", optarg, 1, 10000000, &o.empty_calls))
-                return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_REPS:
-            if (cli_parse_int64(cmd, "--iterations", optarg, 1, MAX_REPS, &o.reps)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_SEED:
-            if (cli_parse_int64(cmd, "--seed", optarg, 0, INT64_MAX, &v)) return MM_CLI_EXIT_USAGE;
-            o.seed = (uint64_t)v;
-            break;
-        case OPT_JSON: json = 1; break;
-        case 'h': fputs(usage, stdout); return MM_CLI_EXIT_OK;
-        default: return cli_option_error(cmd, opt, argv);
-        }
-    }
-    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    int json = 0;
+    const cli_option options[] = {
+        CLI_CUSTOM_OPTION("ranks", parse_ranks, &o),
+        CLI_INT64_OPTION("experts", &o.experts, 8, 128),
+        CLI_CUSTOM_OPTION("scenario", run_moe_parse_scenario, &o.scenario),
+        CLI_INT64_OPTION("calls", &o.calls, 1, 100000),
+        CLI_INT64_OPTION("launches", &o.launches, 1, 100000),
+        CLI_INT64_OPTION("empty-calls", &o.empty_calls, 1, 10000000),
+        CLI_INT64_OPTION("iterations", &o.reps, 1, MAX_REPS),
+        CLI_SEED_OPTION(&o.seed),
+        CLI_FLAG_OPTION("json", &json),
+    };
+    int done = cli_options_parse(cmd, usage, 0, options, sizeof options / sizeof options[0], argc, argv);
+    if (done != CLI_OPTIONS_PARSED) return done;
     for (int i = 0; i < o.n_ranks; i++)
         if (o.experts % o.ranks[i] != 0 || o.experts / o.ranks[i] < 1)
             return cli_usage_error(cmd, "%lld ranks do not divide --experts %lld", (long long)o.ranks[i],

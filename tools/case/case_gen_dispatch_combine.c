@@ -5,7 +5,6 @@
  * Dispatch on it (ranks as threads), turns the received rows into expert outputs with a simple
  * per-expert scaling (so that the case is consistent: the handoff tensors are what Dispatch gave) and
  * writes the Combine inputs. The same options and seed give the same file. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,15 +70,9 @@ static mm_status dispatch_rank(mm_comm *comm, void *arg, mm_error *err) {
     const cli_dc_world *w = run->w;
     int g = mm_comm_rank(comm);
     if (!w->rank[g].alive) return MM_OK;
-    if (w->elastic) {
-        int alive[MM_COMM_MAX_RANKS], n = 0;
-        for (int r = 0; r < w->nranks; r++)
-            if (w->rank[r].alive) alive[n++] = r;
-        mm_status st = mm_comm_set_survivors(comm, alive, n, err);
-        if (st) return st;
-    }
     mm_dc_workspace *ws = NULL;
-    mm_status st = mm_dc_workspace_create(comm, &ws, err);
+    mm_status st = cli_dc_set_survivors(comm, w, err);
+    if (!st) st = mm_dc_workspace_create(comm, &ws, err);
     if (st) return st;
     st = cli_dc_dispatch(ws, w, g, &run->out[g], err);
     mm_dc_workspace_free(ws, NULL);
@@ -112,33 +105,16 @@ static uint16_t *expert_outputs(const cli_dc_world *w, int64_t g, const cli_dc_d
 static int generate(int argc, char **argv, int combine) {
     const char *cmd = "case-gen";
     const char *op = combine ? "moe_distribute_combine_add_rms_norm_v2" : "moe_distribute_dispatch_v3";
-    static const struct option long_options[] = {{"output", required_argument, NULL, 'o'},
-                                                 CLI_DC_OPTIONS,
-                                                 {"help", no_argument, NULL, 'h'},
-                                                 {NULL, 0, NULL, 0}};
     cli_dc_opts o = cli_dc_default_opts();
     const char *path = NULL;
-    int opt;
-    optind = 0;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":o:h", long_options, NULL)) != -1) {
-        int handled = cli_dc_option(cmd, opt, optarg, &o);
-        if (handled < 0) return MM_CLI_EXIT_USAGE;
-        if (handled) continue;
-        switch (opt) {
-        case 'o': path = optarg; break;
-        case 'h':
-            printf(
-                usage_fmt, argv[0], op,
-                combine
-                    ? "Dispatch runs first (threads); the expert outputs are the received rows scaled per\n"
-                      "expert, so the handoff tensors are consistent.\n"
-                    : "");
-            return MM_CLI_EXIT_OK;
-        default: return cli_option_error(cmd, opt, argv);
-        }
-    }
-    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    char usage[4096];
+    snprintf(usage, sizeof usage, usage_fmt, argv[0], op,
+             combine ? "Dispatch runs first (threads); the expert outputs are the received rows scaled per\n"
+                       "expert, so the handoff tensors are consistent.\n"
+                     : "");
+    const cli_option options[] = {CLI_OUTPUT_OPTION(&path), CLI_DC_OPTIONS(&o)};
+    int done = cli_options_parse(cmd, usage, 0, options, sizeof options / sizeof options[0], argc, argv);
+    if (done != CLI_OPTIONS_PARSED) return done;
     if (!path) return cli_usage_error(cmd, "-o FILE is required");
     cli_dc_world w;
     int rc = cli_dc_world_make(cmd, &o, &w);
@@ -175,21 +151,17 @@ static int generate(int argc, char **argv, int combine) {
             continue;
         }
         mm_combine_v2_inputs in;
-        cli_dc_combine_inputs(&w, g, &t, &in);
         const cli_dc_dispatch_out *d = &outs[g];
         if (!(ffn[g] = expert_outputs(&w, g, d))) goto done;
-        mm_tensor ex = mm_tensor_make(MM_DTYPE_BF16, 2, (int64_t[]){d->rows, o.hidden}, ffn[g]);
-        mm_tensor as = mm_tensor_make(MM_DTYPE_I32, 2, (int64_t[]){d->rows, 3}, d->assist);
-        mm_tensor ep = mm_tensor_make(MM_DTYPE_I32, 1, (int64_t[]){d->n_ep}, d->ep_counts);
-        mm_tensor tp = mm_tensor_make(MM_DTYPE_I32, 1, (int64_t[]){o.tp}, (void *)d->tp_counts);
+        cli_dc_combine_inputs(&w, g, d, ffn[g], &t, &in);
         const struct {
             const char *name;
             const mm_tensor *t;
-        } list[] = {{"expand_x", &ex},
+        } list[] = {{"expand_x", in.expand_x},
                     {"expert_ids", in.expert_ids},
-                    {"assist_info_for_combine", &as},
-                    {"ep_send_counts", &ep},
-                    {"tp_send_counts", o.tp ? &tp : NULL},
+                    {"assist_info_for_combine", in.assist_info_for_combine},
+                    {"ep_send_counts", in.ep_send_counts},
+                    {"tp_send_counts", in.tp_send_counts},
                     {"expert_scales", in.expert_scales},
                     {"residual_x", in.residual_x},
                     {"gamma", in.gamma},

@@ -4,7 +4,6 @@
  * Every rank gets x (BF16, or pre-quantized MX bytes + scales), distinct top-k ids, gating weights,
  * and stacked weights of the scenario's dtype with moderate scales, so outputs are O(1). Options pick
  * the scenario, shapes, ranks and every attribute the operator takes. Same options, same bytes. */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 
 #include "case/case_gen_mega_moe.h"
 #include "case/case_gen_mega_moe_ext.h"
+#include "common/cli_options.h"
 #include "common/cli_util.h"
 #include "common/demo_data.h"
 #include "ffn/activation.h"
@@ -300,134 +300,67 @@ static int write_case(const char *path, const gen_options *o, const mm_moe_scena
     return rc;
 }
 
+static int parse_activation(const char *command, const char *option, const char *text, void *target) {
+    int *activation = target;
+    *activation = mm_mega_moe_activation_from_name(text); /* the activation table's names */
+    return *activation < 0 ? cli_usage_error(command, "%s '%s' is not known", option, text) : 0;
+}
+
+/* --clamp: a number in [0, 1e30] (beyond the integer bounds of a CLI_VALUE_REAL row). */
+static int parse_clamp(const char *command, const char *option, const char *text, void *target) {
+    return cli_parse_double(command, option, text, 0, 1e30, target);
+}
+
 /* ext: `case-gen mega-moe-ext` (op mega_moe_ext): every scenario row, --bias, --weight1-interleave and the
  * block sizes; `case-gen mega-moe` refuses those (op mega_moe keeps the seed's contract). */
 static int case_gen_main(int argc, char **argv, int ext) {
     const char *cmd = ext ? "case-gen mega-moe-ext" : "case-gen mega-moe";
-    enum {
-        OPT_SCENARIO = 256,
-        OPT_RANKS,
-        OPT_TOKENS,
-        OPT_ZERO,
-        OPT_HIDDEN,
-        OPT_INTER,
-        OPT_EXPERTS,
-        OPT_TOPK,
-        OPT_SHARED,
-        OPT_ACT,
-        OPT_CLAMP,
-        OPT_PREQ,
-        OPT_MASK,
-        OPT_TRANSPOSE,
-        OPT_TWT,
-        OPT_CQ,
-        OPT_CC,
-        OPT_RPS,
-        OPT_SEED,
-        OPT_BIAS,
-        OPT_INTERLEAVE,
-        OPT_BLOCK_N,
-        OPT_BLOCK_K
-    };
-    static const struct option long_options[] = {{"output", required_argument, NULL, 'o'},
-                                                 {"scenario", required_argument, NULL, OPT_SCENARIO},
-                                                 {"ranks", required_argument, NULL, OPT_RANKS},
-                                                 {"tokens", required_argument, NULL, OPT_TOKENS},
-                                                 {"zero-rank", required_argument, NULL, OPT_ZERO},
-                                                 {"hidden", required_argument, NULL, OPT_HIDDEN},
-                                                 {"intermediate", required_argument, NULL, OPT_INTER},
-                                                 {"experts", required_argument, NULL, OPT_EXPERTS},
-                                                 {"topk", required_argument, NULL, OPT_TOPK},
-                                                 {"shared-experts", required_argument, NULL, OPT_SHARED},
-                                                 {"activation", required_argument, NULL, OPT_ACT},
-                                                 {"clamp", required_argument, NULL, OPT_CLAMP},
-                                                 {"prequantized", no_argument, NULL, OPT_PREQ},
-                                                 {"mask", no_argument, NULL, OPT_MASK},
-                                                 {"transpose", no_argument, NULL, OPT_TRANSPOSE},
-                                                 {"topk-weights-type", required_argument, NULL, OPT_TWT},
-                                                 {"combine-quant-mode", required_argument, NULL, OPT_CQ},
-                                                 {"combine-comm-mode", required_argument, NULL, OPT_CC},
-                                                 {"rank-num-per-server", required_argument, NULL, OPT_RPS},
-                                                 {"seed", required_argument, NULL, OPT_SEED},
-                                                 {"bias", no_argument, NULL, OPT_BIAS},
-                                                 {"weight1-interleave", no_argument, NULL, OPT_INTERLEAVE},
-                                                 {"scale-block-n", required_argument, NULL, OPT_BLOCK_N},
-                                                 {"scale-block-k", required_argument, NULL, OPT_BLOCK_K},
-                                                 {"help", no_argument, NULL, 'h'},
-                                                 {NULL, 0, NULL, 0}};
-    gen_options o = {ext ? "a16w8-fp8" : "a16w16",
-                     2,
-                     8,
-                     -1,
-                     64,
-                     32,
-                     0,
-                     2,
-                     0,
-                     0,
-                     0,
-                     0,
-                     -1,
-                     1,
-                     0,
-                     0,
-                     0,
-                     0,
-                     0.0,
-                     ext,
-                     0,
-                     0,
-                     0,
-                     0};
-    const char *ext_only = NULL; /* an option of mega-moe-ext given to mega-moe */
+    gen_options o = {.scenario = ext ? "a16w8-fp8" : "a16w16",
+                     .ranks = 2,
+                     .tokens = 8,
+                     .zero_rank = -1,
+                     .hidden = 64,
+                     .inter = 32,
+                     .topk = 2,
+                     .rps = -1,
+                     .seed = 1,
+                     .ext = ext};
     const char *out_path = NULL;
-    int opt, bad = 0;
-    optind = 0;
-    opterr = 0;
-    while (!bad && (opt = getopt_long(argc, argv, ":o:h", long_options, NULL)) != -1) {
-        switch (opt) {
-        case 'o': out_path = optarg; break;
-        case OPT_SCENARIO: o.scenario = optarg; break;
-        case OPT_RANKS: bad = cli_parse_int64(cmd, "--ranks", optarg, 1, 64, &o.ranks); break;
-        case OPT_TOKENS: bad = cli_parse_int64(cmd, "--tokens", optarg, 0, 1 << 20, &o.tokens); break;
-        case OPT_ZERO: bad = cli_parse_int64(cmd, "--zero-rank", optarg, 0, 63, &o.zero_rank); break;
-        case OPT_HIDDEN: bad = cli_parse_int64(cmd, "--hidden", optarg, 1, 1 << 16, &o.hidden); break;
-        case OPT_INTER: bad = cli_parse_int64(cmd, "--intermediate", optarg, 2, 1 << 16, &o.inter); break;
-        case OPT_EXPERTS: bad = cli_parse_int64(cmd, "--experts", optarg, 1, 1 << 16, &o.experts); break;
-        case OPT_TOPK: bad = cli_parse_int64(cmd, "--topk", optarg, 1, 1 << 16, &o.topk); break;
-        case OPT_SHARED: bad = cli_parse_int64(cmd, "--shared-experts", optarg, 0, 4, &o.shared); break;
-        case OPT_ACT: {
-            o.activation = mm_mega_moe_activation_from_name(optarg);
-            if (o.activation < 0) return cli_usage_error(cmd, "--activation '%s' is not known", optarg);
-            break;
-        }
-        case OPT_CLAMP: bad = cli_parse_double(cmd, "--clamp", optarg, 0, 1e30, &o.clamp); break;
-        case OPT_PREQ: o.prequantized = 1; break;
-        case OPT_MASK: o.mask = 1; break;
-        case OPT_TRANSPOSE: o.transpose = 1; break;
-        case OPT_TWT:
-            bad = cli_parse_int64(cmd, "--topk-weights-type", optarg, 0, 1, &o.topk_weights_type);
-            break;
-        case OPT_CQ: bad = cli_parse_int64(cmd, "--combine-quant-mode", optarg, 0, 4, &o.cq); break;
-        case OPT_CC: bad = cli_parse_int64(cmd, "--combine-comm-mode", optarg, 0, 2, &o.cc); break;
-        case OPT_RPS: bad = cli_parse_int64(cmd, "--rank-num-per-server", optarg, 0, 64, &o.rps); break;
-        case OPT_SEED: bad = cli_parse_int64(cmd, "--seed", optarg, 0, INT64_MAX, &o.seed); break;
-        case OPT_BIAS: o.bias = 1, ext_only = "--bias"; break;
-        case OPT_INTERLEAVE: o.interleave = 1, ext_only = "--weight1-interleave"; break;
-        case OPT_BLOCK_N:
-            bad = cli_parse_int64(cmd, "--scale-block-n", optarg, 1, 1 << 16, &o.bn);
-            ext_only = "--scale-block-n";
-            break;
-        case OPT_BLOCK_K:
-            bad = cli_parse_int64(cmd, "--scale-block-k", optarg, 1, 1 << 16, &o.bk);
-            ext_only = "--scale-block-k";
-            break;
-        case 'h': fputs(ext ? usage_ext : usage, stdout); return MM_CLI_EXIT_OK;
-        default: return cli_option_error(cmd, opt, argv);
-        }
-    }
-    if (bad) return MM_CLI_EXIT_USAGE;
-    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    const cli_option options[] = {
+        CLI_OUTPUT_OPTION(&out_path),
+        CLI_TEXT_OPTION("scenario", &o.scenario),
+        CLI_INT64_OPTION("ranks", &o.ranks, 1, 64),
+        CLI_INT64_OPTION("tokens", &o.tokens, 0, 1 << 20),
+        CLI_INT64_OPTION("zero-rank", &o.zero_rank, 0, 63),
+        CLI_INT64_OPTION("hidden", &o.hidden, 1, 1 << 16),
+        CLI_INT64_OPTION("intermediate", &o.inter, 2, 1 << 16),
+        CLI_INT64_OPTION("experts", &o.experts, 1, 1 << 16),
+        CLI_INT64_OPTION("topk", &o.topk, 1, 1 << 16),
+        CLI_INT64_OPTION("shared-experts", &o.shared, 0, 4),
+        CLI_CUSTOM_OPTION("activation", parse_activation, &o.activation),
+        CLI_CUSTOM_OPTION("clamp", parse_clamp, &o.clamp),
+        CLI_FLAG_OPTION("prequantized", &o.prequantized),
+        CLI_FLAG_OPTION("mask", &o.mask),
+        CLI_FLAG_OPTION("transpose", &o.transpose),
+        CLI_INT64_OPTION("topk-weights-type", &o.topk_weights_type, 0, 1),
+        CLI_INT64_OPTION("combine-quant-mode", &o.cq, 0, 4),
+        CLI_INT64_OPTION("combine-comm-mode", &o.cc, 0, 2),
+        CLI_INT64_OPTION("rank-num-per-server", &o.rps, 0, 64),
+        CLI_INT64_OPTION("seed", &o.seed, 0, INT64_MAX),
+        CLI_FLAG_OPTION("bias", &o.bias),
+        CLI_FLAG_OPTION("weight1-interleave", &o.interleave),
+        CLI_INT64_OPTION("scale-block-n", &o.bn, 1, 1 << 16),
+        CLI_INT64_OPTION("scale-block-k", &o.bk, 1, 1 << 16),
+    };
+    int done = cli_options_parse(cmd, ext ? usage_ext : usage, 0, options, sizeof options / sizeof options[0],
+                                 argc, argv);
+    if (done != CLI_OPTIONS_PARSED) return done;
+    /* an option of mega-moe-ext given to mega-moe (named first to last as the help lists them) */
+    const char *ext_only = o.bias         ? "--bias"
+                           : o.interleave ? "--weight1-interleave"
+                           : o.bn > 0     ? "--scale-block-n"
+                           : o.bk > 0     ? "--scale-block-k"
+                                          : NULL;
     if (!out_path) return cli_usage_error(cmd, "missing output file (-o FILE)");
     const mm_moe_scenario_row *sc = NULL;
     for (int q = 0; q < mm_moe_scenario_count; q++)

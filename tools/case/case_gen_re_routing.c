@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tools/case/case_gen_re_routing.c: `megamoe case-gen re-routing`: a seeded moe_re_routing case file. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,79 +100,47 @@ fail:
     return MM_CLI_EXIT_OK;
 }
 
+/* --count-dtype NAME: int32 or int64. */
+static int parse_count_dtype(const char *command, const char *option, const char *text, void *target) {
+    if (cli_parse_dtype(command, option, text, target)) return -1;
+    mm_dtype d = *(mm_dtype *)target;
+    if (d != MM_DTYPE_I32 && d != MM_DTYPE_I64)
+        return cli_usage_error(command, "%s '%s' is not int32 or int64", option, text);
+    return 0;
+}
+
+/* --scales NAME: none, f32 or e8m0. */
+static int parse_scales(const char *command, const char *option, const char *text, void *target) {
+    mm_dtype *scale_dtype = target;
+    if (strcmp(text, "none") == 0)
+        *scale_dtype = MM_DTYPE_INVALID;
+    else if (strcmp(text, "f32") == 0)
+        *scale_dtype = MM_DTYPE_F32;
+    else if (strcmp(text, "e8m0") == 0)
+        *scale_dtype = MM_DTYPE_E8M0;
+    else
+        return cli_usage_error(command, "%s '%s' is not none, f32 or e8m0", option, text);
+    return 0;
+}
+
 int mm_cli_case_gen_re_routing(int argc, char **argv) {
-    enum {
-        OPT_TOKENS = 256,
-        OPT_HIDDEN,
-        OPT_RANKS,
-        OPT_EXPERTS,
-        OPT_DTYPE,
-        OPT_COUNT_DTYPE,
-        OPT_SCALES,
-        OPT_SCALE_COLS,
-        OPT_NUM_TYPE,
-        OPT_IDX_TYPE,
-        OPT_SEED
-    };
-    static const struct option long_options[] = {
-        {"output", required_argument, NULL, 'o'},
-        {"tokens", required_argument, NULL, OPT_TOKENS},
-        {"hidden", required_argument, NULL, OPT_HIDDEN},
-        {"ranks", required_argument, NULL, OPT_RANKS},
-        {"experts", required_argument, NULL, OPT_EXPERTS},
-        {"dtype", required_argument, NULL, OPT_DTYPE},
-        {"count-dtype", required_argument, NULL, OPT_COUNT_DTYPE},
-        {"scales", required_argument, NULL, OPT_SCALES},
-        {"scale-cols", required_argument, NULL, OPT_SCALE_COLS},
-        {"expert-token-num-type", required_argument, NULL, OPT_NUM_TYPE},
-        {"idx-type", required_argument, NULL, OPT_IDX_TYPE},
-        {"seed", required_argument, NULL, OPT_SEED},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
     const char *cmd = "case-gen";
     cli_rerouting_shape shape = {64, 32, 4, 8, MM_DTYPE_BF16, 1};
     mm_dtype count_dtype = MM_DTYPE_I32, scale_dtype = MM_DTYPE_INVALID;
-    int64_t scale_cols = 1, num_type = 1, idx_type = 0, seed = 1;
+    int64_t scale_cols = 1, num_type = 1, idx_type = 0;
     const char *out_path = NULL;
-    int opt, bad = 0;
-    optind = 0;
-    opterr = 0;
-    while (!bad && (opt = getopt_long(argc, argv, ":o:h", long_options, NULL)) != -1) {
-        switch (opt) {
-        case 'o': out_path = optarg; break;
-        case OPT_TOKENS: bad = cli_parse_int64(cmd, "--tokens", optarg, 0, INT32_MAX, &shape.tokens); break;
-        case OPT_HIDDEN: bad = cli_parse_int64(cmd, "--hidden", optarg, 1, 16383, &shape.hidden); break;
-        case OPT_RANKS: bad = cli_parse_int64(cmd, "--ranks", optarg, 1, 1 << 16, &shape.ranks); break;
-        case OPT_EXPERTS: bad = cli_parse_int64(cmd, "--experts", optarg, 1, 1 << 16, &shape.experts); break;
-        case OPT_DTYPE: bad = cli_parse_dtype(cmd, "--dtype", optarg, &shape.dtype); break;
-        case OPT_COUNT_DTYPE:
-            bad = cli_parse_dtype(cmd, "--count-dtype", optarg, &count_dtype);
-            if (!bad && count_dtype != MM_DTYPE_I32 && count_dtype != MM_DTYPE_I64)
-                return cli_usage_error(cmd, "--count-dtype '%s' is not int32 or int64", optarg);
-            break;
-        case OPT_SCALES:
-            if (strcmp(optarg, "none") == 0)
-                scale_dtype = MM_DTYPE_INVALID;
-            else if (strcmp(optarg, "f32") == 0)
-                scale_dtype = MM_DTYPE_F32;
-            else if (strcmp(optarg, "e8m0") == 0)
-                scale_dtype = MM_DTYPE_E8M0;
-            else
-                return cli_usage_error(cmd, "--scales '%s' is not none, f32 or e8m0", optarg);
-            break;
-        case OPT_SCALE_COLS: bad = cli_parse_int64(cmd, "--scale-cols", optarg, 1, 4096, &scale_cols); break;
-        case OPT_NUM_TYPE:
-            bad = cli_parse_int64(cmd, "--expert-token-num-type", optarg, 0, 1, &num_type);
-            break;
-        case OPT_IDX_TYPE: bad = cli_parse_int64(cmd, "--idx-type", optarg, 0, 1, &idx_type); break;
-        case OPT_SEED: bad = cli_parse_int64(cmd, "--seed", optarg, 0, INT64_MAX, &seed); break;
-        case 'h': fputs(re_routing_usage, stdout); return MM_CLI_EXIT_OK;
-        default: return cli_option_error(cmd, opt, argv);
-        }
-    }
-    if (bad) return MM_CLI_EXIT_USAGE;
-    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    const cli_option options[] = {
+        CLI_OUTPUT_OPTION(&out_path),
+        CLI_REROUTING_SHAPE_OPTIONS(&shape),
+        CLI_CUSTOM_OPTION("count-dtype", parse_count_dtype, &count_dtype),
+        CLI_CUSTOM_OPTION("scales", parse_scales, &scale_dtype),
+        CLI_INT64_OPTION("scale-cols", &scale_cols, 1, 4096),
+        CLI_INT64_OPTION("expert-token-num-type", &num_type, 0, 1),
+        CLI_INT64_OPTION("idx-type", &idx_type, 0, 1),
+    };
+    int done =
+        cli_options_parse(cmd, re_routing_usage, 0, options, sizeof options / sizeof options[0], argc, argv);
+    if (done != CLI_OPTIONS_PARSED) return done;
     if (!out_path) return cli_usage_error(cmd, "missing output file (-o FILE)");
-    shape.seed = (uint64_t)seed;
     return write_re_routing(out_path, &shape, count_dtype, scale_dtype, scale_cols, num_type, idx_type);
 }

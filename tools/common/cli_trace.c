@@ -26,6 +26,13 @@ int cli_trace_open(cli_trace *t, const char *command, const char *path, const ch
     return 0;
 }
 
+int cli_trace_start(cli_trace *t, const char *command, const char *path, const char *process) {
+    *t = (cli_trace){NULL, 0, -1.0};
+    if (path && cli_trace_open(t, command, path, process) != 0) return -1;
+    cli_trace_thread(t, 0, "host", 0);
+    return 0;
+}
+
 void cli_trace_thread(cli_trace *t, int64_t tid, const char *name, int64_t sort) {
     if (!t->file) return;
     comma(t);

@@ -19,6 +19,9 @@ typedef struct cli_trace {
 /* Opens the file and names the process; 0, or -1 after one error line naming `command` (none when it is
  * NULL: the caller reports). */
 int cli_trace_open(cli_trace *t, const char *command, const char *path, const char *process);
+/* A command's --trace FILE with the host's track (tid 0, first) named: with path NULL, *t traces nothing
+ * (no --trace); else cli_trace_open and "host". 0, or -1 after one error line naming `command`. */
+int cli_trace_start(cli_trace *t, const char *command, const char *path, const char *process);
 /* Names track `tid` and places it at `sort` among the tracks. */
 void cli_trace_thread(cli_trace *t, int64_t tid, const char *name, int64_t sort);
 /* A slice of track `tid` from begin to end (seconds). args: the members of its "args" object as JSON

@@ -94,6 +94,19 @@ int cli_parse_int64(const char *command, const char *option, const char *text, i
     return 0;
 }
 
+int cli_parse_int64_list(const char *command, const char *option, const char *text, int64_t min, int64_t max,
+                         int64_t *out, int capacity, int *count, const char *noun) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", text);
+    *count = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*count == capacity) return cli_usage_error(command, "%s: at most %d %ss", option, capacity, noun);
+        if (cli_parse_int64(command, option, tok, min, max, &out[*count])) return -1;
+        (*count)++;
+    }
+    return *count > 0 ? 0 : cli_usage_error(command, "%s: no %s given", option, noun);
+}
+
 int cli_parse_double(const char *command, const char *option, const char *text, double min, double max,
                      double *out) {
     char *end = NULL;

@@ -43,6 +43,11 @@ const char *cli_plural_s(int64_t n);
 /* Option values. Each prints one line naming the option and returns -1 when the text is not valid. */
 int cli_parse_int64(const char *command, const char *option, const char *text, int64_t min, int64_t max,
                     int64_t *out);
+/* A comma-separated list of at most `capacity` integers in [min, max] into out[0 .. *count) (each value
+ * as cli_parse_int64 says it); too many is "<option>: at most <capacity> <noun>s", none "<option>: no
+ * <noun> given". */
+int cli_parse_int64_list(const char *command, const char *option, const char *text, int64_t min, int64_t max,
+                         int64_t *out, int capacity, int *count, const char *noun);
 int cli_parse_double(const char *command, const char *option, const char *text, double min, double max,
                      double *out);
 int cli_parse_dtype(const char *command, const char *option, const char *text, mm_dtype *out);

@@ -2,7 +2,6 @@
 /* tools/common/dc_world.c: building the seeded Dispatch V3 / Combine V2 world of dc_world.h. Survivors of an
  * elastic world keep their order (new rank = position among survivors), so the survivors among the
  * shared-expert ranks stay the first ranks, and each rank keeps its local experts. */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,13 +20,14 @@ cli_dc_opts cli_dc_default_opts(void) {
     return o;
 }
 
-static int parse_removed(const char *cmd, const char *arg, cli_dc_opts *o) {
-    const char *p = arg;
+int cli_dc_parse_removed(const char *command, const char *option, const char *text, void *opts) {
+    cli_dc_opts *o = opts;
+    const char *p = text;
     while (*p) {
         char *end = NULL;
         long r = strtol(p, &end, 10);
         if (end == p || r < 0 || r >= MM_COMM_MAX_RANKS) {
-            cli_error(cmd, "--remove '%s': expected comma-separated ranks in [0, %d)", arg,
+            cli_error(command, "%s '%s': expected comma-separated ranks in [0, %d)", option, text,
                       MM_COMM_MAX_RANKS);
             return -1;
         }
@@ -35,58 +35,22 @@ static int parse_removed(const char *cmd, const char *arg, cli_dc_opts *o) {
         o->removed[r] = 1;
         p = *end == ',' ? end + 1 : end;
         if (*end && *end != ',') {
-            cli_error(cmd, "--remove '%s': expected comma-separated ranks", arg);
+            cli_error(command, "%s '%s': expected comma-separated ranks", option, text);
             return -1;
         }
     }
-    return 1;
+    return 0;
 }
 
-int cli_dc_option(const char *cmd, int opt, const char *arg, cli_dc_opts *o) {
-    double eps;
-    int64_t seed;
-    switch (opt) {
-    case 600: return cli_parse_int64(cmd, "--ranks", arg, 1, MM_COMM_MAX_RANKS, &o->ranks) ? -1 : 1;
-    case 601: return cli_parse_int64(cmd, "--tp", arg, 0, 2, &o->tp) ? -1 : 1;
-    case 602: return cli_parse_int64(cmd, "--experts", arg, 1, 1 << 20, &o->experts) ? -1 : 1;
-    case 603: return cli_parse_int64(cmd, "--shared-experts", arg, 0, 4, &o->shared_experts) ? -1 : 1;
-    case 604:
-        return cli_parse_int64(cmd, "--shared-ranks", arg, 0, MM_COMM_MAX_RANKS, &o->shared_ranks) ? -1 : 1;
-    case 605: return cli_parse_int64(cmd, "--tokens", arg, 0, 1 << 16, &o->tokens) ? -1 : 1;
-    case 606: return cli_parse_int64(cmd, "--hidden", arg, 1, 1 << 16, &o->hidden) ? -1 : 1;
-    case 607: return cli_parse_int64(cmd, "--topk", arg, 1, 64, &o->topk) ? -1 : 1;
-    case 608: return cli_parse_int64(cmd, "--quant-mode", arg, 0, 2, &o->quant) ? -1 : 1;
-    case 609: o->smooth = 1; return 1;
-    case 610:
-        if (!strcmp(arg, "none"))
-            o->mask = 0;
-        else if (!strcmp(arg, "1d"))
-            o->mask = 1;
-        else if (!strcmp(arg, "2d"))
-            o->mask = 2;
-        else {
-            cli_error(cmd, "--mask '%s': expected none, 1d or 2d", arg);
-            return -1;
+int cli_dc_parse_mask(const char *command, const char *option, const char *text, void *mask) {
+    static const char *const kinds[] = {"none", "1d", "2d"};
+    for (int64_t k = 0; k < 3; k++)
+        if (strcmp(text, kinds[k]) == 0) {
+            *(int64_t *)mask = k;
+            return 0;
         }
-        return 1;
-    case 611: o->vary_bs = 1; return 1;
-    case 612: return cli_parse_int64(cmd, "--zero-experts", arg, 0, 1 << 16, &o->zero) ? -1 : 1;
-    case 613: return cli_parse_int64(cmd, "--copy-experts", arg, 0, 1 << 16, &o->copy) ? -1 : 1;
-    case 614: return cli_parse_int64(cmd, "--const-experts", arg, 0, 1 << 16, &o->konst) ? -1 : 1;
-    case 615: return cli_parse_int64(cmd, "--expert-token-nums-type", arg, 0, 1, &o->ent_type) ? -1 : 1;
-    case 616: o->alpha_2d = 1; return 1;
-    case 617: o->shared_x = 1; return 1;
-    case 618:
-        if (cli_parse_double(cmd, "--norm-eps", arg, 0.0, 1.0, &eps)) return -1;
-        o->eps = eps;
-        return 1;
-    case 619:
-        if (cli_parse_int64(cmd, "--seed", arg, 0, INT64_MAX, &seed)) return -1;
-        o->seed = (uint64_t)seed;
-        return 1;
-    case 620: return parse_removed(cmd, arg, o);
-    default: return 0;
-    }
+    cli_error(command, "%s '%s': expected none, 1d or 2d", option, text);
+    return -1;
 }
 
 static float uniform(uint64_t *s, float lo, float hi) {
@@ -268,10 +232,11 @@ mm_dispatch_v3_inputs cli_dc_dispatch_inputs(const cli_dc_world *w, int64_t g, c
     return in;
 }
 
-void cli_dc_combine_inputs(const cli_dc_world *w, int64_t g, cli_dc_tensors *t, mm_combine_v2_inputs *in) {
+void cli_dc_combine_inputs(const cli_dc_world *w, int64_t g, const cli_dc_dispatch_out *d, void *expert_out,
+                           cli_dc_tensors *t, mm_combine_v2_inputs *in) {
     const cli_dc_opts *o = &w->o;
     const cli_dc_rank *r = &w->rank[g];
-    mm_dispatch_v3_inputs d = cli_dc_dispatch_inputs(w, g, t);
+    mm_dispatch_v3_inputs di = cli_dc_dispatch_inputs(w, g, t);
     int64_t H = o->hidden, N = o->konst;
     t->weights = mm_tensor_make(MM_DTYPE_F32, 2, (int64_t[]){r->bs, o->topk}, r->weights);
     t->residual = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){r->bs, 1, H}, r->residual);
@@ -284,9 +249,9 @@ void cli_dc_combine_inputs(const cli_dc_world *w, int64_t g, cli_dc_tensors *t, 
                         : mm_tensor_make(MM_DTYPE_F32, 1, (int64_t[]){N}, w->alpha2);
     t->v = mm_tensor_make(MM_DTYPE_BF16, 2, (int64_t[]){N, H}, w->const_v);
     memset(in, 0, sizeof *in);
-    in->expert_ids = d.expert_ids;
-    in->x_active_mask = d.x_active_mask;
-    in->elastic_info = d.elastic_info;
+    in->expert_ids = di.expert_ids;
+    in->x_active_mask = di.x_active_mask;
+    in->elastic_info = di.elastic_info;
     in->expert_scales = &t->weights;
     in->residual_x = &t->residual;
     in->gamma = &t->gamma;
@@ -295,11 +260,35 @@ void cli_dc_combine_inputs(const cli_dc_world *w, int64_t g, cli_dc_tensors *t, 
     in->const_expert_alpha_1 = N ? &t->a1 : NULL;
     in->const_expert_alpha_2 = N ? &t->a2 : NULL;
     in->const_expert_v = N ? &t->v : NULL;
+    /* the hand-off */
+    t->expand_x = mm_tensor_make(MM_DTYPE_BF16, 2, (int64_t[]){d->rows, w->o.hidden}, expert_out);
+    t->assist = mm_tensor_make(MM_DTYPE_I32, 2, (int64_t[]){d->rows, 3}, d->assist);
+    t->ep_counts = mm_tensor_make(MM_DTYPE_I32, 1, (int64_t[]){d->n_ep}, d->ep_counts);
+    t->tp_counts = mm_tensor_make(MM_DTYPE_I32, 1, (int64_t[]){w->o.tp}, (void *)d->tp_counts);
+    in->expand_x = &t->expand_x, in->assist_info_for_combine = &t->assist, in->ep_send_counts = &t->ep_counts;
+    in->tp_send_counts = w->o.tp ? &t->tp_counts : NULL;
+}
+
+mm_combine_v2_outputs cli_dc_combine_outputs(const cli_dc_world *w, int64_t g, uint16_t *y, uint16_t *x,
+                                             float *rstd, cli_dc_tensors *t) {
+    int64_t bs = w->rank[g].bs, H = w->o.hidden;
+    t->y = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){bs, 1, H}, y);
+    t->x_out = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){bs, 1, H}, x);
+    t->rstd = mm_tensor_make(MM_DTYPE_F32, 3, (int64_t[]){bs, 1, 1}, rstd);
+    return (mm_combine_v2_outputs){&t->y, &t->rstd, &t->x_out};
 }
 
 void cli_dc_dispatch_out_free(cli_dc_dispatch_out *d) {
     free(d->expand_x), free(d->dyn), free(d->assist), free(d->ep_counts), free(d->token_nums);
     memset(d, 0, sizeof *d);
+}
+
+mm_status cli_dc_set_survivors(mm_comm *comm, const cli_dc_world *w, mm_error *err) {
+    if (!w->elastic) return MM_OK;
+    int alive[MM_COMM_MAX_RANKS], n = 0;
+    for (int r = 0; r < w->nranks; r++)
+        if (w->rank[r].alive) alive[n++] = r;
+    return mm_comm_set_survivors(comm, alive, n, err);
 }
 
 mm_status cli_dc_dispatch(mm_dc_workspace *ws, const cli_dc_world *w, int64_t g, cli_dc_dispatch_out *d,

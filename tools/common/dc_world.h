@@ -7,12 +7,14 @@
 
 #include <stdint.h>
 
+#include "common/cli_options.h"
 #include "megamoe/comm.h"
 #include "megamoe/dispatch_combine.h"
 
 typedef struct cli_dc_opts {
     int64_t ranks, tp, experts, shared_experts, shared_ranks, tokens, hidden, topk;
-    int64_t quant, smooth, mask, vary_bs, zero, copy, konst, ent_type, alpha_2d, shared_x;
+    int64_t quant, mask, zero, copy, konst, ent_type;
+    int smooth, vary_bs, alpha_2d, shared_x;
     double eps;
     uint64_t seed;
     unsigned char removed[MM_COMM_MAX_RANKS]; /* elastic scale-in: ranks removed before the call */
@@ -41,21 +43,29 @@ typedef struct cli_dc_world {
 
 cli_dc_opts cli_dc_default_opts(void);
 
-/* getopt_long rows and help text of the world options; option codes from 600 up. */
-#define CLI_DC_OPTIONS                                                                                       \
-    {"ranks", required_argument, NULL, 600}, {"tp", required_argument, NULL, 601},                           \
-        {"experts", required_argument, NULL, 602}, {"shared-experts", required_argument, NULL, 603},         \
-        {"shared-ranks", required_argument, NULL, 604}, {"tokens", required_argument, NULL, 605},            \
-        {"hidden", required_argument, NULL, 606}, {"topk", required_argument, NULL, 607},                    \
-        {"quant-mode", required_argument, NULL, 608}, {"smooth", no_argument, NULL, 609},                    \
-        {"mask", required_argument, NULL, 610}, {"uneven-bs", no_argument, NULL, 611},                       \
-        {"zero-experts", required_argument, NULL, 612}, {"copy-experts", required_argument, NULL, 613},      \
-        {"const-experts", required_argument, NULL, 614},                                                     \
-        {"expert-token-nums-type", required_argument, NULL, 615}, {"alpha-2d", no_argument, NULL, 616},      \
-        {"shared-x", no_argument, NULL, 617}, {"norm-eps", required_argument, NULL, 618},                    \
-        {"seed", required_argument, NULL, 619}, {                                                            \
-        "remove", required_argument, NULL, 620                                                               \
-    }
+/* --mask KIND and --remove LIST (parsers of cli_options.h rows): into the int64_t mask, and into `removed`
+ * of the cli_dc_opts target. */
+int cli_dc_parse_mask(const char *command, const char *option, const char *text, void *mask);
+int cli_dc_parse_removed(const char *command, const char *option, const char *text, void *opts);
+
+/* Option rows (cli_options.h) of the world options, into the cli_dc_opts *O. */
+#define CLI_DC_OPTIONS(O)                                                                                    \
+    CLI_INT64_OPTION("ranks", &(O)->ranks, 1, MM_COMM_MAX_RANKS), CLI_INT64_OPTION("tp", &(O)->tp, 0, 2),    \
+        CLI_INT64_OPTION("experts", &(O)->experts, 1, 1 << 20),                                              \
+        CLI_INT64_OPTION("shared-experts", &(O)->shared_experts, 0, 4),                                      \
+        CLI_INT64_OPTION("shared-ranks", &(O)->shared_ranks, 0, MM_COMM_MAX_RANKS),                          \
+        CLI_INT64_OPTION("tokens", &(O)->tokens, 0, 1 << 16),                                                \
+        CLI_INT64_OPTION("hidden", &(O)->hidden, 1, 1 << 16), CLI_INT64_OPTION("topk", &(O)->topk, 1, 64),   \
+        CLI_INT64_OPTION("quant-mode", &(O)->quant, 0, 2), CLI_FLAG_OPTION("smooth", &(O)->smooth),          \
+        CLI_CUSTOM_OPTION("mask", cli_dc_parse_mask, &(O)->mask),                                            \
+        CLI_FLAG_OPTION("uneven-bs", &(O)->vary_bs),                                                         \
+        CLI_INT64_OPTION("zero-experts", &(O)->zero, 0, 1 << 16),                                            \
+        CLI_INT64_OPTION("copy-experts", &(O)->copy, 0, 1 << 16),                                            \
+        CLI_INT64_OPTION("const-experts", &(O)->konst, 0, 1 << 16),                                          \
+        CLI_INT64_OPTION("expert-token-nums-type", &(O)->ent_type, 0, 1),                                    \
+        CLI_FLAG_OPTION("alpha-2d", &(O)->alpha_2d), CLI_FLAG_OPTION("shared-x", &(O)->shared_x),            \
+        CLI_REAL_OPTION("norm-eps", &(O)->eps, 0, 1), CLI_SEED_OPTION(&(O)->seed),                           \
+        CLI_CUSTOM_OPTION("remove", cli_dc_parse_removed, (O))
 
 /* Help rows of the world options; the four defaults that differ between commands are string literals. */
 #define CLI_DC_OPTIONS_HELP_WITH(EXPERTS, TOKENS, HIDDEN, TOPK)                                              \
@@ -81,12 +91,13 @@ cli_dc_opts cli_dc_default_opts(void);
 
 #define CLI_DC_OPTIONS_HELP CLI_DC_OPTIONS_HELP_WITH("one per routed rank", "8", "256", "min(4, experts)")
 
-/* Handles one world option: 1 handled, 0 not a world option, -1 bad value (already reported). */
-int cli_dc_option(const char *cmd, int opt, const char *arg, cli_dc_opts *o);
-
 /* Checks the options and builds the world; returns 0, or reports one line and returns the exit status. */
 int cli_dc_world_make(const char *cmd, const cli_dc_opts *o, cli_dc_world *w);
 void cli_dc_world_free(cli_dc_world *w);
+
+/* Rank fn's first step in an elastic world (after --remove): the communicator keeps the surviving ranks
+ * only (mm_comm_set_survivors); nothing in a full world. */
+mm_status cli_dc_set_survivors(mm_comm *comm, const cli_dc_world *w, mm_error *err);
 
 /* Attributes of rank g (global numbering ep x max(tp, 1) + tp). */
 mm_dc_attrs cli_dc_attrs(const cli_dc_world *w, int64_t g);
@@ -94,10 +105,10 @@ mm_dc_attrs cli_dc_attrs(const cli_dc_world *w, int64_t g);
 /* Tensor descriptors of rank g's dispatch inputs (the struct points into *t). */
 typedef struct cli_dc_tensors {
     mm_tensor x, ids, scales, mask, elastic, weights, residual, gamma, shared_x, ori, a1, a2, v;
+    mm_tensor expand_x, assist, ep_counts, tp_counts; /* Dispatch's hand-off */
+    mm_tensor y, x_out, rstd;                         /* Combine's outputs (cli_dc_combine_outputs) */
 } cli_dc_tensors;
 mm_dispatch_v3_inputs cli_dc_dispatch_inputs(const cli_dc_world *w, int64_t g, cli_dc_tensors *t);
-/* Fills the combine inputs that come from the world (not the handoff tensors). */
-void cli_dc_combine_inputs(const cli_dc_world *w, int64_t g, cli_dc_tensors *t, mm_combine_v2_inputs *in);
 
 /* One rank's dispatch results (malloc'd, exact rows). */
 typedef struct cli_dc_dispatch_out {
@@ -111,5 +122,12 @@ void cli_dc_dispatch_out_free(cli_dc_dispatch_out *d);
 /* Allocates outputs for rank g and runs mm_dispatch_v3 on ws. */
 mm_status cli_dc_dispatch(mm_dc_workspace *ws, const cli_dc_world *w, int64_t g, cli_dc_dispatch_out *d,
                           mm_error *err);
+/* Rank g's combine inputs: the world's, and those Dispatch hands over (d's assist info and send counts,
+ * expert_out (d->rows x H, BF16) as expand_x); the tensors live in *t. */
+void cli_dc_combine_inputs(const cli_dc_world *w, int64_t g, const cli_dc_dispatch_out *d, void *expert_out,
+                           cli_dc_tensors *t, mm_combine_v2_inputs *in);
+/* Rank g's combine outputs: y and x (Bs, 1, H) BF16, rstd (Bs, 1, 1) F32; the tensors live in *t. */
+mm_combine_v2_outputs cli_dc_combine_outputs(const cli_dc_world *w, int64_t g, uint16_t *y, uint16_t *x,
+                                             float *rstd, cli_dc_tensors *t);
 
 #endif

@@ -158,26 +158,6 @@ cli_rerouting_shape cli_rerouting_default_shape(void) {
     return s;
 }
 
-int cli_rerouting_shape_option(const char *command, int opt, const char *arg, cli_rerouting_shape *shape) {
-    int64_t seed = 0;
-    int bad = 0;
-    switch (opt) {
-    case CLI_OPT_TOKENS: bad = cli_parse_int64(command, "--tokens", arg, 0, INT32_MAX, &shape->tokens); break;
-    case CLI_OPT_HIDDEN: bad = cli_parse_int64(command, "--hidden", arg, 1, 16383, &shape->hidden); break;
-    case CLI_OPT_RANKS: bad = cli_parse_int64(command, "--ranks", arg, 1, 1 << 16, &shape->ranks); break;
-    case CLI_OPT_EXPERTS:
-        bad = cli_parse_int64(command, "--experts", arg, 1, 1 << 16, &shape->experts);
-        break;
-    case CLI_OPT_DTYPE: bad = cli_parse_dtype(command, "--dtype", arg, &shape->dtype); break;
-    case CLI_OPT_SEED:
-        bad = cli_parse_int64(command, "--seed", arg, 0, INT64_MAX, &seed);
-        shape->seed = (uint64_t)seed;
-        break;
-    default: return 0;
-    }
-    return bad ? -1 : 1;
-}
-
 mm_status cli_rerouting_call(cli_rerouting_buffers *b, mm_error *err) {
     mm_re_routing_attrs attrs = mm_re_routing_default_attrs();
     mm_re_routing_inputs in = {&b->tokens, &b->counts, NULL};

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/cli_options.h"
 #include "megamoe/dtype.h"
 #include "megamoe/status.h"
 
@@ -44,17 +45,14 @@ struct cli_json;
 void cli_rerouting_json_header(struct cli_json *j, const char *command, const char *key, const char *name,
                                const cli_rerouting_shape *shape, int64_t token_bytes);
 
-/* getopt_long values and rows of the options every re-routing workload takes (--tokens, --hidden,
- * --ranks, --experts, --dtype, --seed). */
-enum { CLI_OPT_TOKENS = 300, CLI_OPT_HIDDEN, CLI_OPT_RANKS, CLI_OPT_EXPERTS, CLI_OPT_DTYPE, CLI_OPT_SEED };
-#define CLI_REROUTING_SHAPE_OPTIONS                                                                          \
-    {"tokens", required_argument, NULL, CLI_OPT_TOKENS},                                                     \
-        {"hidden", required_argument, NULL, CLI_OPT_HIDDEN},                                                 \
-        {"ranks", required_argument, NULL, CLI_OPT_RANKS},                                                   \
-        {"experts", required_argument, NULL, CLI_OPT_EXPERTS},                                               \
-        {"dtype", required_argument, NULL, CLI_OPT_DTYPE}, {                                                 \
-        "seed", required_argument, NULL, CLI_OPT_SEED                                                        \
-    }
+/* Option rows (cli_options.h) of what every re-routing workload takes: --tokens, --hidden, --ranks,
+ * --experts, --dtype, --seed into *SHAPE. */
+#define CLI_REROUTING_SHAPE_OPTIONS(SHAPE)                                                                   \
+    CLI_INT64_OPTION("tokens", &(SHAPE)->tokens, 0, INT32_MAX),                                              \
+        CLI_INT64_OPTION("hidden", &(SHAPE)->hidden, 1, 16383),                                              \
+        CLI_INT64_OPTION("ranks", &(SHAPE)->ranks, 1, 1 << 16),                                              \
+        CLI_INT64_OPTION("experts", &(SHAPE)->experts, 1, 1 << 16),                                          \
+        CLI_DTYPE_OPTION("dtype", &(SHAPE)->dtype), CLI_SEED_OPTION(&(SHAPE)->seed)
 #define CLI_REROUTING_SHAPE_HELP                                                                             \
     "      --tokens A        tokens received (default 16384)\n"                                              \
     "      --hidden H        token length, 0 < H < 16384 (default 7168)\n"                                   \
@@ -63,10 +61,6 @@ enum { CLI_OPT_TOKENS = 300, CLI_OPT_HIDDEN, CLI_OPT_RANKS, CLI_OPT_EXPERTS, CLI
     "      --dtype NAME      dtype of tokens: bf16, f16, int8, fp8_e4m3fn, fp8_e5m2, hifloat8, fp4_e2m1,\n"  \
     "                        fp4_e1m2 (default bf16)\n"                                                      \
     "      --seed S          random seed of counts and token bytes (default 1)\n"
-
-/* Applies one shape option: returns 1 when opt was one and its value is valid, 0 when opt is not a
- * shape option, -1 (after printing one line) when the value is invalid. */
-int cli_rerouting_shape_option(const char *command, int opt, const char *arg, cli_rerouting_shape *shape);
 
 /* Allocates and fills inputs (random bytes, skewed counts) and allocates outputs. */
 mm_status cli_rerouting_alloc(const cli_rerouting_shape *shape, cli_rerouting_buffers *b, mm_error *err);

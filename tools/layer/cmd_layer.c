@@ -2,15 +2,17 @@
 /* tools/layer/cmd_layer.c: `megamoe layer --model DIR --layer N IN -o OUT`: the MoE layer of a Hugging Face
  * checkpoint on x from a file (docs/models.md). Every process reads x; rank r takes the r-th block of
  * ceil(T / R) tokens; the outputs are gathered to rank 0, which writes OUT. */
-#include <getopt.h>
+#include <getopt.h> /* optind */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli_options.h"
 #include "common/cli_util.h"
 #include "common/commands.h"
 #include "common/timing.h"
 #include "layer/layer_json.h"
+#include "layer/layer_launch.h"
 #include "layer/layer_trace.h"
 #include "layer/layer_weights.h"
 #include "megamoe/formats.h"
@@ -172,80 +174,32 @@ static mm_status read_x(const char *path, int64_t hidden, uint16_t **x, int64_t 
 }
 
 int mm_cli_layer_main(int argc, char **argv) {
-    enum {
-        OPT_MODEL = 256,
-        OPT_LAYER,
-        OPT_RANKS,
-        OPT_BACKEND,
-        OPT_TIMEOUT,
-        OPT_JSON = 300,
-        OPT_TRACE,
-        OPT_WEIGHTS
+    layer_launch_options lo = LAYER_LAUNCH_DEFAULTS;
+    const char *out_path = NULL, *trace_path = NULL;
+    int json = 0;
+    const cli_option rows[] = {
+        LAYER_LAUNCH_OPTIONS(&lo),
+        CLI_OUTPUT_OPTION(&out_path),
+        CLI_FLAG_OPTION("json", &json),
+        CLI_TEXT_OPTION("trace", &trace_path),
     };
-    static const struct option long_options[] = {{"model", required_argument, NULL, OPT_MODEL},
-                                                 {"layer", required_argument, NULL, OPT_LAYER},
-                                                 {"output", required_argument, NULL, 'o'},
-                                                 {"ranks", required_argument, NULL, OPT_RANKS},
-                                                 {"backend", required_argument, NULL, OPT_BACKEND},
-                                                 {"timeout", required_argument, NULL, OPT_TIMEOUT},
-                                                 {"json", no_argument, NULL, OPT_JSON},
-                                                 {"trace", required_argument, NULL, OPT_TRACE},
-                                                 {"weights", required_argument, NULL, OPT_WEIGHTS},
-                                                 {"help", no_argument, NULL, 'h'},
-                                                 {NULL, 0, NULL, 0}};
-    const char *model_dir = NULL, *out_path = NULL, *backend = "threads";
-    int64_t layer = -1, ranks = 0;
-    double timeout = 0.0;
-    int opt, json = 0;
-    const char *trace_path = NULL;
-    mm_moe_layer_options options = {0};
-    optind = 0;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":o:h", long_options, NULL)) != -1) {
-        switch (opt) {
-        case OPT_MODEL: model_dir = optarg; break;
-        case OPT_LAYER:
-            if (cli_parse_int64(cmd, "--layer", optarg, 0, INT64_MAX, &layer) != 0) return MM_CLI_EXIT_USAGE;
-            break;
-        case 'o': out_path = optarg; break;
-        case OPT_RANKS:
-            if (cli_parse_int64(cmd, "--ranks", optarg, 1, MM_COMM_MAX_RANKS, &ranks) != 0)
-                return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_BACKEND:
-            if (cli_parse_backend(cmd, optarg, &backend) != 0) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_TIMEOUT:
-            if (cli_parse_double(cmd, "--timeout", optarg, 0.0, 1e9, &timeout) != 0) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_JSON: json = 1; break;
-        case OPT_TRACE: trace_path = optarg; break;
-        case OPT_WEIGHTS:
-            if (cli_parse_weights(cmd, optarg, &options) != 0) return MM_CLI_EXIT_USAGE;
-            break;
-        case 'h': fputs(layer_usage, stdout); return MM_CLI_EXIT_OK;
-        default: return cli_option_error(cmd, opt, argv);
-        }
-    }
+    int done = cli_options_parse(cmd, layer_usage, 1, rows, sizeof rows / sizeof rows[0], argc, argv);
+    if (done != CLI_OPTIONS_PARSED) return done;
     if (optind >= argc) return cli_usage_error(cmd, "missing input file IN");
-    if (optind + 1 < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind + 1]);
-    if (!model_dir) return cli_usage_error(cmd, "missing --model DIR");
-    if (layer < 0) return cli_usage_error(cmd, "missing --layer N");
+    if (!lo.model_dir) return cli_usage_error(cmd, "missing --model DIR");
+    if (lo.layer < 0) return cli_usage_error(cmd, "missing --layer N");
     if (!out_path) return cli_usage_error(cmd, "missing output file (-o OUT)");
-    if (ranks == 0 && cli_backend_is_threads(backend)) ranks = 1;
 
-    /* Which process speaks: every process fails alike before and at the launch; rank 0 reports. */
-    mm_comm_world world = {1, 0, 1};
-    (void)mm_comm_backend_world(backend, (int)ranks, &world, NULL);
-    int speaker = world.first_rank == 0;
+    mm_comm_world world;
+    int speaker = layer_launch_world(lo.backend, &lo.ranks, &world);
     mm_error err;
     mm_error_clear(&err);
     mm_model *model = NULL;
     uint16_t *x = NULL;
-    layer_job job = {NULL, layer, 0, 0, 0, NULL, out_path, timeout, options};
+    layer_job job = {NULL, lo.layer, 0, 0, 0, NULL, out_path, lo.timeout, lo.layer_options};
     double t_begin = cli_now_seconds(), t_read = t_begin;
-    mm_status st = mm_model_open(model_dir, &model, &err);
-    if (!st) st = mm_model_check_layer(model, layer, &err);
+    mm_status st = mm_model_open(lo.model_dir, &model, &err);
+    if (!st) st = mm_model_check_layer(model, lo.layer, &err);
     if (!st) {
         const mm_model_config *c = mm_model_get_config(model);
         job.model = model;
@@ -255,21 +209,16 @@ int mm_cli_layer_main(int argc, char **argv) {
         job.x = x;
     }
     if (!st) t_read = cli_now_seconds();
-    if (!st) st = mm_comm_launch(backend, (int)ranks, layer_rank, &job, &err);
+    if (!st) st = mm_comm_launch(lo.backend, (int)lo.ranks, layer_rank, &job, &err);
     double t_end = cli_now_seconds();
     int trace_failed = !st && trace_path && speaker &&
-                       layer_trace_write(trace_path, job.tokens, ranks > 0 ? ranks : world.size, t_begin,
-                                         t_read, t_end) != 0; /* said in one line */
+                       layer_trace_write(trace_path, job.tokens, lo.ranks > 0 ? lo.ranks : world.size,
+                                         t_begin, t_read, t_end) != 0; /* said in one line */
     if (!st && json && speaker)
-        layer_json_print(&(layer_json_facts){model_dir, backend, argv[optind], out_path, layer, job.tokens,
-                                             ranks > 0 ? ranks : world.size, job.hidden, job.topk,
-                                             t_read - t_begin, t_end - t_read});
-    int rc = MM_CLI_EXIT_OK;
-    if (st) {
-        err.status = st;
-        rc = cli_exit_status(st);
-        if (speaker || st == MM_ERR_TIMEOUT || st == MM_ERR_PEER) cli_report(cmd, &err);
-    }
+        layer_json_print(&(layer_json_facts){lo.model_dir, lo.backend, argv[optind], out_path, lo.layer,
+                                             job.tokens, lo.ranks > 0 ? lo.ranks : world.size, job.hidden,
+                                             job.topk, t_read - t_begin, t_end - t_read});
+    int rc = layer_launch_status(cmd, st, &err, speaker);
     if (trace_failed) rc = MM_CLI_EXIT_FAILURE;
     free(x);
     mm_model_close(model);

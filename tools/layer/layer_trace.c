@@ -9,8 +9,7 @@
 int layer_trace_write(const char *path, int64_t tokens, int64_t ranks, double begin, double read,
                       double end) {
     cli_trace t;
-    if (cli_trace_open(&t, "layer", path, "megamoe layer") != 0) return -1;
-    cli_trace_thread(&t, 0, "host", 0);
+    if (cli_trace_start(&t, "layer", path, "megamoe layer") != 0) return -1;
     char args[64];
     snprintf(args, sizeof args, "\"tokens\":%lld,\"ranks\":%lld", (long long)tokens, (long long)ranks);
     cli_trace_slice(&t, 0, "read config, index and x", "setup", begin, read, args);

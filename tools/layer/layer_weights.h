@@ -6,7 +6,8 @@
 
 #include "megamoe/model.h"
 
-/* "native" or "bf16" into options->dequantize_to_bf16; else a usage error on stderr and -1. */
-int cli_parse_weights(const char *command, const char *text, mm_moe_layer_options *options);
+/* --weights: "native" or "bf16" into ((mm_moe_layer_options *)options)->dequantize_to_bf16; else a usage
+ * error on stderr and -1 (a parser of a cli_options.h row). */
+int cli_parse_weights(const char *command, const char *option, const char *text, void *options);
 
 #endif

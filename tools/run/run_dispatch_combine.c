@@ -4,13 +4,13 @@
  * RMSNorm V2, on R ranks as threads, with per-stage timings (median over iterations of the slowest
  * rank), a check that every iteration gives the same bits, and sampled tokens of every rank checked
  * against a float64 recomputation (run_dc_check.c). */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/cli_json.h"
+#include "common/cli_options.h"
 #include "common/cli_threads.h"
 #include "common/cli_trace.h"
 #include "common/cli_util.h"
@@ -68,13 +68,8 @@ static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
     const cli_dc_world *w = run->w;
     int g = mm_comm_rank(comm);
     if (!w->rank[g].alive) return MM_OK;
-    mm_status st = MM_OK;
-    if (w->elastic) {
-        int alive[MM_COMM_MAX_RANKS], n = 0;
-        for (int r = 0; r < w->nranks; r++)
-            if (w->rank[r].alive) alive[n++] = r;
-        if ((st = mm_comm_set_survivors(comm, alive, n, err))) return st;
-    }
+    mm_status st = cli_dc_set_survivors(comm, w, err);
+    if (st) return st;
     mm_dc_workspace *ws = NULL;
     cli_dc_ffn *ffn = NULL;
     cli_dc_dispatch_out d;
@@ -114,17 +109,8 @@ static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
         t[2] = cli_now_seconds();
         cli_dc_tensors tt;
         mm_combine_v2_inputs in;
-        cli_dc_combine_inputs(w, g, &tt, &in);
-        mm_tensor ex = mm_tensor_make(MM_DTYPE_BF16, 2, (int64_t[]){d.rows, H}, expert_out);
-        mm_tensor as = mm_tensor_make(MM_DTYPE_I32, 2, (int64_t[]){d.rows, 3}, d.assist);
-        mm_tensor epc = mm_tensor_make(MM_DTYPE_I32, 1, (int64_t[]){d.n_ep}, d.ep_counts);
-        mm_tensor tpc = mm_tensor_make(MM_DTYPE_I32, 1, (int64_t[]){w->o.tp}, d.tp_counts);
-        in.expand_x = &ex, in.assist_info_for_combine = &as, in.ep_send_counts = &epc;
-        in.tp_send_counts = w->o.tp ? &tpc : NULL;
-        mm_tensor ty = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){bs, 1, H}, y);
-        mm_tensor tx = mm_tensor_make(MM_DTYPE_BF16, 3, (int64_t[]){bs, 1, H}, x);
-        mm_tensor tr = mm_tensor_make(MM_DTYPE_F32, 3, (int64_t[]){bs, 1, 1}, rstd);
-        mm_combine_v2_outputs out = {&ty, &tr, &tx};
+        cli_dc_combine_inputs(w, g, &d, expert_out, &tt, &in);
+        mm_combine_v2_outputs out = cli_dc_combine_outputs(w, g, y, x, rstd, &tt);
         mm_dc_attrs a = cli_dc_attrs(w, g);
         if ((st = mm_combine_v2(ws, &in, &a, &out, err))) goto done;
         t[3] = cli_now_seconds();
@@ -188,50 +174,23 @@ static void trace_ranks(cli_trace *trace, const run_ctx *run) {
 }
 
 int cli_run_dispatch_combine_main(int argc, char **argv) {
-    enum { OPT_INTER = 700, OPT_ITERATIONS, OPT_CHECK_TOKENS, OPT_THREADS, OPT_JSON, OPT_TRACE };
-    static const struct option long_options[] = {CLI_DC_OPTIONS,
-                                                 {"intermediate", required_argument, NULL, OPT_INTER},
-                                                 {"iterations", required_argument, NULL, OPT_ITERATIONS},
-                                                 {"check-tokens", required_argument, NULL, OPT_CHECK_TOKENS},
-                                                 {"threads", required_argument, NULL, OPT_THREADS},
-                                                 {"json", no_argument, NULL, OPT_JSON},
-                                                 {"trace", required_argument, NULL, OPT_TRACE},
-                                                 {"help", no_argument, NULL, 'h'},
-                                                 {NULL, 0, NULL, 0}};
     const char *cmd = "run";
     cli_dc_opts o = cli_dc_default_opts();
     o.tokens = 32, o.hidden = 1024; /* --experts and --topk: 0 until given (defaults below) */
     int64_t inter = 512, iterations = 5, check_tokens = 8;
-    int opt, json = 0;
+    int json = 0;
     const char *trace_path = NULL;
-    optind = 0;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
-        int handled = cli_dc_option(cmd, opt, optarg, &o);
-        if (handled < 0) return MM_CLI_EXIT_USAGE;
-        if (handled) continue;
-        switch (opt) {
-        case OPT_INTER:
-            if (cli_parse_int64(cmd, "--intermediate", optarg, 2, 1 << 16, &inter)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_ITERATIONS:
-            if (cli_parse_int64(cmd, "--iterations", optarg, 1, 100000, &iterations))
-                return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_CHECK_TOKENS:
-            if (cli_parse_int64(cmd, "--check-tokens", optarg, 0, 1 << 20, &check_tokens))
-                return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_THREADS:
-            if (cli_parse_threads(cmd, optarg)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_JSON: json = 1; break;
-        case OPT_TRACE: trace_path = optarg; break;
-        case 'h': fputs(run_usage, stdout); return MM_CLI_EXIT_OK;
-        default: return cli_option_error(cmd, opt, argv);
-        }
-    }
-    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    const cli_option options[] = {
+        CLI_DC_OPTIONS(&o),
+        CLI_INT64_OPTION("intermediate", &inter, 2, 1 << 16),
+        CLI_INT64_OPTION("iterations", &iterations, 1, 100000),
+        CLI_INT64_OPTION("check-tokens", &check_tokens, 0, 1 << 20),
+        CLI_THREADS_OPTION,
+        CLI_FLAG_OPTION("json", &json),
+        CLI_TEXT_OPTION("trace", &trace_path),
+    };
+    int done = cli_options_parse(cmd, run_usage, 0, options, sizeof options / sizeof options[0], argc, argv);
+    if (done != CLI_OPTIONS_PARSED) return done;
     if (json && cli_json_redirect(cmd) != 0) return MM_CLI_EXIT_FAILURE;
     if (o.tp == 2 && inter % 2) return cli_usage_error(cmd, "--intermediate must be even with --tp 2");
     int64_t routed_ranks = o.shared_ranks < o.ranks ? o.ranks - o.shared_ranks : 1;
@@ -240,10 +199,9 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
         return cli_usage_error(cmd,
                                "--tp 2 needs one expert per routed-expert rank: --experts %lld, not %lld",
                                (long long)routed_ranks, (long long)o.experts);
-    cli_trace trace = {NULL, 0, -1.0};
-    if (trace_path && cli_trace_open(&trace, cmd, trace_path, "megamoe run --op dispatch-combine") != 0)
+    cli_trace trace;
+    if (cli_trace_start(&trace, cmd, trace_path, "megamoe run --op dispatch-combine") != 0)
         return MM_CLI_EXIT_FAILURE;
-    cli_trace_thread(&trace, 0, "host", 0);
     double t_setup = cli_now_seconds();
     cli_dc_world w;
     int rc = cli_dc_world_make(cmd, &o, &w);

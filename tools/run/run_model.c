@@ -4,16 +4,17 @@
  * random BF16 tokens, runs one warm-up call and --iterations timed calls of mm_moe_layer_forward, and
  * rank 0 prints the timing and the routing spread (tokens per expert). Nothing is checked against a
  * reference: `megamoe layer` and tests/python/hf_moe_reference.py do that. */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/cli_json.h"
+#include "common/cli_options.h"
 #include "common/cli_util.h"
 #include "common/demo_data.h"
 #include "common/timing.h"
+#include "layer/layer_launch.h"
 #include "layer/layer_weights.h"
 #include "megamoe/formats.h"
 #include "megamoe/model.h"
@@ -21,31 +22,30 @@
 
 static const char cmd[] = "run";
 
-static void print_usage(void) {
-    printf("usage: megamoe run --model DIR [--layer N] [--tokens T] [--ranks R] [--backend threads|mpi]\n"
-           "                   [--iterations N] [--seed S] [--weights native|bf16] [--json]\n"
-           "                   [--timeout SECONDS]\n"
-           "\n"
-           "Runs the MoE block of layer N of the Hugging Face checkpoint in DIR (docs/models.md: mixtral,\n"
-           "qwen3_moe, qwen2_moe, BF16 or AWQ/GPTQ) on seeded random BF16 tokens: load, one warm-up call,\n"
-           "then --iterations timed calls. Prints the load time, the median / min / max time of a call,\n"
-           "tokens/s and the routing spread (tokens per expert). Nothing is checked (`megamoe layer` is the\n"
-           "checked path).\n"
-           "\n"
-           "options:\n"
-           "      --model DIR        the checkpoint folder (required)\n"
-           "      --layer N          the layer (default: the first sparse layer)\n"
-           "      --tokens T         tokens per rank (default 64)\n"
-           "      --ranks R          ranks (default 1; --backend mpi: the processes of mpirun -n R)\n"
-           "      --backend NAME     threads (default) or mpi (one rank per MPI process)\n"
-           "      --iterations N     timed calls (default 3; one warm-up call first)\n"
-           "      --seed S           seed of the tokens (default 1)\n"
-           "      --weights native|bf16\n"
-           "                         quantized weights as stored (default) or dequantized to BF16 on load\n"
-           "      --json             one JSON object on stdout instead of the text\n"
-           "      --timeout SECONDS  how long a rank waits for its peers (0 = library default)\n"
-           "  -h, --help             show this help\n");
-}
+static const char usage[] =
+    "usage: megamoe run --model DIR [--layer N] [--tokens T] [--ranks R] [--backend threads|mpi]\n"
+    "                   [--iterations N] [--seed S] [--weights native|bf16] [--json]\n"
+    "                   [--timeout SECONDS]\n"
+    "\n"
+    "Runs the MoE block of layer N of the Hugging Face checkpoint in DIR (docs/models.md: mixtral,\n"
+    "qwen3_moe, qwen2_moe, BF16 or AWQ/GPTQ) on seeded random BF16 tokens: load, one warm-up call,\n"
+    "then --iterations timed calls. Prints the load time, the median / min / max time of a call,\n"
+    "tokens/s and the routing spread (tokens per expert). Nothing is checked (`megamoe layer` is the\n"
+    "checked path).\n"
+    "\n"
+    "options:\n"
+    "      --model DIR        the checkpoint folder (required)\n"
+    "      --layer N          the layer (default: the first sparse layer)\n"
+    "      --tokens T         tokens per rank (default 64)\n"
+    "      --ranks R          ranks (default 1; --backend mpi: the processes of mpirun -n R)\n"
+    "      --backend NAME     threads (default) or mpi (one rank per MPI process)\n"
+    "      --iterations N     timed calls (default 3; one warm-up call first)\n"
+    "      --seed S           seed of the tokens (default 1)\n"
+    "      --weights native|bf16\n"
+    "                         quantized weights as stored (default) or dequantized to BF16 on load\n"
+    "      --json             one JSON object on stdout instead of the text\n"
+    "      --timeout SECONDS  how long a rank waits for its peers (0 = library default)\n"
+    "  -h, --help             show this help\n";
 
 typedef struct model_job {
     const mm_model *model;
@@ -188,72 +188,34 @@ static void report(const model_job *j, const char *dir, int ranks, int json) {
 }
 
 int cli_run_model_main(int argc, char **argv) {
-    enum {
-        OPT_MODEL = 600,
-        OPT_LAYER,
-        OPT_TOKENS,
-        OPT_RANKS,
-        OPT_BACKEND,
-        OPT_ITER,
-        OPT_SEED,
-        OPT_WEIGHTS,
-        OPT_JSON,
-        OPT_TIMEOUT
+    layer_launch_options lo = LAYER_LAUNCH_DEFAULTS;
+    int64_t tokens = 64, iterations = 3, seed = 1;
+    int json = 0;
+    const cli_option rows[] = {
+        LAYER_LAUNCH_OPTIONS(&lo),
+        CLI_INT64_OPTION("tokens", &tokens, 0, (int64_t)1 << 24),
+        CLI_INT64_OPTION("iterations", &iterations, 1, 1000000),
+        CLI_INT64_OPTION("seed", &seed, 0, INT64_MAX),
+        CLI_FLAG_OPTION("json", &json),
     };
-    static const struct option long_options[] = {{"model", required_argument, NULL, OPT_MODEL},
-                                                 {"layer", required_argument, NULL, OPT_LAYER},
-                                                 {"tokens", required_argument, NULL, OPT_TOKENS},
-                                                 {"ranks", required_argument, NULL, OPT_RANKS},
-                                                 {"backend", required_argument, NULL, OPT_BACKEND},
-                                                 {"iterations", required_argument, NULL, OPT_ITER},
-                                                 {"seed", required_argument, NULL, OPT_SEED},
-                                                 {"weights", required_argument, NULL, OPT_WEIGHTS},
-                                                 {"json", no_argument, NULL, OPT_JSON},
-                                                 {"timeout", required_argument, NULL, OPT_TIMEOUT},
-                                                 {"help", no_argument, NULL, 'h'},
-                                                 {NULL, 0, NULL, 0}};
-    const char *dir = NULL, *backend = "threads";
-    int64_t layer = -1, tokens = 64, ranks = 0, iterations = 3, seed = 1;
-    double timeout = 0.0;
-    int json = 0, opt;
-    mm_moe_layer_options options = {0};
-    optind = 0;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
-        int bad = 0;
-        switch (opt) {
-        case OPT_MODEL: dir = optarg; break;
-        case OPT_LAYER: bad = cli_parse_int64(cmd, "--layer", optarg, 0, INT64_MAX, &layer); break;
-        case OPT_TOKENS: bad = cli_parse_int64(cmd, "--tokens", optarg, 0, (int64_t)1 << 24, &tokens); break;
-        case OPT_RANKS: bad = cli_parse_int64(cmd, "--ranks", optarg, 1, MM_COMM_MAX_RANKS, &ranks); break;
-        case OPT_BACKEND: bad = cli_parse_backend(cmd, optarg, &backend); break;
-        case OPT_ITER: bad = cli_parse_int64(cmd, "--iterations", optarg, 1, 1000000, &iterations); break;
-        case OPT_SEED: bad = cli_parse_int64(cmd, "--seed", optarg, 0, INT64_MAX, &seed); break;
-        case OPT_WEIGHTS: bad = cli_parse_weights(cmd, optarg, &options); break;
-        case OPT_JSON: json = 1; break;
-        case OPT_TIMEOUT: bad = cli_parse_double(cmd, "--timeout", optarg, 0.0, 1e9, &timeout); break;
-        case 'h': print_usage(); return MM_CLI_EXIT_OK;
-        default: return cli_option_error(cmd, opt, argv);
-        }
-        if (bad) return MM_CLI_EXIT_USAGE;
-    }
-    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-    if (!dir) return cli_usage_error(cmd, "missing --model DIR");
-    if (ranks == 0 && cli_backend_is_threads(backend)) ranks = 1;
+    int done = cli_options_parse(cmd, usage, 0, rows, sizeof rows / sizeof rows[0], argc, argv);
+    if (done != CLI_OPTIONS_PARSED) return done;
+    if (!lo.model_dir) return cli_usage_error(cmd, "missing --model DIR");
 
-    mm_comm_world world = {1, 0, 1};
-    (void)mm_comm_backend_world(backend, (int)ranks, &world, NULL);
-    int speaker = world.first_rank == 0;
+    mm_comm_world world;
+    int speaker = layer_launch_world(lo.backend, &lo.ranks, &world);
     mm_error err;
     mm_error_clear(&err);
     mm_model *model = NULL;
-    model_job job = {NULL, layer, tokens, iterations, (uint64_t)seed, timeout, options, 0.0, NULL, NULL};
-    mm_status st = mm_model_open(dir, &model, &err);
-    if (!st && layer < 0) { /* the first sparse layer */
+    model_job job = {NULL,       lo.layer,         tokens, iterations, (uint64_t)seed,
+                     lo.timeout, lo.layer_options, 0.0,    NULL,       NULL};
+    mm_status st = mm_model_open(lo.model_dir, &model, &err);
+    if (!st && lo.layer < 0) { /* the first sparse layer */
         const mm_model_config *c = mm_model_get_config(model);
         for (int64_t l = 0; l < c->num_hidden_layers && job.layer < 0; l++)
             if (mm_model_check_layer(model, l, NULL) == MM_OK) job.layer = l;
-        if (job.layer < 0) st = cli_fail(&err, MM_ERR_INVALID_ARGUMENT, "%s has no sparse (MoE) layer", dir);
+        if (job.layer < 0)
+            st = cli_fail(&err, MM_ERR_INVALID_ARGUMENT, "%s has no sparse (MoE) layer", lo.model_dir);
     }
     if (!st) st = mm_model_check_layer(model, job.layer, &err);
     if (!st) {
@@ -262,15 +224,9 @@ int cli_run_model_main(int argc, char **argv) {
         job.expert_count = calloc((size_t)mm_model_get_config(model)->num_experts, sizeof *job.expert_count);
         if (!job.call_s || !job.expert_count) st = cli_fail(&err, MM_ERR_OUT_OF_MEMORY, "out of memory");
     }
-    if (!st) st = mm_comm_launch(backend, (int)ranks, model_rank, &job, &err);
-    int rc = MM_CLI_EXIT_OK;
-    if (st) {
-        err.status = st;
-        rc = cli_exit_status(st);
-        if (speaker || st == MM_ERR_TIMEOUT || st == MM_ERR_PEER) cli_report(cmd, &err);
-    } else if (speaker) {
-        report(&job, dir, world.size, json);
-    }
+    if (!st) st = mm_comm_launch(lo.backend, (int)lo.ranks, model_rank, &job, &err);
+    int rc = layer_launch_status(cmd, st, &err, speaker);
+    if (!st && speaker) report(&job, lo.model_dir, world.size, json);
     free(job.call_s);
     free(job.expert_count);
     mm_model_close(model);

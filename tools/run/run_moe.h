@@ -60,6 +60,9 @@ const run_moe_scenario *run_moe_find_scenario(const char *name);
  * 128 as DeepSeek-V3, UINT4 1 x 128 as AWQ/GPTQ group size 128). cfg may be NULL (the defaults). */
 void run_moe_scale_blocks(const struct run_moe_config *cfg, const run_moe_scenario *sc, int64_t *bn,
                           int64_t *bk);
+/* --scenario NAME of the benchmarks (a cli_options.h parser): a name run_moe_find_scenario knows goes to
+ * *(const char **)target; another is one usage line "unknown --scenario 'NAME'". */
+int run_moe_parse_scenario(const char *command, const char *option, const char *text, void *target);
 
 /* ---- configuration of one run ---------------------------------------------------------------- */
 

@@ -7,60 +7,24 @@
  * scaled to 32 loaded experts because 256 x 88 MB of BF16 weights do not fit (docs/mega_moe.md). */
 #include <string.h>
 
+#include "common/cli_util.h"
 #include "run/run_moe.h"
 
+/* Columns: name, model, hidden, inter, experts (loaded), model_experts, topk, shared_experts, activation,
+ * activation_param_count, activation_params (gpt-oss: clamp, alpha, beta), default_scenario, default_tokens,
+ * default_check_tokens. */
+/* clang-format off */
 const run_moe_preset run_moe_presets[] = {
-    {.name = "qwen3-30b-a3b",
-     .model = "Qwen3-30B-A3B",
-     .hidden = 2048,
-     .inter = 768,
-     .experts = 128,
-     .model_experts = 128,
-     .topk = 8,
-     .shared_experts = 0,
-     .activation = MM_MEGA_MOE_SWIGLU,
-     .default_scenario = "a16w16",
-     .default_tokens = 128,
-     .default_check_tokens = 2},
-    {.name = "deepseek-v3",
-     .model = "DeepSeek-V3",
-     .hidden = 7168,
-     .inter = 2048,
-     .experts = 32,
-     .model_experts = 256,
-     .topk = 8,
-     .shared_experts = 1,
-     .activation = MM_MEGA_MOE_SWIGLU,
-     .default_scenario = "a8w8-fp-e4m3",
-     .default_tokens = 16,
-     .default_check_tokens = 1},
-    {.name = "mixtral-8x7b",
-     .model = "Mixtral-8x7B",
-     .hidden = 4096,
-     .inter = 14336,
-     .experts = 8,
-     .model_experts = 8,
-     .topk = 2,
-     .shared_experts = 0,
-     .activation = MM_MEGA_MOE_SWIGLU,
-     .default_scenario = "a16w16",
-     .default_tokens = 16,
-     .default_check_tokens = 1},
-    {.name = "gpt-oss-20b",
-     .model = "gpt-oss-20b",
-     .hidden = 2880,
-     .inter = 2880,
-     .experts = 32,
-     .model_experts = 32,
-     .topk = 4,
-     .shared_experts = 0,
-     .activation = MM_MEGA_MOE_SWIGLUOAI,
-     .activation_param_count = 3,
-     .activation_params = {7.0f, 1.702f, 1.0f}, /* clamp, alpha, beta */
-     .default_scenario = "a8w4-fp",
-     .default_tokens = 64,
-     .default_check_tokens = 1},
+    {"qwen3-30b-a3b", "Qwen3-30B-A3B", 2048,   768, 128, 128, 8, 0, MM_MEGA_MOE_SWIGLU,
+     0, {0},                   "a16w16",       128, 2},
+    {"deepseek-v3",   "DeepSeek-V3",   7168,  2048,  32, 256, 8, 1, MM_MEGA_MOE_SWIGLU,
+     0, {0},                   "a8w8-fp-e4m3",  16, 1},
+    {"mixtral-8x7b",  "Mixtral-8x7B",  4096, 14336,   8,   8, 2, 0, MM_MEGA_MOE_SWIGLU,
+     0, {0},                   "a16w16",        16, 1},
+    {"gpt-oss-20b",   "gpt-oss-20b",   2880,  2880,  32,  32, 4, 0, MM_MEGA_MOE_SWIGLUOAI,
+     3, {7.0f, 1.702f, 1.0f}, "a8w4-fp",       64, 1},
 };
+/* clang-format on */
 const size_t run_moe_preset_count = sizeof run_moe_presets / sizeof run_moe_presets[0];
 
 const run_moe_preset *run_moe_find_preset(const char *name) {
@@ -81,6 +45,12 @@ void run_moe_scale_blocks(const run_moe_config *cfg, const run_moe_scenario *sc,
     /* the checkpoints' blocks: DeepSeek-V3's FP8 128 x 128, AWQ/GPTQ's INT4 groups of 128 along K */
     *bn = cfg && cfg->scale_block_n > 0 ? cfg->scale_block_n : sc->weight_dtype == MM_DTYPE_UINT4 ? 1 : 128;
     *bk = cfg && cfg->scale_block_k > 0 ? cfg->scale_block_k : 128;
+}
+
+int run_moe_parse_scenario(const char *command, const char *option, const char *text, void *target) {
+    if (!run_moe_find_scenario(text)) return cli_usage_error(command, "unknown %s '%s'", option, text);
+    *(const char **)target = text;
+    return 0;
 }
 
 mm_mega_moe_attrs run_moe_attrs(const run_moe_config *cfg, const run_moe_scenario *sc) {

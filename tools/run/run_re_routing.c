@@ -3,12 +3,12 @@
  *
  * A realistic received-token block rearranged into expert order, checked, and timed against memcpy of
  * the same bytes in the same run. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/cli_json.h"
+#include "common/cli_options.h"
 #include "common/cli_threads.h"
 #include "common/cli_trace.h"
 #include "common/cli_util.h"
@@ -34,45 +34,24 @@ static const char run_usage[] =
     "  -h, --help            show this help\n";
 
 int cli_run_re_routing_main(int argc, char **argv) {
-    enum { OPT_ITERATIONS = 400, OPT_THREADS, OPT_JSON, OPT_TRACE };
-    static const struct option long_options[] = {CLI_REROUTING_SHAPE_OPTIONS,
-                                                 {"iterations", required_argument, NULL, OPT_ITERATIONS},
-                                                 {"threads", required_argument, NULL, OPT_THREADS},
-                                                 {"json", no_argument, NULL, OPT_JSON},
-                                                 {"trace", required_argument, NULL, OPT_TRACE},
-                                                 {"help", no_argument, NULL, 'h'},
-                                                 {NULL, 0, NULL, 0}};
     const char *cmd = "run";
     cli_rerouting_shape shape = cli_rerouting_default_shape();
     int64_t iterations = 5;
-    int opt, json = 0;
+    int json = 0;
     const char *trace_path = NULL;
-    optind = 0;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
-        int handled = cli_rerouting_shape_option(cmd, opt, optarg, &shape);
-        if (handled < 0) return MM_CLI_EXIT_USAGE;
-        if (handled) continue;
-        switch (opt) {
-        case OPT_ITERATIONS:
-            if (cli_parse_int64(cmd, "--iterations", optarg, 1, 100000, &iterations) != 0)
-                return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_THREADS:
-            if (cli_parse_threads(cmd, optarg)) return MM_CLI_EXIT_USAGE;
-            break;
-        case OPT_JSON: json = 1; break;
-        case OPT_TRACE: trace_path = optarg; break;
-        case 'h': fputs(run_usage, stdout); return MM_CLI_EXIT_OK;
-        default: return cli_option_error(cmd, opt, argv);
-        }
-    }
-    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    const cli_option options[] = {
+        CLI_REROUTING_SHAPE_OPTIONS(&shape),
+        CLI_INT64_OPTION("iterations", &iterations, 1, 100000),
+        CLI_THREADS_OPTION,
+        CLI_FLAG_OPTION("json", &json),
+        CLI_TEXT_OPTION("trace", &trace_path),
+    };
+    int done = cli_options_parse(cmd, run_usage, 0, options, sizeof options / sizeof options[0], argc, argv);
+    if (done != CLI_OPTIONS_PARSED) return done;
     if (json && cli_json_redirect(cmd) != 0) return MM_CLI_EXIT_FAILURE;
-    cli_trace trace = {NULL, 0, -1.0};
-    if (trace_path && cli_trace_open(&trace, cmd, trace_path, "megamoe run --op re-routing") != 0)
+    cli_trace trace;
+    if (cli_trace_start(&trace, cmd, trace_path, "megamoe run --op re-routing") != 0)
         return MM_CLI_EXIT_FAILURE;
-    cli_trace_thread(&trace, 0, "host", 0);
     double t_setup = cli_now_seconds();
 
     mm_error err;
