@@ -152,7 +152,8 @@ static int parse_formats(const char *command, const char *option, const char *te
 
 static int parse_levels(const char *command, const char *option, const char *text, void *target) {
     static const char *const names[] = {"auto", "avx512", "avx512-few", "amx", "amx-few"};
-    static const int values[] = {LEVEL_AUTO, MM_KIND_AVX512, MM_KIND_AVX512_FEW, MM_KIND_AMX, MM_KIND_AMX_FEW};
+    static const int values[] = {LEVEL_AUTO, MM_KIND_AVX512, MM_KIND_AVX512_FEW, MM_KIND_AMX,
+                                 MM_KIND_AMX_FEW};
     ffn_config *cfg = target;
     return parse_names(command, option, text, names, values, 5, cfg->levels, &cfg->n_levels);
 }
@@ -599,6 +600,9 @@ static void print_auto_vs_best(const ffn_config *cfg, const best_gemm *best) {
     if (rows_seen)
         printf("%d of %d rows flagged (auto's kernel > 5 %% slower than the best level's)\n", flagged,
                rows_seen);
+    else
+        printf("(no row: no forced level was measured beside auto; --isa auto,avx512,avx512-few,... adds "
+               "them)\n");
 }
 
 /* The header: the run's facts, the worker pool and the kernels the registry chooses per format (the

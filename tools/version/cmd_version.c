@@ -73,8 +73,8 @@ static void print_mpi(void) {
 static void print_kernel_config(void) {
     const mm_gemm_kernel_config *c = mm_gemm_kernel_config_get();
     const mm_cpu_id *id = mm_cpu_identity();
-    printf("cpu identity: %s family %d model %d (%s)\n", id->vendor[0] ? id->vendor : "unknown", id->family, id->model,
-           id->brand[0] ? id->brand : "no brand string");
+    printf("cpu identity: %s family %d model %d (%s)\n", id->vendor[0] ? id->vendor : "unknown", id->family,
+           id->model, id->brand[0] ? id->brand : "no brand string");
     if (c->error[0]) printf("cpu profile error: %s\n", c->error);
     printf("cpu profile: %s (%s; %s)\n", c->profile->name,
            c->profile_forced ? "MEGAMOE_CPU_PROFILE" : "detected", c->profile->cpus);
