@@ -18,8 +18,8 @@ enum { H = 64, I = 32, IS = 48, E = 4, K = 2, R = 2, T = 3 };
 typedef struct job {
     const mm_model *model;
     int calls[R];
-    int zeroed[R];          /* routed stats had no events before the forward */
-    int32_t ids[R][T * K];  /* each rank's topk_ids */
+    int zeroed[R];         /* routed stats had no events before the forward */
+    int32_t ids[R][T * K]; /* each rank's topk_ids */
     mm_mega_moe_stats routed[R], shared[R];
     mm_status shared_status[R];
     char shared_message[R][sizeof(((mm_error *)0)->message)];
@@ -31,7 +31,8 @@ static void add(mm_st_writer *w, const char *name, int64_t rows, int64_t cols, u
     uint16_t *d = malloc((size_t)(rows * cols) * sizeof *d);
     CHECK(d != NULL);
     if (!d) return;
-    for (int64_t i = 0; i < rows * cols; i++) d[i] = mm_f32_to_bf16((float)mm_test_rand_uniform(seed, -0.5, 0.5));
+    for (int64_t i = 0; i < rows * cols; i++)
+        d[i] = mm_f32_to_bf16((float)mm_test_rand_uniform(seed, -0.5, 0.5));
     int64_t shape[2] = {rows, cols};
     mm_tensor t = mm_tensor_make(MM_DTYPE_BF16, 2, shape, d);
     mm_error err;
@@ -93,7 +94,8 @@ static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
     for (int i = 0; i < T * H; i++) x[i] = mm_f32_to_bf16((float)mm_test_rand_uniform(&seed, -1, 1));
     int64_t xs[2] = {T, H}, ks[2] = {T, K};
     mm_tensor tx = mm_tensor_make(MM_DTYPE_BF16, 2, xs, x), ty = mm_tensor_make(MM_DTYPE_BF16, 2, xs, y),
-              ti = mm_tensor_make(MM_DTYPE_I32, 2, ks, j->ids[me]), tw = mm_tensor_make(MM_DTYPE_F32, 2, ks, w);
+              ti = mm_tensor_make(MM_DTYPE_I32, 2, ks, j->ids[me]),
+              tw = mm_tensor_make(MM_DTYPE_F32, 2, ks, w);
     st = mm_moe_layer_forward(layer, &tx, &ty, &ti, &tw, err);
     if (!st) st = mm_moe_layer_last_stats(layer, MM_MOE_LAYER_CALL_ROUTED, &j->routed[me], err);
     mm_error es;
@@ -157,7 +159,8 @@ int main(void) {
     CHECK_EQ_INT(mm_moe_layer_call_count(NULL), 0);
     mm_mega_moe_stats s;
     mm_error err;
-    CHECK_STATUS(mm_moe_layer_last_stats(NULL, MM_MOE_LAYER_CALL_ROUTED, &s, &err), MM_ERR_INVALID_ARGUMENT, &err);
+    CHECK_STATUS(mm_moe_layer_last_stats(NULL, MM_MOE_LAYER_CALL_ROUTED, &s, &err), MM_ERR_INVALID_ARGUMENT,
+                 &err);
     CHECK_STR_CONTAINS(err.message, "mm_moe_layer_last_stats: layer or stats is NULL");
 
     write_checkpoint(dir, "qwen3_moe");

@@ -209,8 +209,12 @@ int mm_cli_layer_main(int argc, char **argv) {
     mm_model *model = NULL;
     uint16_t *x = NULL;
     layer_trace_data trace_data = {0};
-    layer_job job = {NULL,       lo.layer,         0, 0, 0, NULL, out_path, lo.timeout, lo.layer_options,
-                     !!trace_path, &trace_data};
+    layer_job job = {.layer = lo.layer,
+                     .out_path = out_path,
+                     .timeout = lo.timeout,
+                     .options = lo.layer_options,
+                     .trace = trace_path != NULL,
+                     .trace_data = &trace_data};
     double t_begin = cli_now_seconds(), t_read = t_begin;
     mm_status st = mm_model_open(lo.model_dir, &model, &err);
     if (!st) st = mm_model_check_layer(model, lo.layer, &err);

@@ -12,13 +12,15 @@
 #include "common/cli_util.h"
 
 mm_status layer_trace_gather(mm_comm *comm, const mm_moe_layer *layer, const layer_trace_rank *mine,
-                             const mm_tensor *topk_ids, int64_t experts, layer_trace_data *out, mm_error *err) {
+                             const mm_tensor *topk_ids, int64_t experts, layer_trace_data *out,
+                             mm_error *err) {
     int me = mm_comm_rank(comm), size = mm_comm_size(comm);
     size_t block = sizeof(layer_trace_rank) + (size_t)experts * sizeof(int64_t);
     uint8_t *send = calloc(1, block), *all = malloc(block * (size_t)size);
     mm_error local;
     mm_error_clear(&local);
-    mm_status st = send && all ? MM_OK : cli_fail(&local, MM_ERR_OUT_OF_MEMORY, "out of memory for the trace");
+    mm_status st =
+        send && all ? MM_OK : cli_fail(&local, MM_ERR_OUT_OF_MEMORY, "out of memory for the trace");
     if (!st) {
         layer_trace_rank *r = (layer_trace_rank *)send;
         *r = *mine;
@@ -62,8 +64,8 @@ void layer_trace_data_free(layer_trace_data *d) {
 /* One of the layer's MegaMoE calls (c: mm_moe_layer_call) on every rank, and its flows. The shared-expert
  * call's "experts" are the R copies; each rank's tokens all go to its own. */
 static void call_slices(cli_moe_trace *t, const layer_trace_data *d, int c, int64_t *shared_routed) {
-    static const char *const names[2] = {"mega_moe routed", "mega_moe shared"}, *const cats[2] = {"routed",
-                                                                                                   "shared"};
+    static const char *const names[2] = {"mega_moe routed", "mega_moe shared"};
+    static const char *const cats[2] = {"routed", "shared"};
     const mm_mega_moe_stats *stats[MM_COMM_MAX_RANKS];
     const int64_t *routed[MM_COMM_MAX_RANKS];
     int64_t experts = c == MM_MOE_LAYER_CALL_ROUTED ? d->experts : d->ranks;

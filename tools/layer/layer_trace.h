@@ -30,7 +30,8 @@ typedef struct layer_trace_data {
 /* Collective, after a successful forward of `layer` on this rank's topk_ids (T, K) I32: gathers every
  * rank's layer_trace_rank and routing to rank 0, which fills *out (allocated; NULL on other ranks). */
 mm_status layer_trace_gather(mm_comm *comm, const mm_moe_layer *layer, const layer_trace_rank *mine,
-                             const mm_tensor *topk_ids, int64_t experts, layer_trace_data *out, mm_error *err);
+                             const mm_tensor *topk_ids, int64_t experts, layer_trace_data *out,
+                             mm_error *err);
 void layer_trace_data_free(layer_trace_data *d);
 
 /* Writes the trace: the host's reading (checkpoint config and index, x) from begin to read and the launch
