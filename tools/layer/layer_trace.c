@@ -17,10 +17,15 @@ mm_status layer_trace_gather(mm_comm *comm, const mm_moe_layer *layer, const lay
     int me = mm_comm_rank(comm), size = mm_comm_size(comm);
     size_t block = sizeof(layer_trace_rank) + (size_t)experts * sizeof(int64_t);
     uint8_t *send = calloc(1, block), *all = malloc(block * (size_t)size);
+    if (me == 0) { /* before the agreement, so that every rank knows whether rank 0 can keep them */
+        out->rank = malloc((size_t)size * sizeof *out->rank);
+        out->routed = malloc((size_t)(size * experts + 1) * sizeof *out->routed);
+    }
     mm_error local;
     mm_error_clear(&local);
-    mm_status st =
-        send && all ? MM_OK : cli_fail(&local, MM_ERR_OUT_OF_MEMORY, "out of memory for the trace");
+    mm_status st = send && all && (me != 0 || (out->rank && out->routed))
+                       ? MM_OK
+                       : cli_fail(&local, MM_ERR_OUT_OF_MEMORY, "out of memory for the trace");
     if (!st) {
         layer_trace_rank *r = (layer_trace_rank *)send;
         *r = *mine;
@@ -37,16 +42,10 @@ mm_status layer_trace_gather(mm_comm *comm, const mm_moe_layer *layer, const lay
     if (!st && me == 0) {
         out->ranks = size;
         out->experts = experts;
-        out->rank = malloc((size_t)size * sizeof *out->rank);
-        out->routed = malloc((size_t)(size * experts + 1) * sizeof *out->routed);
-        if (!out->rank || !out->routed) {
-            st = cli_fail(err, MM_ERR_OUT_OF_MEMORY, "out of memory for the trace");
-        } else {
-            for (int r = 0; r < size; r++) {
-                memcpy(&out->rank[r], all + (size_t)r * block, sizeof *out->rank);
-                memcpy(out->routed + r * experts, all + (size_t)r * block + sizeof(layer_trace_rank),
-                       (size_t)experts * sizeof(int64_t));
-            }
+        for (int r = 0; r < size; r++) {
+            memcpy(&out->rank[r], all + (size_t)r * block, sizeof *out->rank);
+            memcpy(out->routed + r * experts, all + (size_t)r * block + sizeof(layer_trace_rank),
+                   (size_t)experts * sizeof(int64_t));
         }
     }
     free(send);
