@@ -33,6 +33,7 @@
 
 #include "megamoe/comm.h"
 #include "megamoe/dtype.h"
+#include "megamoe/mega_moe.h"
 #include "megamoe/status.h"
 
 #ifdef __cplusplus
@@ -183,6 +184,25 @@ typedef struct mm_moe_layer_options {
 mm_status mm_moe_layer_load_with(mm_comm *comm, const mm_model *model, int64_t layer,
                                  int64_t max_tokens_per_rank, const mm_moe_layer_options *opts,
                                  mm_moe_layer **out, mm_error *err);
+
+/* The MegaMoE calls of one mm_moe_layer_forward: the routed experts' and, for qwen2_moe only, the gated
+ * shared expert's (a second call of R "experts", one copy per rank, K = 1: every token goes to its own
+ * rank's copy, expert id = the rank). */
+typedef enum mm_moe_layer_call {
+    MM_MOE_LAYER_CALL_ROUTED = 0,
+    MM_MOE_LAYER_CALL_SHARED = 1
+} mm_moe_layer_call;
+
+/* The MegaMoE calls one forward makes on this layer: 2 for qwen2_moe, else 1 (0 for NULL). */
+int mm_moe_layer_call_count(const mm_moe_layer *layer);
+
+/* This rank's stage timings and expert batches (mm_mega_moe_stats, mega_moe.h: events, batch_count,
+ * experts[] = {batch, global expert id, rows}) of `call` in its last successful mm_moe_layer_forward
+ * (zeroed before the first). Local, not collective: every rank asks for its own. MM_ERR_INVALID_ARGUMENT
+ * when layer or stats is NULL, call is not an mm_moe_layer_call, or it is MM_MOE_LAYER_CALL_SHARED on a
+ * family without the shared-expert call. */
+mm_status mm_moe_layer_last_stats(const mm_moe_layer *layer, mm_moe_layer_call call, mm_mega_moe_stats *stats,
+                                  mm_error *err);
 
 /* Collective. Accepts NULL. */
 mm_status mm_moe_layer_free(mm_moe_layer *layer, mm_error *err);

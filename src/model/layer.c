@@ -345,6 +345,28 @@ mm_status mm_moe_layer_forward(mm_moe_layer *l, const mm_tensor *x, mm_tensor *y
     return st;
 }
 
+int mm_moe_layer_call_count(const mm_moe_layer *l) {
+    return !l ? 0 : l->shared_buffer ? 2 : 1;
+}
+
+mm_status mm_moe_layer_last_stats(const mm_moe_layer *l, mm_moe_layer_call call, mm_mega_moe_stats *stats,
+                                  mm_error *err) {
+    if (!l || !stats)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT, "mm_moe_layer_last_stats: layer or stats is NULL");
+    if (call == MM_MOE_LAYER_CALL_ROUTED) return mm_mega_moe_last_stats(l->buffer, stats, err);
+    if (call != MM_MOE_LAYER_CALL_SHARED)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "mm_moe_layer_last_stats: call = %d must be MM_MOE_LAYER_CALL_ROUTED (0) or "
+                       "MM_MOE_LAYER_CALL_SHARED (1)",
+                       (int)call);
+    if (!l->shared_buffer)
+        return mm_fail(err, MM_ERR_INVALID_ARGUMENT,
+                       "mm_moe_layer_last_stats: call = 1 (MM_MOE_LAYER_CALL_SHARED), but family %s runs no "
+                       "shared-expert call (only qwen2_moe does; mm_moe_layer_call_count is 1)",
+                       mm_model_family_name(l->config.family));
+    return mm_mega_moe_last_stats(l->shared_buffer, stats, err);
+}
+
 mm_status mm_moe_layer_free(mm_moe_layer *l, mm_error *err) {
     if (!l) return MM_OK;
     mm_mega_moe_weights_free(l->weights);

@@ -7,7 +7,9 @@
 # object (nothing else is printed there), the first is the header naming the command and echoing the
 # options given, the rows carry the options' values (tokens, ranks, hidden, formats) and times > 0.
 # The `run --op` and `layer` runs also write `--trace FILE`: a Chrome trace JSON whose slices hold the
-# setup and check phases, every timed call (per rank) with its iteration, in time order per track.
+# setup and check phases, every timed call (per rank) with its iteration, in time order per track (the
+# layer's: the host's read and launch, per rank its load, forward and MegaMoE call; lib/moe_trace.py, run by
+# model_layer.sh, checks the call's stages and flows).
 # Usage: bash json_every.sh <path-to-megamoe> <source-dir>
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
@@ -194,8 +196,16 @@ assert head["output"].endswith("/y.st") and head["input"].endswith("/x.st") and 
 pos(head, "read_s", "run_s", "total_s", "hidden", "topk")
 '
     trace_check layer.trace '
-assert names == ["read config, index and x", "load experts, run, write"], names
-assert all(e["args"] == {"tokens": 13, "ranks": 2} for e in slices), slices
+host = [e for e in slices if tracks[e["tid"]] == "host"]
+assert [e["name"] for e in host] == ["read config, index and x", "launch"], host
+assert all(e["args"] == {"tokens": 13, "ranks": 2} for e in host), host
+assert sorted(n for n in tracks.values() if "overlap" not in n) == ["host", "rank 0", "rank 1"], tracks
+for r, tokens in ((0, 7), (1, 6)):  # blocks of ceil(13 / 2) tokens
+    mine = [e for e in slices if e["tid"] == r]
+    phases = [e["name"] for e in mine if e["cat"] in ("setup", "layer", "run")]
+    assert phases == ["load experts", "forward", "mega_moe routed"] + ["gather and write"] * (r == 0), phases
+    assert mine[0]["args"] == {"tokens": tokens} and mine[1]["args"] == {"tokens": tokens}, mine[:2]
+    assert "dispatch" in [e["name"] for e in mine if e["cat"] == "routed"], mine
 '
     if [ -s "$WORK/y.st" ]; then ok; else bad "layer --json wrote no output file"; fi
 else

@@ -5,6 +5,10 @@
 # routing identical to and y within 1/64 x max|y| of the float64 reference of tests/python/hf_moe_reference.py
 # on 1 and 2 thread ranks (4 for two cases; 2 MPI processes when mpirun is there), the same bytes for every rank
 # count and backend; broken checkpoints exit 2 with one line naming the file, tensor or config key.
+# --trace (every family on 1 and 2 thread ranks and 2 MPI processes, 4 ranks with a rank without tokens)
+# writes the layer's phases and per rank its MegaMoE calls (qwen2_moe: "routed" and "shared") with the
+# stages, expert batches and dispatch -> expert flows that lib/moe_trace.py checks from the shape alone;
+# a trace with one batch's rows changed fails that check.
 # Usage: bash model_layer.sh <path-to-megamoe> <source-dir>
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
@@ -55,21 +59,45 @@ broken("mixtral", "mx_noentry", index=lambda m: m.pop("model.layers.1.block_spar
 PY
 PYTHONPATH="$PYDIR" "$PY" make.py || bad "make.py: writing the checkpoints"
 
+MOE_TRACE="$PYDIR/../cli/lib/moe_trace.py" # PYDIR: tests/python, absolute (model_test_env)
+# trace_ok TRACE RANKS TOKENS CALLS WHAT: lib/moe_trace.py --layer on a trace of the tiny checkpoints
+# (8 experts, top-2; CALLS 2 for qwen2_moe's shared-expert call).
+trace_ok() {
+    if python3 "$MOE_TRACE" --layer "$1" "$2" 8 "$3" 2 "$4" >trace.log 2>&1; then ok; else bad "$5: $(head -5 trace.log)"; fi
+}
+declare -A TOKENS=([mixtral]=16 [qwen3_moe]=13 [qwen2_moe]=11) CALLS=([mixtral]=1 [qwen3_moe]=1 [qwen2_moe]=2)
 refs=() # model layer x out, checked against the reference by one Python run at the end
 for fam in mixtral qwen3_moe qwen2_moe; do
     for r in 1 2; do
-        expect 0 "$fam on $r ranks" layer --model "$fam" --layer 1 "x_$fam.st" -o "$fam.$r.st" --ranks "$r"
+        expect 0 "$fam on $r ranks" layer --model "$fam" --layer 1 "x_$fam.st" -o "$fam.$r.st" --ranks "$r" \
+            --trace "$fam.$r.json"
         stderr_empty
+        trace_ok "$fam.$r.json" "$r" "${TOKENS[$fam]}" "${CALLS[$fam]}" "$fam on $r ranks: trace"
     done
     refs+=("$fam" 1 "x_$fam.st" "$fam.1.st")
     if cmp -s "$fam.1.st" "$fam.2.st"; then ok; else bad "$fam: output depends on the rank count"; fi
-    mpi_same "$fam" "x_$fam.st" "$fam.1.st" "$fam.mpi.st" "$fam"
+    mpi_same "$fam" "x_$fam.st" "$fam.1.st" "$fam.mpi.st" "$fam" --trace "$fam.mpi.json"
+    if cli_has_mpi; then trace_ok "$fam.mpi.json" 2 "${TOKENS[$fam]}" "${CALLS[$fam]}" "$fam on MPI: trace"; fi
 done
+# A corrupted trace: one batch's expert rows (all three stages) one more than the dispatches routed.
+python3 - qwen3_moe.2.json bad_rows.json <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+key = next((e["tid"], e["args"]["batch"]) for e in t["traceEvents"] if e.get("name") == "gemm1" and "batch" in e.get("args", {}))
+for e in t["traceEvents"]:
+    if e.get("cat") == "routed" and (e["tid"], e["args"].get("batch")) == key:
+        e["args"]["rows"][0] += 1
+json.dump(t, open(sys.argv[2], "w"))
+PY
+if python3 "$MOE_TRACE" --layer bad_rows.json 2 8 13 2 1 >trace.log 2>&1; then
+    bad "a trace with changed expert rows passes the check"
+elif grep -q "rows computed per expert" trace.log; then ok; else bad "changed expert rows: $(head -3 trace.log)"; fi
 expect 0 "qwen3_moe on 4 ranks" layer --model qwen3_moe --layer 1 x_qwen3_moe.st -o qwen3_moe.4.st --ranks 4
 if cmp -s qwen3_moe.1.st qwen3_moe.4.st; then ok; else bad "qwen3_moe: 4 ranks differ from 1"; fi
 # Layer 0 of the sharded mixtral lives in the first shard only, at odd offsets (copied, not mapped):
 # 5 tokens on 4 ranks leave rank 3 without tokens; it runs without the second shard.
-expect 0 "mixtral layer 0" layer --model mixtral --layer 0 x_mixtral0.st -o mixtral0.st --ranks 4
+expect 0 "mixtral layer 0" layer --model mixtral --layer 0 x_mixtral0.st -o mixtral0.st --ranks 4 --trace m0.json
+trace_ok m0.json 4 5 1 "mixtral layer 0 on 4 ranks: trace"
 refs+=(mixtral 0 x_mixtral0.st mixtral0.st)
 expect 0 "no tokens" layer --model qwen2_moe --layer 1 x_empty.st -o empty.st --ranks 2
 refs+=(qwen2_moe 1 x_empty.st empty.st)

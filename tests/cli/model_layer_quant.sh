@@ -7,7 +7,8 @@
 # 1/64 x max|y| of the float64 reference of tests/python/hf_moe_reference.py, the same bytes on 1 and 2
 # thread ranks and 2 MPI processes; broken checkpoints exit 2 with one line naming the tensor or key.
 # The quantized experts run dequantized on load (--weights bf16) and natively (MegaMoE's A16 weight-only
-# scenarios, gpt_oss with non-zero biases): the same bytes.
+# scenarios, gpt_oss with non-zero biases): the same bytes. The native 2-rank run's --trace passes
+# lib/moe_trace.py --layer (one MegaMoE call per rank; DeepSeek's shared experts are its `shared` stage).
 # Usage: bash model_layer_quant.sh <path-to-megamoe> <source-dir>
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
@@ -54,6 +55,7 @@ PYTHONPATH="$PYDIR" "$PY" make.py || bad "make.py: writing the checkpoints"
 # The native runs (FP8 block-scaled, MXFP4 with biases) must give the bytes of the dequantized run.
 refs=()
 fams="deepseek_v3 deepseek_v3_bf16 gpt_oss_nobias gpt_oss"
+declare -A TOKENS=([deepseek_v3]=13 [deepseek_v3_bf16]=11 [gpt_oss_nobias]=12 [gpt_oss]=14)
 for fam in $fams; do
     for r in 1 2; do
         expect 0 "$fam on $r ranks" layer --model "$fam" --layer 1 "x_$fam.st" -o "$fam.$r.st" --ranks "$r" \
@@ -62,7 +64,12 @@ for fam in $fams; do
     done
     refs+=("$fam" 1 "x_$fam.st" "$fam.1.st")
     if cmp -s "$fam.1.st" "$fam.2.st"; then ok; else bad "$fam: output depends on the rank count"; fi
-    expect 0 "$fam native" layer --model "$fam" --layer 1 "x_$fam.st" -o "$fam.native.st" --ranks 2
+    expect 0 "$fam native" layer --model "$fam" --layer 1 "x_$fam.st" -o "$fam.native.st" --ranks 2 \
+        --trace "$fam.json"
+    read -r e k < <("$PY" -c 'import json, sys; c = json.load(open(sys.argv[1]))
+print(c.get("n_routed_experts") or c.get("num_local_experts") or c["num_experts"], c["num_experts_per_tok"])' "$fam/config.json")
+    if python3 "$PYDIR/../cli/lib/moe_trace.py" --layer "$fam.json" 2 "$e" "${TOKENS[$fam]}" "$k" 1 >trace.log 2>&1; then ok
+    else bad "$fam native: trace: $(head -5 trace.log)"; fi
     if cmp -s "$fam.1.st" "$fam.native.st"; then ok; else bad "$fam: native and dequantized outputs differ"; fi
     mpi_same "$fam" "x_$fam.st" "$fam.1.st" "$fam.mpi.st" "$fam" --weights bf16
 done

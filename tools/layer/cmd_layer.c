@@ -44,7 +44,8 @@ static const char layer_usage[] =
     "                         the same bits, 2-4x the weight memory)\n"
     "      --timeout SECONDS  how long a rank waits for its peers before failing (0 = library default)\n"
     "      --json             on success, one JSON object on stdout: tokens, ranks, times, output\n"
-    "      --trace FILE       write a Chrome/Perfetto JSON trace of the phases (read, load + run + write)\n"
+    "      --trace FILE       write a Chrome/Perfetto JSON trace: the phases (read, load, write) and per\n"
+    "                         rank the MegaMoE calls' stages, expert batches and dispatch -> expert flows\n"
     "  -h, --help             show this help\n"
     "\n"
     "Exit status: 0 success; 2 a broken or unsupported checkpoint or input (one line on stderr names the\n"
@@ -57,6 +58,8 @@ typedef struct layer_job {
     const char *out_path;
     double timeout;
     mm_moe_layer_options options;
+    int trace;                    /* --trace: every rank's stats are gathered (collective) */
+    layer_trace_data *trace_data; /* filled by rank 0 (in the speaker's process) */
 } layer_job;
 
 static mm_status write_output(const layer_job *j, const uint8_t *all, int size, int64_t chunk,
@@ -125,6 +128,8 @@ static mm_status layer_rank(mm_comm *comm, void *arg, mm_error *err) {
         return st;
     }
     mm_moe_layer *layer = NULL;
+    layer_trace_rank spans = {.tokens = t};
+    spans.load_begin = cli_now_seconds();
     st = mm_moe_layer_load_with(comm, j->model, j->layer, chunk, &j->options, &layer, err);
     if (!st) {
         int64_t xs[2] = {t, h}, ks[2] = {t, k};
@@ -132,12 +137,19 @@ static mm_status layer_rank(mm_comm *comm, void *arg, mm_error *err) {
         mm_tensor y = mm_tensor_make(MM_DTYPE_BF16, 2, xs, mine);
         mm_tensor ids = mm_tensor_make(MM_DTYPE_I32, 2, ks, mine + (size_t)chunk * (size_t)h * 2);
         mm_tensor w = mm_tensor_make(MM_DTYPE_F32, 2, ks, mine + (size_t)chunk * (size_t)(h * 2 + k * 4));
+        spans.load_end = spans.forward_begin = cli_now_seconds();
         st = mm_moe_layer_forward(layer, &x, &y, &ids, &w, err);
+        spans.forward_end = cli_now_seconds();
+        if (!st && j->trace)
+            st = layer_trace_gather(comm, layer, &spans, &ids, mm_model_get_config(j->model)->num_experts,
+                                    me == 0 ? j->trace_data : NULL, err);
+        if (me == 0 && j->trace) j->trace_data->write_begin = cli_now_seconds();
         if (!st) st = mm_comm_allgather(comm, mine, block, all, err);
         mm_status fs = mm_moe_layer_free(layer, st ? NULL : err);
         if (!st) st = fs;
     }
     if (!st && me == 0) st = write_output(j, all, size, chunk, err);
+    if (me == 0 && j->trace) j->trace_data->write_end = cli_now_seconds();
     free(mine);
     free(all);
     return st;
@@ -196,7 +208,13 @@ int mm_cli_layer_main(int argc, char **argv) {
     mm_error_clear(&err);
     mm_model *model = NULL;
     uint16_t *x = NULL;
-    layer_job job = {NULL, lo.layer, 0, 0, 0, NULL, out_path, lo.timeout, lo.layer_options};
+    layer_trace_data trace_data = {0};
+    layer_job job = {.layer = lo.layer,
+                     .out_path = out_path,
+                     .timeout = lo.timeout,
+                     .options = lo.layer_options,
+                     .trace = trace_path != NULL,
+                     .trace_data = &trace_data};
     double t_begin = cli_now_seconds(), t_read = t_begin;
     mm_status st = mm_model_open(lo.model_dir, &model, &err);
     if (!st) st = mm_model_check_layer(model, lo.layer, &err);
@@ -212,14 +230,15 @@ int mm_cli_layer_main(int argc, char **argv) {
     if (!st) st = mm_comm_launch(lo.backend, (int)lo.ranks, layer_rank, &job, &err);
     double t_end = cli_now_seconds();
     int trace_failed = !st && trace_path && speaker &&
-                       layer_trace_write(trace_path, job.tokens, lo.ranks > 0 ? lo.ranks : world.size,
-                                         t_begin, t_read, t_end) != 0; /* said in one line */
+                       layer_trace_write(trace_path, job.tokens, t_begin, t_read, t_end, &trace_data) !=
+                           0; /* said in one line */
     if (!st && json && speaker)
         layer_json_print(&(layer_json_facts){lo.model_dir, lo.backend, argv[optind], out_path, lo.layer,
                                              job.tokens, lo.ranks > 0 ? lo.ranks : world.size, job.hidden,
                                              job.topk, t_read - t_begin, t_end - t_read});
     int rc = layer_launch_status(cmd, st, &err, speaker);
     if (trace_failed) rc = MM_CLI_EXIT_FAILURE;
+    layer_trace_data_free(&trace_data);
     free(x);
     mm_model_close(model);
     return rc;

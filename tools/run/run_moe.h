@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "common/cli_trace.h"
+#include "common/cli_moe_trace.h"
 #include "megamoe/comm.h"
 #include "megamoe/dtype.h"
 #include "megamoe/mega_moe.h"
@@ -194,11 +194,7 @@ mm_status run_moe_check(const run_moe_config *cfg, const run_moe_scenario *sc,
 
 /* ---- the trace (run_moe_trace.c) -------------------------------------------------------------- */
 
-typedef struct run_moe_trace {
-    cli_trace base;                                 /* the writer (common/cli_trace.h) */
-    unsigned char lane_named[MM_COMM_MAX_RANKS][4]; /* extra tracks of a rank already named */
-    int64_t next_flow;                              /* ids of the dispatch -> expert flows so far */
-} run_moe_trace;
+typedef cli_moe_trace run_moe_trace; /* common/cli_moe_trace.h */
 
 int run_moe_trace_open(run_moe_trace *t, const char *path, int64_t ranks);
 /* Appends the scenario to an open trace: every rank's setup and warm-up, its timed calls with their

@@ -1,21 +1,29 @@
 # SPDX-License-Identifier: Apache-2.0
 """tests/cli/lib/moe_trace.py: independent checks of the Chrome / Perfetto trace of
-`megamoe run --op mega-moe --trace FILE` (standard library only), used by tests/cli/run_mega_moe.sh
-and tests/cli/run_mpi.sh.
+`megamoe run --op mega-moe --trace FILE` and of `megamoe layer --trace FILE` (standard library only),
+used by tests/cli/run_mega_moe.sh, tests/cli/run_mpi.sh and tests/cli/model_layer.sh.
 
   moe_trace.py TRACE RANKS EXPERTS TOKENS TOPK ITERATIONS CHECKED SCENARIO...
+  moe_trace.py --layer TRACE RANKS EXPERTS TOKENS TOPK CALLS
 
-What it asserts, from the command line's shape alone:
+The second form is a layer's: TOKENS in all, rank r holding the r-th block of ceil(TOKENS / RANKS);
+one call per rank of scenario "routed" (EXPERTS, TOPK) and with CALLS 2 one of "shared" (qwen2_moe's
+shared expert: RANKS "experts", one per rank, K = 1). Instead of run's setup and check it asserts a
+"host" track with "read config, index and x" then "launch", and per rank "load experts" (args: its
+tokens) then "forward" holding the rank's calls, and rank 0's "gather and write" after its forward, all
+inside the launch.
+
+What it asserts, from the command line's shape alone (run):
   - tracks: "rank 0" .. "rank R-1" (and their overlap tracks) and "host (check)";
   - per scenario and rank: a setup slice holding "generate weights" then "pack weights", a warm-up
     after it, ITERATIONS timed call slices, and every stage slice inside a call of its rank; with
     CHECKED (1) one "check" slice per scenario on the host track, after every rank's calls;
   - per call: one "dispatch" (the rank sending), the first stage of the call, whose args list the
-    experts its rows go to: ids below EXPERTS, rows summing to TOKENS * TOPK;
+    experts its rows go to: ids below EXPERTS, rows summing to TOKENS * TOPK (the rank's tokens);
   - per call: the gemm1 / activation / gemm2 slices of each batch carry the same experts and rows; the
     experts are the rank's own (global ids rank * E/R ...), each computed by one batch, on exactly the
     rows the ranks' dispatches routed to it (summed over the sending ranks), so all ranks' expert rows
-    sum to RANKS * TOKENS * TOPK;
+    sum to TOPK times all ranks' tokens;
   - flows: each start ("s") has exactly one finish ("f", bp "e") with its id, name and cat; the start
     lies inside a dispatch slice of rank src, the finish inside a gemm1 slice of the same scenario and
     iteration on rank dst, later, whose experts include one the dispatch routed rows to; and every
@@ -45,28 +53,13 @@ def enclosing(slices_by_tid, tid, ts):
     return min(inside, key=lambda s: s["dur"]) if inside else None
 
 
-def main(argv):
-    path = argv[1]
-    ranks, experts, tokens, topk, iterations, checked = (int(v) for v in argv[2:8])
-    scenarios = argv[8:]
-    local = experts // ranks
-    ev = json.load(open(path))["traceEvents"]
-    names = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
-    plain = sorted(n for n in names.values() if "overlap" not in n)
-    want = sorted(["rank %d" % r for r in range(ranks)] + ["host (check)"])
-    if plain != want:
-        fail("tracks %s, expected %s" % (plain, want))
-    host = [t for t, n in names.items() if n == "host (check)"]
-    xs = [e for e in ev if e["ph"] == "X"]
-    by_tid = collections.defaultdict(list)
-    for s in xs:
-        by_tid[s["tid"]].append(s)
+def within(inner, outer):
+    return outer["ts"] - 0.002 <= inner["ts"] and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"] + 0.002
 
-    def within(inner, outer):
-        return outer["ts"] - 0.002 <= inner["ts"] and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"] + 0.002
 
+def run_setup(xs, host, ranks, iterations, checked, scenarios):
+    """run's setup, warm-up and check slices."""
     calls = [s for s in xs if s["cat"] == "run"]
-    stages = [s for s in xs if s["cat"] in scenarios]
     for sc in scenarios:
         for r in range(ranks):
             setup = [s for s in xs if s["tid"] == r and s["cat"] == "setup" and s["args"].get("scenario") == sc]
@@ -92,6 +85,85 @@ def main(argv):
                 fail("%s: check before a timed call ended" % sc)
         elif checks:
             fail("%s: a check slice without a check" % sc)
+
+
+def layer_setup(xs, host, ranks, tokens_of, scenarios):
+    """layer's phases: the host's read and launch, each rank's load and forward around its calls."""
+    hs = {s["name"]: s for s in xs if s["tid"] in host}
+    if sorted(hs) != ["launch", "read config, index and x"]:
+        fail("host slices %s" % sorted(hs))
+        return
+    read, launch = hs["read config, index and x"], hs["launch"]
+    if read["ts"] + read["dur"] > launch["ts"] + 0.002:
+        fail("read does not end before the launch")
+    calls = [s for s in xs if s["cat"] == "run"]
+    for r in range(ranks):
+        mine = {}
+        for s in xs:
+            if s["tid"] == r and s["cat"] in ("setup", "layer"):
+                mine.setdefault(s["name"], []).append(s)
+        want = sorted(["forward", "load experts"] + (["gather and write"] if r == 0 else []))
+        if sorted(mine) != want or any(len(v) != 1 for v in mine.values()):
+            fail("rank %d: phases %s, expected one each of %s" % (r, sorted(mine), want))
+            continue
+        load, fwd = mine["load experts"][0], mine["forward"][0]
+        if load["args"].get("tokens") != tokens_of[r] or fwd["args"].get("tokens") != tokens_of[r]:
+            fail("rank %d: tokens %s, expected %d" % (r, load["args"].get("tokens"), tokens_of[r]))
+        if load["ts"] + load["dur"] > fwd["ts"] + 0.002:
+            fail("rank %d: forward before the end of the load" % r)
+        for s in [load, fwd] + mine.get("gather and write", []):
+            if not within(s, launch):
+                fail("rank %d: %s outside the launch" % (r, s["name"]))
+        if r == 0 and mine["gather and write"][0]["ts"] < fwd["ts"] + fwd["dur"] - 0.002:
+            fail("rank 0: gather and write before the end of the forward")
+        names = sorted(c["name"] for c in calls if c["tid"] == r)
+        if names != sorted("mega_moe " + sc for sc in scenarios):
+            fail("rank %d: calls %s, expected one each of %s" % (r, names, scenarios))
+        for sc in scenarios:
+            cs = [c for c in calls if c["tid"] == r and c["name"] == "mega_moe " + sc]
+            if [c["args"].get("iteration") for c in cs] != [0]:
+                fail("rank %d: %s calls %s" % (r, sc, [c["args"] for c in cs]))
+            elif not within(cs[0], fwd):
+                fail("rank %d: %s call outside the forward" % (r, sc))
+
+
+def main(argv):
+    layer = argv[1] == "--layer"
+    if layer:
+        argv = argv[1:]
+    path = argv[1]
+    if layer:
+        ranks, experts, tokens, topk, ncalls = (int(v) for v in argv[2:7])
+        chunk = max(1, -(-tokens // ranks))
+        tokens_of = [max(0, min(chunk, tokens - r * chunk)) for r in range(ranks)]
+        iterations, checked = 1, 0
+        shape = {"routed": (experts, topk)}
+        if ncalls == 2:
+            shape["shared"] = (ranks, 1)
+        scenarios = list(shape)
+    else:
+        ranks, experts, tokens, topk, iterations, checked = (int(v) for v in argv[2:8])
+        scenarios = argv[8:]
+        tokens_of = [tokens] * ranks
+        shape = {sc: (experts, topk) for sc in scenarios}
+    host_name = "host" if layer else "host (check)"
+    ev = json.load(open(path))["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    plain = sorted(n for n in names.values() if "overlap" not in n)
+    want = sorted(["rank %d" % r for r in range(ranks)] + [host_name])
+    if plain != want:
+        fail("tracks %s, expected %s" % (plain, want))
+    host = [t for t, n in names.items() if n == host_name]
+    xs = [e for e in ev if e["ph"] == "X"]
+    by_tid = collections.defaultdict(list)
+    for s in xs:
+        by_tid[s["tid"]].append(s)
+    calls = [s for s in xs if s["cat"] == "run"]
+    stages = [s for s in xs if s["cat"] in scenarios]
+    if layer:
+        layer_setup(xs, host, ranks, tokens_of, scenarios)
+    else:
+        run_setup(xs, host, ranks, iterations, checked, scenarios)
 
     for s in stages:
         if not any(c["tid"] == rank_of(s["tid"]) and c["name"] == "mega_moe " + s["cat"]
@@ -124,11 +196,14 @@ def main(argv):
                 if send["ts"] > first:
                     fail("dispatch not the first stage of %s" % (key,))
                 ids, rows = send["args"]["experts"], send["args"]["rows"]
-                if len(ids) != len(rows) or sum(rows) != tokens * topk or any(not 0 <= e < experts for e in ids) \
+                experts, topk = shape[sc]
+                if len(ids) != len(rows) or sum(rows) != tokens_of[r] * topk or any(not 0 <= e < experts for e in ids) \
                         or any(n <= 0 for n in rows) or len(set(ids)) != len(ids):
                     fail("dispatch args of %s: %s %s" % (key, ids, rows))
                 routed.update(dict(zip(ids, rows)))
             computed = collections.Counter()
+            experts, topk = shape[sc]
+            local = experts // ranks
             for r in range(ranks):
                 for b, parts in batches[(sc, it, r)].items():
                     if sorted(parts) != ["activation", "gemm1", "gemm2"]:
@@ -146,8 +221,8 @@ def main(argv):
                         computed[e] += n
             if computed != routed:
                 fail("%s it %d: rows computed per expert %s != rows routed %s" % (sc, it, dict(computed), dict(routed)))
-            if sum(computed.values()) != ranks * tokens * topk:
-                fail("%s it %d: %d expert rows, expected %d" % (sc, it, sum(computed.values()), ranks * tokens * topk))
+            if sum(computed.values()) != sum(tokens_of) * topk:
+                fail("%s it %d: %d expert rows, expected %d" % (sc, it, sum(computed.values()), sum(tokens_of) * topk))
 
     # Flows.
     starts = collections.defaultdict(list)
