@@ -245,20 +245,34 @@ static void read_cache(void) {
                                 sizeof config.cache_note);
     config.cache_state = rc == 1 ? MM_TUNE_CACHE_ABSENT : rc < 0 ? MM_TUNE_CACHE_IGNORED : MM_TUNE_CACHE_USED;
     if (rc != 0) return;
-    size_t len = 0;
-    config.cache_note[0] = '\0';
+    /* The classes the cache steers, and those whose entries name a kernel this process cannot run (a
+     * capped MEGAMOE_ISA, a build without AMX): the second are ignored one by one, and a cache with no
+     * usable entry is reported as ignored, not as used. */
+    char used[sizeof config.cache_note] = "", lacking[sizeof config.cache_note] = "";
+    size_t used_len = 0, lacking_len = 0;
     for (int c = 0; c < MM_KCLASS_COUNT; c++) {
         if (!have[c]) continue;
         unsigned kinds = class_kinds(c);
         int usable = 1;
         for (int s = 0; s < rules[c].n_steps; s++) usable &= (kinds >> rules[c].steps[s].kind) & 1u;
-        int n =
-            snprintf(config.cache_note + len, sizeof config.cache_note - len, "%s%s%s", len ? ", " : "",
-                     mm_kernel_class_name(c), usable ? "" : " (ignored: names a kernel this process lacks)");
-        if (n > 0 && (size_t)n < sizeof config.cache_note - len) len += (size_t)n;
+        char *list = usable ? used : lacking;
+        size_t *len = usable ? &used_len : &lacking_len;
+        int n = snprintf(list + *len, sizeof used - *len, "%s%s", *len ? ", " : "", mm_kernel_class_name(c));
+        if (n > 0 && (size_t)n < sizeof used - *len) *len += (size_t)n;
         if (!usable) continue;
         config.rules[c] = rules[c];
         config.from_cache[c] = 1;
+    }
+    if (!used_len) {
+        config.cache_state = MM_TUNE_CACHE_IGNORED;
+        snprintf(config.cache_note, sizeof config.cache_note, "%s %s",
+                 lacking_len ? "its entries name kernels this process lacks:" : "it has no entry",
+                 lacking_len ? lacking : "");
+    } else if (lacking_len) {
+        snprintf(config.cache_note, sizeof config.cache_note,
+                 "%s (not for %s: names a kernel this process lacks)", used, lacking);
+    } else {
+        snprintf(config.cache_note, sizeof config.cache_note, "%s", used);
     }
 }
 
