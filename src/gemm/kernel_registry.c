@@ -265,12 +265,12 @@ static void read_cache(void) {
     }
     if (!used_len) {
         config.cache_state = MM_TUNE_CACHE_IGNORED;
-        snprintf(config.cache_note, sizeof config.cache_note, "%s %s",
+        snprintf(config.cache_note, sizeof config.cache_note, "%s %.200s",
                  lacking_len ? "its entries name kernels this process lacks:" : "it has no entry",
                  lacking_len ? lacking : "");
     } else if (lacking_len) {
         snprintf(config.cache_note, sizeof config.cache_note,
-                 "%s (not for %s: names a kernel this process lacks)", used, lacking);
+                 "%.120s (not for %.80s: names a kernel this process lacks)", used, lacking);
     } else {
         snprintf(config.cache_note, sizeof config.cache_note, "%s", used);
     }
