@@ -76,7 +76,7 @@ static void identify_x86(void) {
         identity.family = family;
         identity.model = model;
     }
-    if (__get_cpuid_max(0x80000000u, NULL) < 0x80000004u) return;
+    if ((unsigned int)__get_cpuid_max(0x80000000u, NULL) < 0x80000004u) return; /* int in clang's cpuid.h */
     unsigned int regs[12];
     for (unsigned int i = 0; i < 3; i++)
         __get_cpuid(0x80000002u + i, &regs[4 * i], &regs[4 * i + 1], &regs[4 * i + 2], &regs[4 * i + 3]);
