@@ -25,8 +25,15 @@ stderr_is_one_line "--decode-tokens"
 expect 2 "ranks not dividing the experts" -- bench mega-moe --preset qwen3-30b-a3b --ranks 3 --phase decode
 stderr_is_one_line "do not divide"
 
-# One decode size, one timed call, 2 ranks: a row with consistent columns.
-expect 0 "decode run" -- bench mega-moe --preset qwen3-30b-a3b --phase decode --decode-tokens 2 --ranks 2 --iterations 1
+expect 2 "fewer experts than the top-k" -- bench mega-moe --preset qwen3-30b-a3b --experts 4 --ranks 2
+stderr_is_one_line "fewer than the top-k 8"
+
+# One decode size, one timed call, 2 ranks, the preset's shape made small: a row with consistent columns
+# and a header naming the shape it ran.
+expect 0 "decode run" -- bench mega-moe --preset qwen3-30b-a3b --phase decode --decode-tokens 2 --ranks 2 --iterations 1 \
+    --hidden 256 --intermediate 128 --experts 16
+if grep -qx "shape of qwen3-30b-a3b: H 256, I 128, 16 routed experts, top-8, 0 shared (the preset's, overridden)" \
+    "$WORK/out"; then ok; else bad "shape line: $(grep shape "$WORK/out")"; fi
 if python3 - "$WORK/out" <<'PY'; then ok; else bad "decode row: $(tail -1 "$WORK/out")"; fi
 import sys
 rows = [l.split() for l in open(sys.argv[1]) if l.startswith("qwen3-30b-a3b")]

@@ -61,13 +61,15 @@ assert "bf16" in legend and "int8" in legend, legend
 
 # bench mega-moe: one decode case on 2 ranks, --json and --plot in the same run.
 expect 0 "bench mega-moe --json --plot" -- bench mega-moe --preset qwen3-30b-a3b --phase decode --decode-tokens 2 \
-    --ranks 2 --iterations 1 --json --plot "$WORK/layer.svg"
+    --ranks 2 --iterations 1 --hidden 256 --intermediate 128 --experts 16 --json --plot "$WORK/layer.svg"
 stderr_empty
 svg_check layer.svg '
 head, rows = objs[0], [o for o in objs if o["type"] == "row"]
 assert head["type"] == "header" and head["bench"] == "mega-moe" and head["ranks"] == 2, head
 assert len(rows) == 1 and rows[0]["tokens_per_rank"] == 2 and rows[0]["phase"] == "decode", rows
 assert rows[0]["layer_ms"] > 0 and rows[0]["compute_ms"] > 0 and rows[0]["ranks"] == 2, rows
+assert (rows[0]["hidden"], rows[0]["intermediate"], rows[0]["experts"], rows[0]["topk"]) == (256, 128, 16, 8), rows
+assert rows[0]["rows"] == 2 * 2 * 8, rows
 assert text_of("rank-label") == ["rank 0", "rank 1"], text_of("rank-label")
 stages = by_class("stage")
 tips = [e.find(NS + "title").text for e in stages]
@@ -85,7 +87,7 @@ assert len(by_class("layer-time")) == 1
 if cli_has_mpi; then
     cli_mpi_env
     timeout 300 mpirun --oversubscribe -n 2 "$MEGAMOE" bench mega-moe --backend mpi --preset qwen3-30b-a3b \
-        --phase decode --decode-tokens 2 --iterations 1 --json --plot "$WORK/layer_mpi.svg" >"$WORK/out" 2>"$WORK/err"
+        --hidden 256 --intermediate 128 --experts 16 --phase decode --decode-tokens 2 --iterations 1 --json --plot "$WORK/layer_mpi.svg" >"$WORK/out" 2>"$WORK/err"
     status=$?
     if [ "$status" -eq 0 ]; then ok; else bad "bench mega-moe --backend mpi --plot: exit $status ($(head -c 300 "$WORK/err"))"; fi
     svg_check layer_mpi.svg '

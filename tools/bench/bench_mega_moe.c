@@ -52,6 +52,9 @@ static const char usage[] =
     "      --prefill-tokens T   tokens per rank at prefill (default 512 for qwen3, 128 for deepseek)\n"
     "      --decode-tokens LIST tokens per rank at decode, comma-separated (default 1,8)\n"
     "      --scenario NAME      quantization scenario (default: the preset's)\n"
+    "      --hidden H, --intermediate I, --experts E\n"
+    "                           override the preset's shape (E: routed experts, a multiple of the\n"
+    "                           ranks and at least the preset's top-k)\n"
     "      --iterations N       timed pairs of layer and compute-only calls per case (default 9;\n"
     "                           one warm-up of each first)\n"
     "      --seed S             seed of weights, tokens and routing (default 1)\n"
@@ -201,6 +204,7 @@ typedef struct bench_options {
     const char *backend;
     int64_t ranks, prefill_tokens, iterations, decode[MAX_DECODE_SIZES];
     int n_decode;
+    int64_t hidden, inter, experts; /* --hidden, --intermediate, --experts: 0 = the preset's */
     const char *preset, *phase, *scenario;
     uint64_t seed;
     int json;
@@ -219,6 +223,17 @@ static void print_header(const char *backend, int64_t ranks, const bench_case *c
     printf("worker pool: %s\n", threads);
     for (int i = 0; i < n; i++)
         if (i == 0 || cases[i].sc != cases[i - 1].sc) run_moe_print_kernels(cases[i].sc);
+    /* The shape each preset runs at (--hidden/--intermediate/--experts may have changed it). */
+    for (int i = 0; i < n; i++) {
+        const run_moe_config *c = &cases[i].cfg;
+        if (i > 0 && c->preset == cases[i - 1].cfg.preset) continue;
+        int changed = c->hidden != c->preset->hidden || c->inter != c->preset->inter ||
+                      c->experts != c->preset->experts;
+        printf("shape of %s: H %lld, I %lld, %lld routed expert%s, top-%lld, %lld shared%s\n",
+               c->preset->name, (long long)c->hidden, (long long)c->inter, (long long)c->experts,
+               cli_plural_s(c->experts), (long long)c->topk, (long long)c->shared_experts,
+               changed ? " (the preset's, overridden)" : "");
+    }
     printf("\n");
     if (cli_json_out()) {
         cli_json j = cli_json_header("bench", "bench", "mega-moe");
@@ -285,6 +300,10 @@ static void report(const bench_options *o, const bench_case *bc, const rank_time
         cli_json_str(&j, "phase", bc->phase);
         cli_json_int(&j, "tokens_per_rank", cfg->tokens);
         cli_json_int(&j, "ranks", cfg->ranks);
+        cli_json_int(&j, "hidden", cfg->hidden);
+        cli_json_int(&j, "intermediate", cfg->inter);
+        cli_json_int(&j, "experts", cfg->experts);
+        cli_json_int(&j, "topk", cfg->topk);
         cli_json_int(&j, "rows", rows);
         cli_json_num(&j, "layer_ms", 1e3 * l.median);
         cli_json_num(&j, "compute_ms", 1e3 * c.median);
@@ -346,9 +365,15 @@ static int make_cases(const bench_options *o, int64_t ranks, bench_case *cases, 
             cli_usage_error(cmd, "unknown preset or scenario");
             return -1;
         }
-        if (pr->experts % ranks != 0) {
+        int64_t experts = o->experts > 0 ? o->experts : pr->experts;
+        if (experts % ranks != 0) {
             cli_usage_error(cmd, "%lld ranks do not divide the %lld experts of %s", (long long)ranks,
-                            (long long)pr->experts, pr->name);
+                            (long long)experts, pr->name);
+            return -1;
+        }
+        if (pr->topk > experts) {
+            cli_usage_error(cmd, "--experts %lld is fewer than the top-k %lld of %s", (long long)experts,
+                            (long long)pr->topk, pr->name);
             return -1;
         }
         for (int ph = 0; ph < 2; ph++) {
@@ -362,9 +387,9 @@ static int make_cases(const bench_options *o, int64_t ranks, bench_case *cases, 
                 bc->phase = phase;
                 run_moe_config *c = &bc->cfg;
                 c->preset = pr;
-                c->hidden = pr->hidden;
-                c->inter = pr->inter;
-                c->experts = pr->experts;
+                c->hidden = o->hidden > 0 ? o->hidden : pr->hidden;
+                c->inter = o->inter > 0 ? o->inter : pr->inter;
+                c->experts = experts;
                 c->topk = pr->topk;
                 c->shared_experts = pr->shared_experts;
                 c->ranks = ranks;
@@ -476,7 +501,7 @@ static int run_launched(const bench_options *o) {
 }
 
 int mm_bench_mega_moe_main(int argc, char **argv) {
-    bench_options o = {"threads", 4, 0, 9, {1, 8}, 2, "all", "all", NULL, 1, 0, NULL};
+    bench_options o = {"threads", 4, 0, 9, {1, 8}, 2, 0, 0, 0, "all", "all", NULL, 1, 0, NULL};
     const char *plot_path = NULL;
     const cli_option options[] = {
         CLI_BACKEND_OPTION(&o.backend),
@@ -484,6 +509,9 @@ int mm_bench_mega_moe_main(int argc, char **argv) {
         CLI_TEXT_OPTION("preset", &o.preset),
         CLI_CUSTOM_OPTION("phase", parse_phase, &o.phase),
         CLI_INT64_OPTION("prefill-tokens", &o.prefill_tokens, 1, 65536),
+        CLI_INT64_OPTION("hidden", &o.hidden, 1, 65536),
+        CLI_INT64_OPTION("intermediate", &o.inter, 1, 65536),
+        CLI_INT64_OPTION("experts", &o.experts, 1, 4096),
         CLI_CUSTOM_OPTION("decode-tokens", parse_decode, &o),
         CLI_CUSTOM_OPTION("scenario", run_moe_parse_scenario, &o.scenario),
         CLI_INT64_OPTION("iterations", &o.iterations, 1, MAX_ITERATIONS),
