@@ -31,13 +31,9 @@ import collections
 import json
 import sys
 
-failures = []
+from trace_common import fail, finish, flow_pairs, prefix
 
-
-def fail(msg):
-    failures.append(msg)
-    if len(failures) <= 20:
-        print("dc_trace: " + msg)
+prefix[0] = "dc_trace"
 
 
 def inside(s, ts):
@@ -145,23 +141,9 @@ def dispatch_combine(path, ranks, tokens, topk, shared, hidden, iterations, chec
         if dict(zip(a["to"], a["to_rows"])) != {dst: n for (src, dst), n in got.items() if src == r}:
             fail("rank %d: sends %s disagree with what the ranks received" % (r, dict(zip(a["to"], a["to_rows"]))))
     # Flows.
-    starts, finishes = collections.defaultdict(list), collections.defaultdict(list)
-    for e in ev:
-        if e["ph"] == "s":
-            starts[e["id"]].append(e)
-        elif e["ph"] == "f":
-            finishes[e["id"]].append(e)
-    if set(starts) != set(finishes):
-        fail("flow ids without both ends: %s" % sorted(set(starts) ^ set(finishes))[:10])
+    pairs = flow_pairs(ev)
     linked = collections.Counter()
-    for fid, ss in starts.items():
-        ff = finishes.get(fid, [])
-        if len(ss) != 1 or len(ff) != 1:
-            fail("flow %s: %d starts, %d finishes" % (fid, len(ss), len(ff)))
-            continue
-        s, f = ss[0], ff[0]
-        if (s["name"], s["cat"]) != (f["name"], f["cat"]) or f.get("bp") != "e":
-            fail("flow %s: ends differ in name / cat or the finish is not bound to its enclosing slice" % fid)
+    for fid, s, f in pairs:
         src, dst = s["tid"] - 1, f["tid"] - 1
         it = next((i for i in range(iterations) if (src, i, "dispatch") in sl and inside(sl[(src, i, "dispatch")], s["ts"])), None)
         if it is None:
@@ -185,10 +167,7 @@ def main(argv):
         re_routing(argv[2], *(int(v) for v in argv[3:7]))
     else:
         dispatch_combine(argv[1], *(int(v) for v in argv[2:10]))
-    if failures:
-        print("dc_trace: %d failure(s)" % len(failures))
-        return 1
-    return 0
+    return finish("dc_trace")
 
 
 if __name__ == "__main__":

@@ -39,13 +39,9 @@ import collections
 import json
 import sys
 
-failures = []
+from trace_common import fail, finish, flow_pairs, prefix
 
-
-def fail(msg):
-    failures.append(msg)
-    if len(failures) <= 20:
-        print("moe_trace: " + msg)
+prefix[0] = "moe_trace"
 
 
 def rank_of(tid):
@@ -242,26 +238,11 @@ def main(argv):
                 fail("%s it %d: %d expert rows, expected %d" % (sc, it, sum(computed.values()), sum(tokens_of) * topk))
 
     # Flows.
-    starts = collections.defaultdict(list)
-    finishes = collections.defaultdict(list)
-    for e in ev:
-        if e["ph"] == "s":
-            starts[e["id"]].append(e)
-        elif e["ph"] == "f":
-            finishes[e["id"]].append(e)
-    if not starts:
+    pairs = flow_pairs(ev)
+    if not pairs:
         fail("no flows")
-    if set(starts) != set(finishes):
-        fail("flow ids without both ends: %s" % sorted(set(starts) ^ set(finishes))[:10])
     linked = set()
-    for fid, ss in starts.items():
-        ff = finishes.get(fid, [])
-        if len(ss) != 1 or len(ff) != 1:
-            fail("flow %s: %d starts, %d finishes" % (fid, len(ss), len(ff)))
-            continue
-        s, f = ss[0], ff[0]
-        if (s["name"], s["cat"]) != (f["name"], f["cat"]) or f.get("bp") != "e":
-            fail("flow %s: ends differ in name/cat or finish not bound to its enclosing slice" % fid)
+    for fid, s, f in pairs:
         src, dst = enclosing(by_tid, s["tid"], s["ts"]), enclosing(by_tid, f["tid"], f["ts"])
         if src is None or src["name"] != "dispatch":
             fail("flow %s starts on %s" % (fid, src and src["name"]))
@@ -287,10 +268,7 @@ def main(argv):
                         and (sc, it, src, dst, b) not in linked:
                     fail("no flow from rank %d's dispatch to rank %d batch %d (%s it %d)" % (src, dst, b, sc, it))
 
-    if failures:
-        print("moe_trace: %d failure(s)" % len(failures))
-        return 1
-    return 0
+    return finish("moe_trace")
 
 
 if __name__ == "__main__":
