@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # tests/cli/run_trace.sh: `--trace FILE` of `megamoe run --op dispatch-combine` (1, 2 and 4 thread ranks,
-# and 4 with a shared-expert rank) and `megamoe run --op re-routing`, checked by lib/dc_trace.py from the
+# 4 with a shared-expert rank, EP 2 x TP 2) and `megamoe run --op re-routing`, checked by lib/dc_trace.py from the
 # command line's shape alone: the setup and check phases, per rank and iteration the dispatch / expert FFN /
 # combine slices whose expert rows sum to ranks x tokens x (K + shared) (also what the command reports),
 # each rank's rows and bytes sent and received, and one flow from every sending rank's dispatch to the
@@ -14,21 +14,22 @@ cli_require_python run_trace
 DC_TRACE="$(dirname "${BASH_SOURCE[0]}")/lib/dc_trace.py"
 
 SMALL=(--tokens 4 --hidden 64 --intermediate 32 --iterations 2 --check-tokens 2)
-# dc_ok WHAT RANKS TOPK SHARED [options]: run --op dispatch-combine with --trace, then dc_trace.py on it
-# with the rows the command reported.
+# dc_ok WHAT RANKS TOPK SHARED TP CHECKED [options]: run --op dispatch-combine with --trace, then
+# dc_trace.py on it (RANKS: in all) with the rows the command reported.
 dc_ok() {
-    local what=$1 ranks=$2 topk=$3 shared=$4
-    shift 4
-    expect 0 "$what" run --op dispatch-combine --ranks "$ranks" "${SMALL[@]}" --trace "$WORK/$what.json" "$@"
+    local what=$1 ranks=$2 topk=$3 shared=$4 tp=$5 checked=$6
+    shift 6
+    expect 0 "$what" run --op dispatch-combine --ranks $((ranks / tp)) "${SMALL[@]}" --trace "$WORK/$what.json" "$@"
     local rows
     rows=$(sed -n 's/.*; \([0-9]*\) rows received in all$/\1/p' "$WORK/out")
-    if python3 "$DC_TRACE" "$WORK/$what.json" "$ranks" 4 "$topk" "$shared" 64 2 1 "${rows:-0}" >"$WORK/log" 2>&1
-    then ok; else bad "$what: trace: $(head -5 "$WORK/log")"; fi
+    if python3 "$DC_TRACE" "$WORK/$what.json" "$ranks" 4 "$topk" "$shared" 64 2 "$checked" "${rows:-0}" "$tp" \
+        >"$WORK/log" 2>&1; then ok; else bad "$what: trace: $(head -5 "$WORK/log")"; fi
 }
-dc_ok dc1 1 4 0 # one rank: its 4 experts, K 4
-dc_ok dc2 2 4 0
-dc_ok dc4 4 4 0
-dc_ok dc4_shared 4 4 1 --shared-experts 1 --shared-ranks 1
+dc_ok dc1 1 4 0 1 1 # one rank: its 4 experts, K 4
+dc_ok dc2 2 4 0 1 1
+dc_ok dc4 4 4 0 1 1
+dc_ok dc4_shared 4 4 1 1 1 --shared-experts 1 --shared-ranks 1
+dc_ok dc4_tp 4 2 0 2 0 --tp 2 # EP 2 x TP 2, one expert per EP rank, K 2; no float64 check with TP
 
 # The check can fail: one rank's received rows changed on all its slices, then one flow's start moved
 # after its finish.

@@ -3,20 +3,22 @@
 `megamoe run --op dispatch-combine --trace FILE` and `megamoe run --op re-routing --trace FILE`
 (standard library only), used by tests/cli/run_trace.sh.
 
-  dc_trace.py TRACE RANKS TOKENS TOPK SHARED HIDDEN ITERATIONS CHECKED ROWS
+  dc_trace.py TRACE RANKS TOKENS TOPK SHARED HIDDEN ITERATIONS CHECKED ROWS [TP]
   dc_trace.py --re-routing TRACE TOKENS RANKS EXPERTS ITERATIONS
 
-Dispatch-combine (RANKS thread ranks, TOKENS per rank, no TP, masks or special experts; SHARED shared
-experts; ROWS the rows the command reported received in all): from the shape alone it asserts
+Dispatch-combine (RANKS thread ranks in all, TOKENS per rank, no masks or special experts; SHARED shared
+experts; ROWS the rows the command reported received in all; TP 1 (default) or 2 with --tp 2, where both
+TP ranks of an expert receive every row sent to it): from the shape alone it asserts
   - tracks "host" (with one "setup" slice) and "rank 0" .. "rank R-1";
   - per rank and iteration 0..ITERATIONS-1: "dispatch", "expert FFN", "combine + RMSNorm" in that order,
     after the setup, with the same "experts" (or "shared_expert") and "rows" args on all three; with
     CHECKED one "check" slice after them;
-  - the routed experts: each of 0 .. M-1 on exactly one rank, a rank's consecutive; rows >= 0;
-  - rows received, summed over every rank's experts == ROWS == RANKS x TOKENS x (TOPK + SHARED), and
-    per rank == the sum of its "from_rows";
-  - what a rank sends: its "to_rows" sum to TOKENS x (TOPK + SHARED) (each token to K experts and each
-    shared expert), agree with the receivers' "from_rows", and bytes_sent / bytes_received ==
+  - the routed experts: each of 0 .. M-1 on exactly TP ranks (with the same rows), a rank's
+    consecutive; rows >= 0;
+  - rows received, summed over every rank's experts == ROWS == RANKS x TOKENS x (TOPK + SHARED) x TP,
+    and per rank == the sum of its "from_rows";
+  - what a rank sends: its "to_rows" sum to TOKENS x (TOPK + SHARED) x TP (each token to K experts and
+    each shared expert), agree with the receivers' "from_rows", and bytes_sent / bytes_received ==
     rows x HIDDEN x 2 (BF16 rows);
   - flows: each start ("s") has exactly one finish ("f", bp "e") with its id, name and cat; the start is
     inside the "dispatch" of rank src, the finish inside the "expert FFN" of rank dst of the same
@@ -68,7 +70,7 @@ def re_routing(path, tokens, ranks, experts, iterations):
         fail("flows in a trace of one process")
 
 
-def dispatch_combine(path, ranks, tokens, topk, shared, hidden, iterations, checked, rows_reported):
+def dispatch_combine(path, ranks, tokens, topk, shared, hidden, iterations, checked, rows_reported, tp=1):
     ev, names, xs = load(path)
     want = {0: "host"}
     want.update({r + 1: "rank %d" % r for r in range(ranks)})
@@ -106,10 +108,8 @@ def dispatch_combine(path, ranks, tokens, topk, shared, hidden, iterations, chec
                 or ("experts" in first and len(first["experts"]) != len(rows)):
             fail("rank %d: experts / rows args %s" % (r, first))
             continue
-        for e in first.get("experts", []):
-            if e in owner:
-                fail("expert %d on ranks %d and %d" % (e, owner[e], r))
-            owner[e] = r
+        for e, n in zip(first.get("experts", []), rows):
+            owner.setdefault(e, []).append((r, n))
         if first.get("experts") and first["experts"] != list(range(first["experts"][0], first["experts"][0] + len(rows))):
             fail("rank %d: experts %s not consecutive" % (r, first["experts"]))
         received[r] = sum(rows)
@@ -117,10 +117,13 @@ def dispatch_combine(path, ranks, tokens, topk, shared, hidden, iterations, chec
         return
     if sorted(owner) != list(range(len(owner))):
         fail("routed experts %s are not 0 .. M-1" % sorted(owner))
-    per_rank = tokens * (topk + shared)
+    for e, held in owner.items():
+        if len(held) != tp or len({n for r, n in held}) != 1:
+            fail("expert %d on ranks (rank, rows) %s, expected %d with the same rows" % (e, held, tp))
+    per_rank = tokens * (topk + shared) * tp
     if not sum(received.values()) == rows_reported == ranks * per_rank:
-        fail("rows received %d in all (%s); the command reported %d; expected %d x %d x (%d + %d) = %d" % (
-            sum(received.values()), received, rows_reported, ranks, tokens, topk, shared, ranks * per_rank))
+        fail("rows received %d in all (%s); the command reported %d; expected %d x %d x (%d + %d) x %d = %d" % (
+            sum(received.values()), received, rows_reported, ranks, tokens, topk, shared, tp, ranks * per_rank))
     # The send / receive matrix, from the first iteration's dispatch args.
     got = collections.Counter()  # (src, dst) -> rows, as the receiver says
     for r in range(ranks):
@@ -131,7 +134,7 @@ def dispatch_combine(path, ranks, tokens, topk, shared, hidden, iterations, chec
         if sum(a["from_rows"]) != received[r]:
             fail("rank %d: from_rows %s sum to %d, its experts received %d" % (r, a["from_rows"], sum(a["from_rows"]), received[r]))
         if sum(a["to_rows"]) != per_rank:
-            fail("rank %d: to_rows %s sum to %d, expected %d x (%d + %d)" % (r, a["to_rows"], sum(a["to_rows"]), tokens, topk, shared))
+            fail("rank %d: to_rows %s sum to %d, expected %d" % (r, a["to_rows"], sum(a["to_rows"]), per_rank))
         if a.get("bytes_sent") != sum(a["to_rows"]) * hidden * 2 or a.get("bytes_received") != received[r] * hidden * 2:
             fail("rank %d: bytes_sent %s / bytes_received %s, expected rows x %d x 2" % (r, a.get("bytes_sent"), a.get("bytes_received"), hidden))
         for src, n in zip(a["from"], a["from_rows"]):
@@ -166,7 +169,7 @@ def main(argv):
     if argv[1] == "--re-routing":
         re_routing(argv[2], *(int(v) for v in argv[3:7]))
     else:
-        dispatch_combine(argv[1], *(int(v) for v in argv[2:10]))
+        dispatch_combine(argv[1], *(int(v) for v in argv[2:11]))
     return finish("dc_trace")
 
 
