@@ -18,9 +18,11 @@ void run_dc_trace_record(const cli_dc_world *w, const cli_dc_dispatch_out *d, co
     r->shared_expert = shared_expert;
     for (int64_t e = 0; e < L && e < RUN_DC_TRACE_MAX_EXPERTS; e++) r->expert_rows[e] = counts[e];
     r->row_bytes = w->o.quant == 2 ? w->o.hidden + 4 : w->o.hidden * 2; /* INT8 row + F32 scale, or BF16 */
-    int64_t blocks = d->local_experts > 0 ? w->tpw * d->local_experts : 1, R = d->n_ep / blocks;
+    if (d->local_experts <= 0) return;
+    /* ep_recv_counts: index (tt x L + le) x R + src, src the source's EP rank among the survivors */
+    int64_t R = d->n_ep / (w->tpw * d->local_experts);
     for (int64_t i = 0; i < d->n_ep && R > 0; i++) {
-        int64_t src = i % R, tt = i / R / d->local_experts;
+        int64_t src = i % R, tt = i / (R * d->local_experts);
         int64_t rows = d->ep_counts[i] - (i ? d->ep_counts[i - 1] : 0);
         if (src >= w->R_eff || rows <= 0) continue;
         int64_t ep = w->elastic ? w->elastic[4 + w->o.ranks + src] : src; /* the source's EP rank */
