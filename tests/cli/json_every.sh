@@ -95,7 +95,9 @@ for tid in (1, 2):
     mine = [e for e in slices if e["tid"] == tid]
     assert [e["name"] for e in mine] == ["dispatch", "expert FFN", "combine + RMSNorm"] * 2 + ["check"], mine
     assert [e["args"]["iteration"] for e in mine[:6]] == [0, 0, 0, 1, 1, 1], mine
-    assert all(e["args"]["rows"] >= 0 for e in mine[:6]), mine
+    assert all(min(e["args"]["rows"]) >= 0 for e in mine[:6]), mine
+# every token of both ranks to K = 4 experts (lib/dc_trace.py, run by run_trace.sh, checks the rest)
+assert sum(sum(e["args"]["rows"]) for e in slices if e["name"] == "dispatch" and e["args"]["iteration"] == 0) == 32
 '
 
 expect 0 "bench ffn --json" -- bench ffn --quick --hidden 256 --intermediate 128 --rows 1,8 --format bf16,int8 \

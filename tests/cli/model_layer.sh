@@ -8,7 +8,8 @@
 # --trace (every family on 1 and 2 thread ranks and 2 MPI processes, 4 ranks with a rank without tokens)
 # writes the layer's phases and per rank its MegaMoE calls (qwen2_moe: "routed" and "shared") with the
 # stages, expert batches and dispatch -> expert flows that lib/moe_trace.py checks from the shape alone;
-# a trace with one batch's rows changed fails that check.
+# a trace with one batch's rows changed fails that check. `run --model --trace` (1, 2, 4 thread ranks, 2 MPI
+# processes) gives the same slices for each timed forward, after the load and a warm-up.
 # Usage: bash model_layer.sh <path-to-megamoe> <source-dir>
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
@@ -92,6 +93,33 @@ PY
 if python3 "$MOE_TRACE" --layer bad_rows.json 2 8 13 2 1 >trace.log 2>&1; then
     bad "a trace with changed expert rows passes the check"
 elif grep -q "rows computed per expert" trace.log; then ok; else bad "changed expert rows: $(head -3 trace.log)"; fi
+# run --model --trace: the same slices per timed forward, after the load and a warm-up (lib/moe_trace.py
+# --model: TOKENS per rank); a trace missing one rank's forward fails that check.
+run_trace_ok() {
+    if python3 "$MOE_TRACE" --model "$1" "$2" 8 5 2 2 2 >trace.log 2>&1; then ok; else bad "$3: $(head -5 trace.log)"; fi
+}
+for r in 1 2 4; do
+    expect 0 "run --model on $r ranks" run --model qwen2_moe --tokens 5 --ranks "$r" --iterations 2 --trace "run.$r.json"
+    stdout_has "trace: run.$r.json" "run --model on $r ranks"
+    run_trace_ok "run.$r.json" "$r" "run --model on $r ranks: trace"
+done
+if cli_has_mpi; then
+    if timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 "$MEGAMOE" run --model qwen2_moe --tokens 5 \
+        --iterations 2 --backend mpi --trace run.mpi.json >"$WORK/mpi.log" 2>&1; then ok; else
+        bad "run --model --trace under mpirun: $(tail -3 "$WORK/mpi.log")"
+    fi
+    run_trace_ok run.mpi.json 2 "run --model on MPI: trace"
+fi
+python3 - run.2.json run_bad.json <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+t["traceEvents"] = [e for e in t["traceEvents"] if not (e.get("name") == "forward" and e["tid"] == 1
+                                                        and e["args"].get("iteration") == 1)]
+json.dump(t, open(sys.argv[2], "w"))
+PY
+if python3 "$MOE_TRACE" --model run_bad.json 2 8 5 2 2 2 >trace.log 2>&1; then
+    bad "a run --model trace without one forward passes the check"
+elif grep -q "rank 1: phases" trace.log; then ok; else bad "missing forward: $(head -3 trace.log)"; fi
 expect 0 "qwen3_moe on 4 ranks" layer --model qwen3_moe --layer 1 x_qwen3_moe.st -o qwen3_moe.4.st --ranks 4
 if cmp -s qwen3_moe.1.st qwen3_moe.4.st; then ok; else bad "qwen3_moe: 4 ranks differ from 1"; fi
 # Layer 0 of the sharded mixtral lives in the first shard only, at odd offsets (copied, not mapped):

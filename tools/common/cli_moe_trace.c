@@ -41,14 +41,6 @@ static double middle(const mm_mega_moe_event *ev) {
     return 0.5 * (ev->begin + ev->end);
 }
 
-/* Where a flow leaves a rank's dispatch: just inside the slice's start, when its sends begin. Not the
- * middle: a dispatch slice also holds the wait for the other ranks' rows, so a receiver can compute a
- * batch before the sender's dispatch is half over, and an arrow from the middle would go back in time;
- * the receiver's GEMM1 starts only after the rows arrived, so it is always later than this point. */
-static double send_point(const mm_mega_moe_event *ev) {
-    return ev->begin + 1e-3 * (ev->end - ev->begin);
-}
-
 /* The call's first event is its dispatch of this rank's rows; later dispatch events are waits. */
 static int is_send(const mm_mega_moe_stats *s, int i) {
     return i == 0 && s->event_count > 0 && s->events[0].stage == MM_MEGA_MOE_STAGE_DISPATCH;
@@ -121,10 +113,8 @@ void cli_moe_trace_flows(cli_moe_trace *t, int64_t ranks, const mm_mega_moe_stat
             for (int64_t src = 0; src < ranks; src++) {
                 const mm_mega_moe_stats *from = stats[src];
                 if (!is_send(from, 0) || !batch_reached(s, ev->batch, routed[src])) continue;
-                int64_t id = ++t->next_flow;
-                cli_trace_flow(&t->base, tid_of(src, 0), "rows", "dispatch", id, send_point(&from->events[0]),
-                               0);
-                cli_trace_flow(&t->base, tid_of(dst, lane_of[i]), "rows", "dispatch", id, middle(ev), 1);
+                cli_trace_arrow(&t->base, "rows", "dispatch", tid_of(src, 0), from->events[0].begin,
+                                from->events[0].end, tid_of(dst, lane_of[i]), middle(ev));
             }
         }
     }

@@ -25,7 +25,6 @@ enum {
 typedef struct cli_moe_trace {
     cli_trace base;                                                       /* the writer */
     unsigned char lane_named[MM_COMM_MAX_RANKS][CLI_MOE_TRACE_MAX_LANES]; /* overlap tracks named */
-    int64_t next_flow;                                                    /* flow ids so far */
 } cli_moe_trace;
 
 /* Opens path (process `process`), names tracks "rank 0" .. "rank ranks-1" and the host's (tid

@@ -27,7 +27,7 @@ int cli_trace_open(cli_trace *t, const char *command, const char *path, const ch
 }
 
 int cli_trace_start(cli_trace *t, const char *command, const char *path, const char *process) {
-    *t = (cli_trace){NULL, 0, -1.0};
+    *t = (cli_trace){NULL, 0, -1.0, 0};
     if (path && cli_trace_open(t, command, path, process) != 0) return -1;
     cli_trace_thread(t, 0, "host", 0);
     return 0;
@@ -78,6 +78,14 @@ void cli_trace_flow(cli_trace *t, int64_t tid, const char *name, const char *cat
             "{\"ph\":\"%s\",\"name\":\"%s\",\"cat\":\"%s\",\"id\":%lld,\"pid\":1,\"tid\":%lld,\"ts\":%.3f%s}",
             finish ? "f" : "s", name, cat, (long long)id, (long long)tid, (at - t->origin) * 1e6,
             finish ? ",\"bp\":\"e\"" : "");
+}
+
+void cli_trace_arrow(cli_trace *t, const char *name, const char *cat, int64_t from_tid, double from_begin,
+                     double from_end, int64_t to_tid, double to) {
+    if (!t->file) return;
+    int64_t id = ++t->flows;
+    cli_trace_flow(t, from_tid, name, cat, id, from_begin + 1e-3 * (from_end - from_begin), 0);
+    cli_trace_flow(t, to_tid, name, cat, id, to, 1);
 }
 
 int cli_trace_close(cli_trace *t, const char *command, const char *path) {

@@ -14,6 +14,7 @@ typedef struct cli_trace {
     FILE *file; /* NULL: no trace (every call does nothing) */
     int events_written;
     double origin; /* seconds subtracted from every timestamp; < 0 until the first slice sets it */
+    int64_t flows; /* flow ids given so far (cli_trace_arrow) */
 } cli_trace;
 
 /* Opens the file and names the process; 0, or -1 after one error line naming `command` (none when it is
@@ -38,6 +39,12 @@ void cli_trace_slice_close(cli_trace *t);
  * track; both ends share id, name and cat. */
 void cli_trace_flow(cli_trace *t, int64_t tid, const char *name, const char *cat, int64_t id, double at,
                     int finish);
+/* A flow (new id) from the slice of track from_tid that runs from `from_begin` to `from_end` to the slice
+ * of track to_tid enclosing `to`. It leaves just inside the sender's start (where its sends begin), not
+ * its middle: a sending slice can also hold the wait for other ranks' data, so a receiver may consume
+ * the rows before the sender's slice is half over, and an arrow from the middle would go back in time. */
+void cli_trace_arrow(cli_trace *t, const char *name, const char *cat, int64_t from_tid, double from_begin,
+                     double from_end, int64_t to_tid, double to);
 /* Ends and closes the file; 0, or -1 after one error line (command NULL: none) when writing failed. */
 int cli_trace_close(cli_trace *t, const char *command, const char *path);
 

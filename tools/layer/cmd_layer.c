@@ -141,8 +141,8 @@ static mm_status layer_rank(mm_comm *comm, void *arg, mm_error *err) {
         st = mm_moe_layer_forward(layer, &x, &y, &ids, &w, err);
         spans.forward_end = cli_now_seconds();
         if (!st && j->trace)
-            st = layer_trace_gather(comm, layer, &spans, &ids, mm_model_get_config(j->model)->num_experts,
-                                    me == 0 ? j->trace_data : NULL, err);
+            st = layer_trace_gather(comm, layer, &spans, &ids, mm_model_get_config(j->model)->num_experts, 0,
+                                    1, me == 0 ? j->trace_data : NULL, err);
         if (me == 0 && j->trace) j->trace_data->write_begin = cli_now_seconds();
         if (!st) st = mm_comm_allgather(comm, mine, block, all, err);
         mm_status fs = mm_moe_layer_free(layer, st ? NULL : err);
@@ -229,9 +229,10 @@ int mm_cli_layer_main(int argc, char **argv) {
     if (!st) t_read = cli_now_seconds();
     if (!st) st = mm_comm_launch(lo.backend, (int)lo.ranks, layer_rank, &job, &err);
     double t_end = cli_now_seconds();
+    layer_trace_host host = {cmd,  "megamoe layer", "read config, index and x", job.tokens, t_begin, t_read,
+                             t_end};
     int trace_failed = !st && trace_path && speaker &&
-                       layer_trace_write(trace_path, job.tokens, t_begin, t_read, t_end, &trace_data) !=
-                           0; /* said in one line */
+                       layer_trace_write(trace_path, &host, &trace_data) != 0; /* said in one line */
     if (!st && json && speaker)
         layer_json_print(&(layer_json_facts){lo.model_dir, lo.backend, argv[optind], out_path, lo.layer,
                                              job.tokens, lo.ranks > 0 ? lo.ranks : world.size, job.hidden,

@@ -18,6 +18,7 @@
 #include "megamoe/formats.h"
 #include "run/run_dc_check.h"
 #include "run/run_dc_ffn.h"
+#include "run/run_dc_trace.h"
 #include "run/run_ops.h"
 #include "common/timing.h"
 
@@ -46,18 +47,21 @@ static const char run_usage[] =
                            "(docs/cli.md)\n"
                            "      --trace FILE               write a Chrome/Perfetto JSON trace: setup, each "
                            "rank's stages\n"
-                           "                                 per iteration, the check\n"
+                           "                                 per iteration (local experts, rows received, "
+                           "rows and\n"
+                           "                                 bytes sent / received), dispatch -> expert "
+                           "flows, the check\n"
                            "  -h, --help                     show this help\n";
 
 enum { ST_DISPATCH, ST_FFN, ST_COMBINE, ST_COUNT };
-static const char *const stage_names[ST_COUNT] = {"dispatch", "expert FFN", "combine + RMSNorm"};
 
 typedef struct run_ctx {
     const cli_dc_world *w;
     int64_t inter, iterations, check_tokens;
     double *times;  /* [rank][iteration][stage] */
     double *stamps; /* --trace: [rank][iteration][stage boundary 0..ST_COUNT], absolute seconds; else NULL */
-    double check_span[MM_COMM_MAX_RANKS][2]; /* --trace: each rank's float64 check */
+    double check_span[MM_COMM_MAX_RANKS][2]; /* --trace: each rank's float64 check (0, 0: none ran) */
+    run_dc_trace_rank *received;             /* --trace: [rank] what its dispatch received; else NULL */
     int64_t *rows;
     int mismatch, not_finite;
     cli_dc_check_stats check[MM_COMM_MAX_RANKS];
@@ -117,6 +121,11 @@ static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
         if (it == 0) {
             memcpy(y_first, y, (size_t)bs * (size_t)H * 2);
             run->rows[g] = d.rows;
+            if (run->received) { /* shared expert s runs on shared ranks s * per .. s * per + per - 1 */
+                int64_t per = w->o.shared_experts > 0 ? w->sh_eff / w->o.shared_experts : 1;
+                run_dc_trace_record(w, &d, counts, L, shared ? -1 : base, shared ? n / (per ? per : 1) : -1,
+                                    &run->received[g]);
+            }
             for (int64_t j = 0; j < bs * H; j++)
                 if (!isfinite(mm_bf16_to_f32(y[j])) || !isfinite(mm_bf16_to_f32(x[j]))) run->not_finite = 1;
             for (int64_t i = 0; i < bs; i++)
@@ -133,11 +142,13 @@ static mm_status rank_fn(mm_comm *comm, void *arg, mm_error *err) {
         }
     }
     /* x and rstd of the last iteration equal the first one's (every iteration gives the same bits). */
-    run->check_span[g][0] = cli_now_seconds();
-    if (run->check_tokens > 0 && cli_dc_check_supported(w) &&
-        (st = cli_dc_check_rank(w, g, run->inter, run->check_tokens, y_first, x, rstd, &run->check[g], err)))
-        goto done;
-    run->check_span[g][1] = cli_now_seconds();
+    if (run->check_tokens > 0 && cli_dc_check_supported(w)) {
+        double begin = cli_now_seconds();
+        if ((st = cli_dc_check_rank(w, g, run->inter, run->check_tokens, y_first, x, rstd, &run->check[g],
+                                    err)))
+            goto done;
+        run->check_span[g][0] = begin, run->check_span[g][1] = cli_now_seconds();
+    }
     goto done;
 oom:
     st = MM_ERR_OUT_OF_MEMORY;
@@ -148,29 +159,6 @@ done:
     mm_dc_workspace_free(ws, NULL);
     free(expert_out), free(y), free(x), free(y_first), free(rstd);
     return st;
-}
-
-/* --trace: track 0 the host (setup), track g + 1 rank g: its stages of every timed iteration (with the
- * rows the rank received) and its float64 check. */
-static void trace_ranks(cli_trace *trace, const run_ctx *run) {
-    const cli_dc_world *w = run->w;
-    for (int64_t g = 0; g < w->nranks; g++) {
-        if (!w->rank[g].alive) continue;
-        char name[32], args[96];
-        snprintf(name, sizeof name, "rank %lld", (long long)g);
-        cli_trace_thread(trace, g + 1, name, g + 1);
-        for (int64_t it = 0; it < run->iterations; it++) {
-            const double *t =
-                run->stamps + ((size_t)g * (size_t)run->iterations + (size_t)it) * (ST_COUNT + 1);
-            snprintf(args, sizeof args, "\"iteration\":%lld,\"rows\":%lld", (long long)it,
-                     (long long)run->rows[g]);
-            for (int s = 0; s < ST_COUNT; s++)
-                cli_trace_slice(trace, g + 1, stage_names[s], "run", t[s], t[s + 1], args);
-        }
-        if (run->check_span[g][1] > run->check_span[g][0] && run->check_tokens > 0)
-            cli_trace_slice(trace, g + 1, "check", "check", run->check_span[g][0], run->check_span[g][1],
-                            NULL);
-    }
 }
 
 int cli_run_dispatch_combine_main(int argc, char **argv) {
@@ -219,13 +207,14 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
                    trace_path ? calloc((size_t)(w.nranks * iterations * (ST_COUNT + 1)), sizeof(double))
                               : NULL,
                    {{0}},
+                   trace_path ? calloc((size_t)w.nranks, sizeof(run_dc_trace_rank)) : NULL,
                    calloc((size_t)w.nranks, sizeof(int64_t)),
                    0,
                    0,
                    {{0}}};
     mm_error err;
     mm_error_clear(&err);
-    if (!run.times || !run.rows || (trace_path && !run.stamps)) {
+    if (!run.times || !run.rows || (trace_path && (!run.stamps || !run.received))) {
         cli_error(cmd, "out of memory");
         rc = MM_CLI_EXIT_FAILURE;
         goto done;
@@ -237,7 +226,8 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
     }
     int64_t total_rows = 0;
     for (int64_t g = 0; g < w.nranks; g++) total_rows += run.rows[g];
-    if (trace.file) trace_ranks(&trace, &run);
+    /* --trace: track 0 the host (setup), track g + 1 rank g (run_dc_trace.h) */
+    run_dc_trace_write(&trace, &w, run.received, run.stamps, iterations, (const double(*)[2])run.check_span);
     printf(
         "dispatch-combine: %lld rank%s (EP %lld x TP %lld%s), Bs %lld, H %lld, K %lld, %lld routed experts "
         "(%lld per rank), %lld shared, I %lld, quant_mode %lld; %lld rows received in all\n",
@@ -288,11 +278,11 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
             per[it] = mx;
         }
         cli_time_stats ts = cli_time_stats_of(per, (size_t)iterations);
-        printf("%-20s %12.1f %12.1f %12.1f\n", s < ST_COUNT ? stage_names[s] : "total (per rank)",
+        printf("%-20s %12.1f %12.1f %12.1f\n", s < ST_COUNT ? run_dc_stage_names[s] : "total (per rank)",
                ts.median * 1e6, ts.min * 1e6, ts.max * 1e6);
         if (cli_json_out()) {
             cli_json j = cli_json_row("row");
-            cli_json_str(&j, "stage", s < ST_COUNT ? stage_names[s] : "total");
+            cli_json_str(&j, "stage", s < ST_COUNT ? run_dc_stage_names[s] : "total");
             cli_json_num(&j, "median_us", ts.median * 1e6);
             cli_json_num(&j, "min_us", ts.min * 1e6);
             cli_json_num(&j, "max_us", ts.max * 1e6);
@@ -339,7 +329,7 @@ int cli_run_dispatch_combine_main(int argc, char **argv) {
     if (trace.file) printf("trace: %s (one track per rank; open in ui.perfetto.dev)\n", trace_path);
 done:
     if (cli_trace_close(&trace, cmd, trace_path) != 0 && rc == MM_CLI_EXIT_OK) rc = MM_CLI_EXIT_FAILURE;
-    free(run.times), free(run.stamps), free(run.rows);
+    free(run.times), free(run.stamps), free(run.received), free(run.rows);
     cli_dc_world_free(&w);
     return rc;
 }

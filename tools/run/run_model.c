@@ -15,6 +15,7 @@
 #include "common/demo_data.h"
 #include "common/timing.h"
 #include "layer/layer_launch.h"
+#include "layer/layer_trace.h"
 #include "layer/layer_weights.h"
 #include "megamoe/formats.h"
 #include "megamoe/model.h"
@@ -25,7 +26,7 @@ static const char cmd[] = "run";
 static const char usage[] =
     "usage: megamoe run --model DIR [--layer N] [--tokens T] [--ranks R] [--backend threads|mpi]\n"
     "                   [--iterations N] [--seed S] [--weights native|bf16] [--json]\n"
-    "                   [--timeout SECONDS]\n"
+    "                   [--timeout SECONDS] [--trace FILE]\n"
     "\n"
     "Runs the MoE block of layer N of the Hugging Face checkpoint in DIR (docs/models.md: mixtral,\n"
     "qwen3_moe, qwen2_moe, BF16 or AWQ/GPTQ) on seeded random BF16 tokens: load, one warm-up call,\n"
@@ -45,6 +46,9 @@ static const char usage[] =
     "                         quantized weights as stored (default) or dequantized to BF16 on load\n"
     "      --json             one JSON object on stdout instead of the text\n"
     "      --timeout SECONDS  how long a rank waits for its peers (0 = library default)\n"
+    "      --trace FILE       write a Chrome/Perfetto JSON trace: opening the model, per rank its load,\n"
+    "                         warm-up and timed forwards with the MegaMoE calls' stages, expert batches\n"
+    "                         and dispatch -> expert flows (the slices of `megamoe layer --trace`)\n"
     "  -h, --help             show this help\n";
 
 typedef struct model_job {
@@ -55,8 +59,9 @@ typedef struct model_job {
     mm_moe_layer_options options;
     /* results, written by rank 0 */
     double load_s;
-    double *call_s;        /* iterations: the slowest rank's time of each call */
-    int64_t *expert_count; /* E: tokens routed to each expert (all ranks, one call) */
+    double *call_s;          /* iterations: the slowest rank's time of each call */
+    int64_t *expert_count;   /* E: tokens routed to each expert (all ranks, one call) */
+    layer_trace_data *trace; /* --trace: every rank's timed forwards, filled on rank 0; else NULL */
 } model_job;
 
 /* Standard normal BF16 values from the seeded stream (Box-Muller). */
@@ -102,19 +107,26 @@ static mm_status model_rank(mm_comm *comm, void *arg, mm_error *err) {
     double t0 = cli_now_seconds();
     if (!st) st = mm_moe_layer_load_with(comm, j->model, j->layer, t ? t : 1, &j->options, &layer, err);
     double load = cli_now_seconds() - t0;
+    layer_trace_rank spans = {.load_begin = t0, .load_end = t0 + load, .tokens = t};
     if (!st) {
         random_tokens(x, t * h, j->seed, me);
         int64_t xs[2] = {t, h}, ks[2] = {t, k};
         mm_tensor tx = mm_tensor_make(MM_DTYPE_BF16, 2, xs, x), ty = mm_tensor_make(MM_DTYPE_BF16, 2, xs, y);
         mm_tensor ti = mm_tensor_make(MM_DTYPE_I32, 2, ks, ids), tw = mm_tensor_make(MM_DTYPE_F32, 2, ks, w);
+        spans.warmup_begin = cli_now_seconds();
         st = mm_moe_layer_forward(layer, &tx, &ty, &ti, &tw, err); /* warm-up */
+        spans.warmup_end = cli_now_seconds();
         for (int64_t it = 0; it < j->iterations && !st; it++) {
             if ((st = mm_comm_barrier(comm, err))) break;
             double s = cli_now_seconds();
             st = mm_moe_layer_forward(layer, &tx, &ty, &ti, &tw, err);
             double d = cli_now_seconds() - s;
+            spans.forward_begin = s, spans.forward_end = s + d;
             if (!st) st = mm_comm_allreduce_f64(comm, &d, 1, MM_REDUCE_MAX, err);
             if (!st && me == 0) j->call_s[it] = d;
+            if (!st && j->trace) /* after the timing: the gather is not timed */
+                st = layer_trace_gather(comm, layer, &spans, &ti, e, it, j->iterations,
+                                        me == 0 ? j->trace : NULL, err);
         }
         for (int64_t i = 0; i < t * k && !st; i++) counts[ids[i]]++;
         if (!st) st = sum_counts(comm, counts, e, err);
@@ -191,12 +203,14 @@ int cli_run_model_main(int argc, char **argv) {
     layer_launch_options lo = LAYER_LAUNCH_DEFAULTS;
     int64_t tokens = 64, iterations = 3, seed = 1;
     int json = 0;
+    const char *trace_path = NULL;
     const cli_option rows[] = {
         LAYER_LAUNCH_OPTIONS(&lo),
         CLI_INT64_OPTION("tokens", &tokens, 0, (int64_t)1 << 24),
         CLI_INT64_OPTION("iterations", &iterations, 1, 1000000),
         CLI_INT64_OPTION("seed", &seed, 0, INT64_MAX),
         CLI_FLAG_OPTION("json", &json),
+        CLI_TEXT_OPTION("trace", &trace_path),
     };
     int done = cli_options_parse(cmd, usage, 0, rows, sizeof rows / sizeof rows[0], argc, argv);
     if (done != CLI_OPTIONS_PARSED) return done;
@@ -207,8 +221,19 @@ int cli_run_model_main(int argc, char **argv) {
     mm_error err;
     mm_error_clear(&err);
     mm_model *model = NULL;
-    model_job job = {NULL,       lo.layer,         tokens, iterations, (uint64_t)seed,
-                     lo.timeout, lo.layer_options, 0.0,    NULL,       NULL};
+    layer_trace_data trace = {0};
+    model_job job = {NULL,
+                     lo.layer,
+                     tokens,
+                     iterations,
+                     (uint64_t)seed,
+                     lo.timeout,
+                     lo.layer_options,
+                     0.0,
+                     NULL,
+                     NULL,
+                     trace_path ? &trace : NULL};
+    double t_begin = cli_now_seconds(), t_open = t_begin;
     mm_status st = mm_model_open(lo.model_dir, &model, &err);
     if (!st && lo.layer < 0) { /* the first sparse layer */
         const mm_model_config *c = mm_model_get_config(model);
@@ -224,9 +249,16 @@ int cli_run_model_main(int argc, char **argv) {
         job.expert_count = calloc((size_t)mm_model_get_config(model)->num_experts, sizeof *job.expert_count);
         if (!job.call_s || !job.expert_count) st = cli_fail(&err, MM_ERR_OUT_OF_MEMORY, "out of memory");
     }
+    if (!st) t_open = cli_now_seconds();
     if (!st) st = mm_comm_launch(lo.backend, (int)lo.ranks, model_rank, &job, &err);
+    layer_trace_host host = {cmd,    "megamoe run --model", "open model", tokens * world.size, t_begin,
+                             t_open, cli_now_seconds()};
+    int trace_failed = !st && trace_path && speaker && layer_trace_write(trace_path, &host, &trace) != 0;
     int rc = layer_launch_status(cmd, st, &err, speaker);
+    if (trace_failed) rc = MM_CLI_EXIT_FAILURE;
     if (!st && speaker) report(&job, lo.model_dir, world.size, json);
+    if (!st && speaker && trace_path && !json) printf("trace: %s (open in ui.perfetto.dev)\n", trace_path);
+    layer_trace_data_free(&trace);
     free(job.call_s);
     free(job.expert_count);
     mm_model_close(model);

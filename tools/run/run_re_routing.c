@@ -30,8 +30,30 @@ static const char run_usage[] =
     "      --threads N       worker-pool threads, the caller included (default: MEGAMOE_NUM_THREADS, else\n"
     "                        the CPUs of the affinity mask within the cgroup CPU quota; docs/threads.md)\n"
     "      --json            JSON Lines on stdout instead of the report (docs/cli.md)\n"
-    "      --trace FILE      write a Chrome/Perfetto JSON trace: setup, each timed call, the check\n"
+    "      --trace FILE      write a Chrome/Perfetto JSON trace: setup, each timed call (its experts and\n"
+    "                        rows per expert, rows per source rank), the check\n"
     "  -h, --help            show this help\n";
+
+/* --trace: the re-routing slice's members "experts":[0..E-1],"rows":[...] (expert_token_num, the
+ * call's output: rows per local expert) and "ranks":[0..N-1],"ranks_rows":[...] (the rows each source
+ * rank's block holds, from the counts input). */
+static void trace_rows(FILE *f, const cli_rerouting_buffers *b) {
+    int64_t ranks = b->counts.shape[0], experts = b->counts.shape[1];
+    const int64_t *counts = b->counts.data, *expert_num = b->expert_num.data;
+    fputs(",\"experts\":[", f);
+    for (int64_t e = 0; e < experts; e++) fprintf(f, "%s%lld", e ? "," : "", (long long)e);
+    fputs("],\"rows\":[", f);
+    for (int64_t e = 0; e < experts; e++) fprintf(f, "%s%lld", e ? "," : "", (long long)expert_num[e]);
+    fputs("],\"ranks\":[", f);
+    for (int64_t r = 0; r < ranks; r++) fprintf(f, "%s%lld", r ? "," : "", (long long)r);
+    fputs("],\"ranks_rows\":[", f);
+    for (int64_t r = 0; r < ranks; r++) {
+        int64_t n = 0;
+        for (int64_t e = 0; e < experts; e++) n += counts[r * experts + e];
+        fprintf(f, "%s%lld", r ? "," : "", (long long)n);
+    }
+    fputc(']', f);
+}
 
 int cli_run_re_routing_main(int argc, char **argv) {
     const char *cmd = "run";
@@ -93,7 +115,12 @@ int cli_run_re_routing_main(int argc, char **argv) {
         snprintf(args, sizeof args, "\"iteration\":%lld,\"bytes\":%lld", (long long)i,
                  (long long)b.token_bytes);
         cli_trace_slice(&trace, 0, "memcpy", "run", t0, t1, args);
-        cli_trace_slice(&trace, 0, "re-routing", "run", t1, t2, args);
+        if (st == MM_OK && trace.file) {
+            cli_trace_slice_open(&trace, 0, "re-routing", "run", t1, t2);
+            fputs(args, trace.file);
+            trace_rows(trace.file, &b);
+            cli_trace_slice_close(&trace);
+        }
     }
     if (st != MM_OK) {
         rc = cli_report(cmd, &err);

@@ -5,6 +5,7 @@ used by tests/cli/run_mega_moe.sh, tests/cli/run_mpi.sh and tests/cli/model_laye
 
   moe_trace.py TRACE RANKS EXPERTS TOKENS TOPK ITERATIONS CHECKED SCENARIO...
   moe_trace.py --layer TRACE RANKS EXPERTS TOKENS TOPK CALLS
+  moe_trace.py --model TRACE RANKS EXPERTS TOKENS TOPK CALLS ITERATIONS
 
 The second form is a layer's: TOKENS in all, rank r holding the r-th block of ceil(TOKENS / RANKS);
 one call per rank of scenario "routed" (EXPERTS, TOPK) and with CALLS 2 one of "shared" (qwen2_moe's
@@ -12,6 +13,10 @@ shared expert: RANKS "experts", one per rank, K = 1). Instead of run's setup and
 "host" track with "read config, index and x" then "launch", and per rank "load experts" (args: its
 tokens) then "forward" holding the rank's calls, and rank 0's "gather and write" after its forward, all
 inside the launch.
+
+The third form is `megamoe run --model`'s: TOKENS per rank, the host's "open model" then "launch", and
+per rank "load experts", "warm-up", then ITERATIONS "forward" slices (args: tokens, iteration) each
+holding the rank's calls of that iteration; no "gather and write".
 
 What it asserts, from the command line's shape alone (run):
   - tracks: "rank 0" .. "rank R-1" (and their overlap tracks) and "host (check)";
@@ -34,13 +39,9 @@ import collections
 import json
 import sys
 
-failures = []
+from trace_common import fail, finish, flow_pairs, prefix
 
-
-def fail(msg):
-    failures.append(msg)
-    if len(failures) <= 20:
-        print("moe_trace: " + msg)
+prefix[0] = "moe_trace"
 
 
 def rank_of(tid):
@@ -87,13 +88,16 @@ def run_setup(xs, host, ranks, iterations, checked, scenarios):
             fail("%s: a check slice without a check" % sc)
 
 
-def layer_setup(xs, host, ranks, tokens_of, scenarios):
-    """layer's phases: the host's read and launch, each rank's load and forward around its calls."""
+def layer_setup(xs, host, ranks, tokens_of, scenarios, iterations=0):
+    """layer's phases: the host's read and launch, each rank's load and forward around its calls; with
+    iterations (run --model) the host's "open model", and per rank a warm-up and one forward per
+    iteration."""
     hs = {s["name"]: s for s in xs if s["tid"] in host}
-    if sorted(hs) != ["launch", "read config, index and x"]:
+    first = "open model" if iterations else "read config, index and x"
+    if sorted(hs) != sorted(["launch", first]):
         fail("host slices %s" % sorted(hs))
         return
-    read, launch = hs["read config, index and x"], hs["launch"]
+    read, launch = hs[first], hs["launch"]
     if read["ts"] + read["dur"] > launch["ts"] + 0.002:
         fail("read does not end before the launch")
     calls = [s for s in xs if s["cat"] == "run"]
@@ -102,33 +106,40 @@ def layer_setup(xs, host, ranks, tokens_of, scenarios):
         for s in xs:
             if s["tid"] == r and s["cat"] in ("setup", "layer"):
                 mine.setdefault(s["name"], []).append(s)
-        want = sorted(["forward", "load experts"] + (["gather and write"] if r == 0 else []))
-        if sorted(mine) != want or any(len(v) != 1 for v in mine.values()):
-            fail("rank %d: phases %s, expected one each of %s" % (r, sorted(mine), want))
+        want = {"load experts": 1, "forward": max(1, iterations)}
+        want.update({"warm-up": 1} if iterations else {"gather and write": 1} if r == 0 else {})
+        if {n: len(v) for n, v in mine.items()} != want:
+            fail("rank %d: phases %s, expected %s" % (r, {n: len(v) for n, v in mine.items()}, want))
             continue
-        load, fwd = mine["load experts"][0], mine["forward"][0]
-        if load["args"].get("tokens") != tokens_of[r] or fwd["args"].get("tokens") != tokens_of[r]:
+        load, fwds = mine["load experts"][0], sorted(mine["forward"], key=lambda s: s["ts"])
+        before = mine["warm-up"][0] if iterations else load
+        if iterations and [f["args"].get("iteration") for f in fwds] != list(range(iterations)):
+            fail("rank %d: forward iterations %s" % (r, [f["args"].get("iteration") for f in fwds]))
+            continue
+        if any(s["args"].get("tokens") != tokens_of[r] for s in [load, before] + fwds):
             fail("rank %d: tokens %s, expected %d" % (r, load["args"].get("tokens"), tokens_of[r]))
-        if load["ts"] + load["dur"] > fwd["ts"] + 0.002:
-            fail("rank %d: forward before the end of the load" % r)
-        for s in [load, fwd] + mine.get("gather and write", []):
+        seq = [load] + ([before] if iterations else []) + fwds
+        if any(a["ts"] + a["dur"] > b["ts"] + 0.002 for a, b in zip(seq, seq[1:])):
+            fail("rank %d: load, warm-up and forwards not in order" % r)
+        for s in [load, before] + fwds + mine.get("gather and write", []):
             if not within(s, launch):
                 fail("rank %d: %s outside the launch" % (r, s["name"]))
-        if r == 0 and mine["gather and write"][0]["ts"] < fwd["ts"] + fwd["dur"] - 0.002:
+        if r == 0 and not iterations and mine["gather and write"][0]["ts"] < fwds[-1]["ts"] + fwds[-1]["dur"] - 0.002:
             fail("rank 0: gather and write before the end of the forward")
         names = sorted(c["name"] for c in calls if c["tid"] == r)
-        if names != sorted("mega_moe " + sc for sc in scenarios):
-            fail("rank %d: calls %s, expected one each of %s" % (r, names, scenarios))
+        if names != sorted(["mega_moe " + sc for sc in scenarios] * len(fwds)):
+            fail("rank %d: calls %s, expected %d each of %s" % (r, names, len(fwds), scenarios))
         for sc in scenarios:
-            cs = [c for c in calls if c["tid"] == r and c["name"] == "mega_moe " + sc]
-            if [c["args"].get("iteration") for c in cs] != [0]:
+            cs = sorted((c for c in calls if c["tid"] == r and c["name"] == "mega_moe " + sc), key=lambda c: c["ts"])
+            if [c["args"].get("iteration") for c in cs] != list(range(len(fwds))):
                 fail("rank %d: %s calls %s" % (r, sc, [c["args"] for c in cs]))
-            elif not within(cs[0], fwd):
-                fail("rank %d: %s call outside the forward" % (r, sc))
+            elif any(not within(c, f) for c, f in zip(cs, fwds)):
+                fail("rank %d: %s call outside the forward of its iteration" % (r, sc))
 
 
 def main(argv):
-    layer = argv[1] == "--layer"
+    model = argv[1] == "--model"
+    layer = argv[1] == "--layer" or model
     if layer:
         argv = argv[1:]
     path = argv[1]
@@ -137,6 +148,8 @@ def main(argv):
         chunk = max(1, -(-tokens // ranks))
         tokens_of = [max(0, min(chunk, tokens - r * chunk)) for r in range(ranks)]
         iterations, checked = 1, 0
+        if model:  # TOKENS per rank, ITERATIONS forwards
+            tokens_of, iterations = [tokens] * ranks, int(argv[7])
         shape = {"routed": (experts, topk)}
         if ncalls == 2:
             shape["shared"] = (ranks, 1)
@@ -161,7 +174,7 @@ def main(argv):
     calls = [s for s in xs if s["cat"] == "run"]
     stages = [s for s in xs if s["cat"] in scenarios]
     if layer:
-        layer_setup(xs, host, ranks, tokens_of, scenarios)
+        layer_setup(xs, host, ranks, tokens_of, scenarios, iterations if model else 0)
     else:
         run_setup(xs, host, ranks, iterations, checked, scenarios)
 
@@ -225,26 +238,11 @@ def main(argv):
                 fail("%s it %d: %d expert rows, expected %d" % (sc, it, sum(computed.values()), sum(tokens_of) * topk))
 
     # Flows.
-    starts = collections.defaultdict(list)
-    finishes = collections.defaultdict(list)
-    for e in ev:
-        if e["ph"] == "s":
-            starts[e["id"]].append(e)
-        elif e["ph"] == "f":
-            finishes[e["id"]].append(e)
-    if not starts:
+    pairs = flow_pairs(ev)
+    if not pairs:
         fail("no flows")
-    if set(starts) != set(finishes):
-        fail("flow ids without both ends: %s" % sorted(set(starts) ^ set(finishes))[:10])
     linked = set()
-    for fid, ss in starts.items():
-        ff = finishes.get(fid, [])
-        if len(ss) != 1 or len(ff) != 1:
-            fail("flow %s: %d starts, %d finishes" % (fid, len(ss), len(ff)))
-            continue
-        s, f = ss[0], ff[0]
-        if (s["name"], s["cat"]) != (f["name"], f["cat"]) or f.get("bp") != "e":
-            fail("flow %s: ends differ in name/cat or finish not bound to its enclosing slice" % fid)
+    for fid, s, f in pairs:
         src, dst = enclosing(by_tid, s["tid"], s["ts"]), enclosing(by_tid, f["tid"], f["ts"])
         if src is None or src["name"] != "dispatch":
             fail("flow %s starts on %s" % (fid, src and src["name"]))
@@ -270,10 +268,7 @@ def main(argv):
                         and (sc, it, src, dst, b) not in linked:
                     fail("no flow from rank %d's dispatch to rank %d batch %d (%s it %d)" % (src, dst, b, sc, it))
 
-    if failures:
-        print("moe_trace: %d failure(s)" % len(failures))
-        return 1
-    return 0
+    return finish("moe_trace")
 
 
 if __name__ == "__main__":
