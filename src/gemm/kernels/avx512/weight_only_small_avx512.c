@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* gemm/kernels/avx512/weight_only_small_avx512.c: the few-rows kernels of the weight-only pairs (BF16
+ * activations x block-scaled FP8 E4M3, MX FP4, UINT4 with group scales and zeros), 1..8 rows x 32
+ * columns, for decode-sized groups whose speed should be that of streaming the packed codes once.
+ *
+ * The general kernels (weight_only_avx512.c) dequantize each K block of the panel into a BF16 buffer and
+ * then run the 8 x 32 tile over it; with one row the buffer's stores and reloads are most of the work.
+ * Here each K pair is decoded in registers (weight_only_decode_avx512.h, the same decoders as the
+ * prepare functions) and fed to vdpbf16ps at once: one instruction per pair and accumulator, in K order,
+ * the odd K's tail pair with its missing activation as 0, exactly as bf16_tile_body runs over the
+ * prepared block. So the result is bit for bit that of the general kernel and of the BF16 x BF16 GEMM on
+ * w'. The decode is paid once per tile, so the registry chooses these kernels only up to one tile of
+ * rows (MM_GEMM_WO_SMALL_MR). */
+#include "gemm/kernels/avx512/bf16_tile_avx512.h"
+#include "gemm/kernels/avx512/weight_only_decode_avx512.h"
+
+enum { WO_FP8, WO_UINT4, WO_FP4 };
+
+static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_args *p, int format, int rows) {
+    __m512 acc[MM_GEMM_WO_SMALL_MR][2];
+    const uint8_t *row[MM_GEMM_WO_SMALL_MR];
+    bf16_tile_start(p, rows, acc, row);
+    wo_sink sink = {NULL, rows, acc, row, format != WO_FP4};
+    if (format == WO_FP4)
+        mx_walk(p, 1, &sink);
+    else
+        wo_walk_scaled(p, format == WO_UINT4, &sink);
+    bf16_tile_finish(p, rows, acc);
+}
+
+static inline __attribute__((always_inline)) void small_run(const mm_ukernel_args *p, int format) {
+    switch (p->m) {
+    case 1: small_tile(p, format, 1); break;
+    case 2: small_tile(p, format, 2); break;
+    case 3: small_tile(p, format, 3); break;
+    case 4: small_tile(p, format, 4); break;
+    case 5: small_tile(p, format, 5); break;
+    case 6: small_tile(p, format, 6); break;
+    case 7: small_tile(p, format, 7); break;
+    default: small_tile(p, format, MM_GEMM_WO_SMALL_MR); break;
+    }
+}
+
+void mm_ukernel_bf16_fp8_block_small_avx512(const mm_ukernel_args *p) {
+    small_run(p, WO_FP8);
+}
+void mm_ukernel_bf16_uint4_small_avx512(const mm_ukernel_args *p) {
+    small_run(p, WO_UINT4);
+}
+void mm_ukernel_bf16_fp4_small_avx512(const mm_ukernel_args *p) {
+    small_run(p, WO_FP4);
+}
