@@ -27,10 +27,8 @@ void mm_ukernel_mx_avx512(const mm_ukernel_args *p) {
 
 /* The panel decode is weight_only_decode_avx512.h's (shared with the weight-only kernels). */
 void mm_prepare_panel_fp8_avx512(const mm_ukernel_args *p, uint8_t *block) {
-    wo_sink sink = {block, 0, NULL, NULL, 0};
-    mx_walk(p, 0, &sink);
+    wo_prepare_block(p, WO_MX_FP8, block);
 }
 void mm_prepare_panel_fp4_avx512(const mm_ukernel_args *p, uint8_t *block) {
-    wo_sink sink = {block, 0, NULL, NULL, 0};
-    mx_walk(p, 1, &sink);
+    wo_prepare_block(p, WO_FP4, block);
 }

@@ -23,10 +23,8 @@ void mm_ukernel_bf16_prepared_avx512(const mm_ukernel_args *p) {
 }
 
 void mm_prepare_panel_fp8_block_avx512(const mm_ukernel_args *p, uint8_t *block) {
-    wo_sink sink = {block, 0, NULL, NULL, 1};
-    wo_walk_scaled(p, 0, &sink);
+    wo_prepare_block(p, WO_FP8, block);
 }
 void mm_prepare_panel_uint4_avx512(const mm_ukernel_args *p, uint8_t *block) {
-    wo_sink sink = {block, 0, NULL, NULL, 1};
-    wo_walk_scaled(p, 1, &sink);
+    wo_prepare_block(p, WO_UINT4, block);
 }

@@ -54,6 +54,7 @@ static inline __m512i wo_dup_pairs(__m512i v, int base) {
 
 WO_ALWAYS_INLINE void wo_block_load(const mm_ukernel_args *p, int64_t kb, int is_uint4, wo_block *b) {
     const float *s = p->b_block_scale + kb * MM_GEMM_NR;
+    b->fp8_fast = 1;
     for (int j = 0; j < 4; j++) b->scale[j] = panel_pair_scales(_mm512_loadu_ps(s + 16 * (j / 2)), 8 * (j % 2));
     if (is_uint4) {
         for (int h = 0; h < 2; h++) {
@@ -111,10 +112,9 @@ WO_ALWAYS_INLINE void wo_uint4_pair(const uint8_t *panel, int64_t kp, const wo_b
 }
 
 /* FP8 pair kp the exact table way (NaN codes, overflowing scales, DAZ): BF16 decode, widened to F32,
- * times the scale. Out of line: rare. */
-static __attribute__((noinline, unused)) void wo_fp8_pair_table(const uint8_t *panel, int64_t kp,
-                                                                const wo_block *b, __m512i out[2]) {
-    const uint16_t *lut = mm_format_lut_bf16(MM_DTYPE_FP8_E4M3FN);
+ * times the scale (rare, inlined all the same: see wo_pairs below). */
+WO_ALWAYS_INLINE void wo_fp8_pair_table(const uint8_t *panel, int64_t kp, const wo_block *b, const uint16_t *lut,
+                                        __m512i out[2]) {
     __m512i table[4];
     for (int i = 0; i < 4; i++) table[i] = _mm512_loadu_si512(lut + 32 * i);
     __m512i codes[2];
@@ -131,14 +131,16 @@ static __attribute__((noinline, unused)) void wo_fp8_pair_table(const uint8_t *p
     wo_to_bf16_pairs(f, out);
 }
 
-/* FP8 pair kp (64 bytes, column c's pair at bytes 2c, 2c + 1). fast: the block's fp8_fast and no DAZ. */
-WO_ALWAYS_INLINE void wo_fp8_pair(const uint8_t *panel, int64_t kp, const wo_block *b, int fast, __m512i out[2]) {
+/* FP8 pair kp (64 bytes, column c's pair at bytes 2c, 2c + 1). fast: the block's fp8_fast and no DAZ;
+ * lut: the E4M3 BF16 table (format/decode_tables.h). */
+WO_ALWAYS_INLINE void wo_fp8_pair(const uint8_t *panel, int64_t kp, const wo_block *b, int fast, const uint16_t *lut,
+                                  __m512i out[2]) {
     const uint8_t *at = panel + kp * 64;
     __m512i bytes = _mm512_loadu_si512(at);
     __mmask64 nan = _mm512_cmpeq_epi8_mask(_mm512_or_si512(bytes, _mm512_set1_epi8((char)0x80)),
                                            _mm512_set1_epi8((char)0xFF));
     if (__builtin_expect(!fast || nan != 0, 0)) {
-        wo_fp8_pair_table(panel, kp, b, out);
+        wo_fp8_pair_table(panel, kp, b, lut, out);
         return;
     }
     __m512 f[4];
@@ -237,93 +239,100 @@ WO_ALWAYS_INLINE void mx_panel_pair(const uint8_t *panel, int64_t kp, const mx_p
 
 /* ---- walking the pairs of a K block ---- */
 
-/* Where decoded pairs go: into a prepared BF16 block (pair i at byte 128 * i), or straight into the
- * vdpbf16ps accumulators of `rows` rows (acc, row: bf16_tile_start), one instruction per pair and
- * accumulator in K order, as bf16_tile_body does on the prepared block. */
-typedef struct wo_sink {
-    uint8_t *block;
-    int rows;
-    __m512 (*acc)[2];
-    const uint8_t **row;
-    int zero_padding; /* FP8 / UINT4: the padding K of an odd K is 0, as in a packed BF16 panel */
-} wo_sink;
+/* The pairs of [k_begin, k_end) are visited in K order by loops of the caller's (so that its
+ * accumulators stay in registers): wo_pairs_begin; then, segment by segment, wo_pairs_renew(kp) sets the
+ * scale parameters of the segment that starts at pair kp and ends before it.renew_at (the rest of a scale
+ * block, or one pair that straddles two blocks), and wo_pair(kp) returns the two BF16 pair vectors of w'
+ * for each pair of the segment. Everything is inlined, the rare paths too: every zmm register is
+ * caller-saved, and with a call anywhere in the kernel GCC keeps the accumulators in memory and stores
+ * them after every pair. */
+typedef struct wo_pairs {
+    int format; /* WO_FP8, WO_UINT4, WO_FP4 */
+    int64_t first_pair, end_pair;
+    int64_t renew_at; /* the first pair after the current segment */
+    int fast;         /* FP8: the fast decode is exact for the current parameters */
+    wo_block block;   /* FP8 / UINT4: the parameters of the current pair */
+    mx_panel_format mx;
+    mx_panel_block mx_block;
+    __m512i table[4]; /* MX: the BF16 table */
+    const uint16_t *fp8_lut; /* FP8: the E4M3 BF16 table for the exact decode */
+    int daz;
+} wo_pairs;
 
-/* Pair i of the call (K pair kp); tail: its second K is past K (the row has no activation there). */
-WO_ALWAYS_INLINE void wo_sink_pair(const wo_sink *s, int64_t i, __m512i v[2], int tail) {
-    if (tail && s->zero_padding)
-        for (int h = 0; h < 2; h++) v[h] = _mm512_maskz_mov_epi16((__mmask32)0x55555555u, v[h]);
-    if (s->block) {
-        __m512i *dst = (__m512i *)(void *)(s->block + i * 128);
-        _mm512_store_si512(dst, v[0]);
-        _mm512_store_si512(dst + 1, v[1]);
+enum { WO_FP8, WO_UINT4, WO_FP4, WO_MX_FP8 };
+
+/* The parameters of the segment starting at pair kp: its scale block's; a pair straddling two blocks
+ * (odd block_k) takes the next block's in its odd lanes and is a segment alone. */
+WO_ALWAYS_INLINE void wo_pairs_renew(const mm_ukernel_args *p, wo_pairs *it, int64_t kp) {
+    if (it->format == WO_FP4 || it->format == WO_MX_FP8) {
+        int64_t kb = kp / 16;
+        mx_panel_block_load(p, &it->mx, kb, &it->mx_block);
+        it->renew_at = (kb + 1) * 16;
         return;
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < s->rows; r++) {
-        uint32_t bits = 0;
-        memcpy(&bits, s->row[r] + 4 * i, tail ? 2 : 4);
-        __m512bh a = (__m512bh)_mm512_set1_epi32((int)bits);
-        s->acc[r][0] = _mm512_dpbf16_ps(s->acc[r][0], a, (__m512bh)v[0]);
-        s->acc[r][1] = _mm512_dpbf16_ps(s->acc[r][1], a, (__m512bh)v[1]);
+    int is_uint4 = it->format == WO_UINT4;
+    int64_t kb = 2 * kp / p->block_k, boundary = (kb + 1) * p->block_k;
+    wo_block_load(p, kb, is_uint4, &it->block);
+    if (2 * kp + 1 == boundary) {
+        if (2 * kp + 1 < p->k) {
+            wo_block next;
+            wo_block_load(p, kb + 1, is_uint4, &next);
+            wo_block_blend_odd(&it->block, &next, is_uint4);
+        }
+        it->renew_at = kp + 1;
+    } else {
+        it->renew_at = boundary / 2;
+    }
+    it->fast = it->block.fp8_fast && !it->daz;
+}
+
+/* Call before the accumulators are set: it calls out of line (see above). */
+WO_ALWAYS_INLINE void wo_pairs_begin(const mm_ukernel_args *p, int format, wo_pairs *it) {
+    it->format = format;
+    it->fp8_lut = mm_format_lut_bf16(MM_DTYPE_FP8_E4M3FN);
+    it->daz = wo_daz();
+    it->first_pair = p->k_begin / 2;
+    it->end_pair = (p->k_end + 1) / 2;
+    if (format == WO_FP4 || format == WO_MX_FP8) {
+        it->mx = mx_panel_format_of(p->w_dtype);
+        for (int i = 0; i < 4; i++) it->table[i] = _mm512_loadu_si512(it->mx.bf16 + 32 * i);
     }
 }
 
-/* Few rows make these loops stream the weights: fetch 4 KiB ahead of the hardware prefetcher. */
+/* Few rows make the loops over pairs stream the weights: fetch 4 KiB ahead of the hardware prefetcher. */
 #define WO_PREFETCH_PAIRS 128
 
-WO_ALWAYS_INLINE void wo_scaled_one(const mm_ukernel_args *p, int is_uint4, const wo_block *b, int fast,
-                                    int64_t kp, int64_t first_pair, const wo_sink *s) {
-    _mm_prefetch((const char *)(p->b + (kp + WO_PREFETCH_PAIRS) * (is_uint4 ? 32 : 64)), _MM_HINT_T0);
-    __m512i v[2];
-    if (is_uint4)
-        wo_uint4_pair(p->b, kp, b, v);
-    else
-        wo_fp8_pair(p->b, kp, b, fast, v);
-    wo_sink_pair(s, kp - first_pair, v, 2 * kp + 1 >= p->k);
-}
-
-/* The pairs of [k_begin, k_end) of a block-scaled FP8 or UINT4 panel, scale block by scale block; a pair
- * that straddles two blocks (odd block_k) takes the next block's parameters in its odd lanes. */
-WO_ALWAYS_INLINE void wo_walk_scaled(const mm_ukernel_args *p, int is_uint4, const wo_sink *s) {
-    int64_t first_pair = p->k_begin / 2, end_pair = (p->k_end + 1) / 2;
-    int daz = is_uint4 ? 0 : wo_daz();
-    for (int64_t kp = first_pair; kp < end_pair;) {
-        int64_t kb = 2 * kp / p->block_k, boundary = (kb + 1) * p->block_k;
-        wo_block b;
-        wo_block_load(p, kb, is_uint4, &b);
-        int fast = b.fp8_fast && !daz;
-        int64_t inside_end = boundary / 2 < end_pair ? boundary / 2 : end_pair;
-        for (; kp < inside_end; kp++) wo_scaled_one(p, is_uint4, &b, fast, kp, first_pair, s);
-        if (kp < end_pair && 2 * kp < boundary) {
-            wo_block cur = b;
-            if (2 * kp + 1 < p->k) {
-                wo_block next;
-                wo_block_load(p, kb + 1, is_uint4, &next);
-                wo_block_blend_odd(&cur, &next, is_uint4);
-            }
-            wo_scaled_one(p, is_uint4, &cur, cur.fp8_fast && !daz, kp, first_pair, s);
-            kp++;
-        }
+/* The BF16 pair vectors of w' for pair kp of the current segment. The padding K of an odd K is 0 for FP8
+ * and UINT4 (as in a packed BF16 panel); MX pairs keep their decoded padding code (0), as before. */
+WO_ALWAYS_INLINE void wo_pair(const mm_ukernel_args *p, wo_pairs *it, int format, int64_t kp, __m512i v[2]) {
+    int nibbles = format == WO_UINT4 || format == WO_FP4;
+    _mm_prefetch((const char *)(p->b + (kp + WO_PREFETCH_PAIRS) * (nibbles ? 32 : 64)), _MM_HINT_T0);
+    if (format == WO_FP4 || format == WO_MX_FP8) {
+        mx_panel_pair(p->b, kp, &it->mx, it->table, &it->mx_block, format == WO_FP4, v);
+        return;
     }
+    if (format == WO_UINT4)
+        wo_uint4_pair(p->b, kp, &it->block, v);
+    else
+        wo_fp8_pair(p->b, kp, &it->block, it->fast, it->fp8_lut, v);
+    if (2 * kp + 1 >= p->k)
+        for (int h = 0; h < 2; h++) v[h] = _mm512_maskz_mov_epi16((__mmask32)0x55555555u, v[h]);
 }
 
-/* The pairs of [k_begin, k_end) of an MX panel (FP8 or FP4 codes), MX block (16 pairs) by block. */
-WO_ALWAYS_INLINE void mx_walk(const mm_ukernel_args *p, int is_fp4, const wo_sink *s) {
-    mx_panel_format f = mx_panel_format_of(p->w_dtype);
-    __m512i table[4];
-    for (int i = 0; i < 4; i++) table[i] = _mm512_loadu_si512(f.bf16 + 32 * i);
-    int64_t first_pair = p->k_begin / 2, end_pair = (p->k_end + 1) / 2;
-    for (int64_t kp0 = first_pair; kp0 < end_pair;) {
-        int64_t kb = kp0 / 16, kp_end = (kb + 1) * 16 < end_pair ? (kb + 1) * 16 : end_pair;
-        mx_panel_block b;
-        mx_panel_block_load(p, &f, kb, &b);
-        for (int64_t kp = kp0; kp < kp_end; kp++) {
-            _mm_prefetch((const char *)(p->b + (kp + WO_PREFETCH_PAIRS) * (is_fp4 ? 32 : 64)), _MM_HINT_T0);
+/* The prepare functions: every pair of the call into `block` (pair i at byte 128 * i). */
+WO_ALWAYS_INLINE void wo_prepare_block(const mm_ukernel_args *p, int format, uint8_t *block) {
+    wo_pairs it;
+    wo_pairs_begin(p, format, &it);
+    for (int64_t kp = it.first_pair; kp < it.end_pair;) {
+        wo_pairs_renew(p, &it, kp);
+        int64_t segment_end = it.renew_at < it.end_pair ? it.renew_at : it.end_pair;
+        for (; kp < segment_end; kp++) {
             __m512i v[2];
-            mx_panel_pair(p->b, kp, &f, table, &b, is_fp4, v);
-            wo_sink_pair(s, kp - first_pair, v, 2 * kp + 1 >= p->k);
+            wo_pair(p, &it, format, kp, v);
+            __m512i *dst = (__m512i *)(void *)(block + (kp - it.first_pair) * 128);
+            _mm512_store_si512(dst, v[0]);
+            _mm512_store_si512(dst + 1, v[1]);
         }
-        kp0 = kp_end;
     }
 }
 

@@ -14,17 +14,36 @@
 #include "gemm/kernels/avx512/bf16_tile_avx512.h"
 #include "gemm/kernels/avx512/weight_only_decode_avx512.h"
 
-enum { WO_FP8, WO_UINT4, WO_FP4 };
-
 static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_args *p, int format, int rows) {
     __m512 acc[MM_GEMM_WO_SMALL_MR][2];
     const uint8_t *row[MM_GEMM_WO_SMALL_MR];
+    wo_pairs it;
+    wo_pairs_begin(p, format, &it);
     bf16_tile_start(p, rows, acc, row);
-    wo_sink sink = {NULL, rows, acc, row, format != WO_FP4};
-    if (format == WO_FP4)
-        mx_walk(p, 1, &sink);
-    else
-        wo_walk_scaled(p, format == WO_UINT4, &sink);
+    /* The tail pair of an odd K (its missing activation read as 0, bf16_tile_body's tail) comes last. */
+    int64_t full_end = p->k_end & 1 ? it.end_pair - 1 : it.end_pair;
+    for (int64_t kp = it.first_pair; kp < it.end_pair;) {
+        wo_pairs_renew(p, &it, kp);
+        int64_t segment_end = it.renew_at < it.end_pair ? it.renew_at : it.end_pair;
+        for (; kp < segment_end; kp++) {
+            __m512i v[2];
+            wo_pair(p, &it, format, kp, v);
+            int64_t i = kp - it.first_pair;
+            if (__builtin_expect(kp < full_end, 1)) {
+                for (int r = 0; r < rows; r++) {
+                    __m512bh a = bf16_tile_broadcast(row[r] + 4 * i, 4);
+                    acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, (__m512bh)v[0]);
+                    acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, (__m512bh)v[1]);
+                }
+            } else {
+                for (int r = 0; r < rows; r++) {
+                    __m512bh a = bf16_tile_broadcast(row[r] + 4 * i, 2);
+                    acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, (__m512bh)v[0]);
+                    acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, (__m512bh)v[1]);
+                }
+            }
+        }
+    }
     bf16_tile_finish(p, rows, acc);
 }
 
