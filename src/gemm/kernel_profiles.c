@@ -78,10 +78,11 @@ mm_kernel_kind mm_kernel_rule_choose(const mm_kernel_rule *r, unsigned available
             { 0, MM_KIND_REF }                                                                               \
         }                                                                                                    \
     }
-/* The weight-only classes on every CPU: the few-rows kernel up to its tile (measured on Zen 5 with
- * `megamoe bench ffn`: docs/gemm.md, 'Weight-only formats at decode'), the prepared-block kernel above. */
+/* The weight-only classes (a16-fp8b, a16-mxfp4, a16-uint4) on every CPU: the few-rows kernel up to the
+ * crossovers measured on Zen 5 (docs/gemm.md, 'Weight-only formats at decode'; not measured elsewhere),
+ * the prepared-block kernel above; there is no AMX kernel. */
 #define WEIGHT_ONLY_RULES                                                                                    \
-    RULE(MM_WO_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER), RULE(MM_WO_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER),              \
+    RULE(MM_WO_SMALL_MAX_ROWS_FP8B, 0, MM_ROWS_NEVER), RULE(MM_WO_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER),         \
         RULE(MM_WO_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER)
 /* The thresholds measured on an AMX Xeon (docs/gemm.md, 'AMX row thresholds'). */
 #define XEON_AMX_RULES                                                                                       \

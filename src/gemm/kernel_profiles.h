@@ -25,9 +25,12 @@
 #define MM_I4_SMALL_MAX_ROWS   10
 #define MM_MX_SMALL_MAX_ROWS   3
 #define MM_MX_FEW_AMX_MAX_ROWS 16
-/* The weight-only pairs' few-rows kernels (weight_only_small_avx512.c): up to one 8-row tile, where
- * they decode each weight once; more rows take the prepared-block kernels. */
-#define MM_WO_SMALL_MAX_ROWS 8
+/* The weight-only pairs' few-rows kernels (weight_only_small_avx512.c): at most one 8-row tile (where
+ * they decode each weight once), FP8 to 4 rows, beyond which its decode and 16 vdpbf16ps per pair are
+ * slower than the prepared-block kernel (measured on Zen 5: docs/gemm.md, 'Weight-only formats at
+ * decode'). */
+#define MM_WO_SMALL_MAX_ROWS      8
+#define MM_WO_SMALL_MAX_ROWS_FP8B 4
 /* amx_min of a class that never takes the general AMX kernel. */
 #define MM_ROWS_NEVER INT32_MAX
 

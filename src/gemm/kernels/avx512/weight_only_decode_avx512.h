@@ -222,13 +222,14 @@ static inline __m512i mx_panel_decode_scaled_f32(__m512i codes, const mx_panel_f
     return (__m512i)_mm512_cvtne2ps_pbh(v[1], v[0]);
 }
 
-/* MX pair kp of a panel; table: the format's BF16 table in four vectors. */
+/* MX pair kp of a panel; table: the format's BF16 table in four vectors; safe: b->safe (a constant where
+ * the caller loops over a block per case, which keeps the other case's values out of its registers). */
 WO_ALWAYS_INLINE void mx_panel_pair(const uint8_t *panel, int64_t kp, const mx_panel_format *f, const __m512i table[4],
-                                    const mx_panel_block *b, int is_fp4, __m512i out[2]) {
+                                    const mx_panel_block *b, int is_fp4, int safe, __m512i out[2]) {
     __m512i codes[2];
     panel_pair_codes(panel, kp, is_fp4, codes);
     for (int h = 0; h < 2; h++) {
-        if (b->safe)
+        if (safe)
             out[h] = mx_panel_scale_bf16(
                 is_fp4 ? _mm512_permutexvar_epi16(codes[h], table[0]) : panel_decode_fp8(codes[h], table),
                 b->delta_pairs[h]);
@@ -289,6 +290,7 @@ WO_ALWAYS_INLINE void wo_pairs_renew(const mm_ukernel_args *p, wo_pairs *it, int
 /* Call before the accumulators are set: it calls out of line (see above). */
 WO_ALWAYS_INLINE void wo_pairs_begin(const mm_ukernel_args *p, int format, wo_pairs *it) {
     it->format = format;
+    it->mx_block.safe = 0;
     it->fp8_lut = mm_format_lut_bf16(MM_DTYPE_FP8_E4M3FN);
     it->daz = wo_daz();
     it->first_pair = p->k_begin / 2;
@@ -303,12 +305,14 @@ WO_ALWAYS_INLINE void wo_pairs_begin(const mm_ukernel_args *p, int format, wo_pa
 #define WO_PREFETCH_PAIRS 128
 
 /* The BF16 pair vectors of w' for pair kp of the current segment. The padding K of an odd K is 0 for FP8
- * and UINT4 (as in a packed BF16 panel); MX pairs keep their decoded padding code (0), as before. */
-WO_ALWAYS_INLINE void wo_pair(const mm_ukernel_args *p, wo_pairs *it, int format, int64_t kp, __m512i v[2]) {
+ * and UINT4 (as in a packed BF16 panel); MX pairs keep their decoded padding code (0), as before.
+ * mx_safe: it->mx_block.safe (MX only). */
+WO_ALWAYS_INLINE void wo_pair(const mm_ukernel_args *p, wo_pairs *it, int format, int mx_safe, int64_t kp,
+                              __m512i v[2]) {
     int nibbles = format == WO_UINT4 || format == WO_FP4;
     _mm_prefetch((const char *)(p->b + (kp + WO_PREFETCH_PAIRS) * (nibbles ? 32 : 64)), _MM_HINT_T0);
     if (format == WO_FP4 || format == WO_MX_FP8) {
-        mx_panel_pair(p->b, kp, &it->mx, it->table, &it->mx_block, format == WO_FP4, v);
+        mx_panel_pair(p->b, kp, &it->mx, it->table, &it->mx_block, format == WO_FP4, mx_safe, v);
         return;
     }
     if (format == WO_UINT4)
@@ -328,7 +332,7 @@ WO_ALWAYS_INLINE void wo_prepare_block(const mm_ukernel_args *p, int format, uin
         int64_t segment_end = it.renew_at < it.end_pair ? it.renew_at : it.end_pair;
         for (; kp < segment_end; kp++) {
             __m512i v[2];
-            wo_pair(p, &it, format, kp, v);
+            wo_pair(p, &it, format, it.mx_block.safe, kp, v);
             __m512i *dst = (__m512i *)(void *)(block + (kp - it.first_pair) * 128);
             _mm512_store_si512(dst, v[0]);
             _mm512_store_si512(dst + 1, v[1]);

@@ -14,35 +14,48 @@
 #include "gemm/kernels/avx512/bf16_tile_avx512.h"
 #include "gemm/kernels/avx512/weight_only_decode_avx512.h"
 
+/* The pairs [kp, end) of one segment into the accumulators; tail: the pair of an odd K's last K (its
+ * missing activation read as 0, as in bf16_tile_body's tail). */
+static inline __attribute__((always_inline)) void small_segment(const mm_ukernel_args *p, wo_pairs *it, int format,
+                                                                int mx_safe, int64_t kp, int64_t end,
+                                                                int64_t tail, int rows, __m512 acc[][2],
+                                                                const uint8_t *row[]) {
+    for (; kp < end; kp++) {
+        __m512i v[2];
+        wo_pair(p, it, format, mx_safe, kp, v);
+        int64_t i = kp - it->first_pair;
+        if (__builtin_expect(kp != tail, 1)) {
+            for (int r = 0; r < rows; r++) {
+                __m512bh a = bf16_tile_broadcast(row[r] + 4 * i, 4);
+                acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, (__m512bh)v[0]);
+                acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, (__m512bh)v[1]);
+            }
+        } else {
+            for (int r = 0; r < rows; r++) {
+                __m512bh a = bf16_tile_broadcast(row[r] + 4 * i, 2);
+                acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, (__m512bh)v[0]);
+                acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, (__m512bh)v[1]);
+            }
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_args *p, int format, int rows) {
     __m512 acc[MM_GEMM_WO_SMALL_MR][2];
     const uint8_t *row[MM_GEMM_WO_SMALL_MR];
     wo_pairs it;
     wo_pairs_begin(p, format, &it);
     bf16_tile_start(p, rows, acc, row);
-    /* The tail pair of an odd K (its missing activation read as 0, bf16_tile_body's tail) comes last. */
-    int64_t full_end = p->k_end & 1 ? it.end_pair - 1 : it.end_pair;
+    int64_t tail = p->k_end & 1 ? it.end_pair - 1 : -1;
     for (int64_t kp = it.first_pair; kp < it.end_pair;) {
         wo_pairs_renew(p, &it, kp);
         int64_t segment_end = it.renew_at < it.end_pair ? it.renew_at : it.end_pair;
-        for (; kp < segment_end; kp++) {
-            __m512i v[2];
-            wo_pair(p, &it, format, kp, v);
-            int64_t i = kp - it.first_pair;
-            if (__builtin_expect(kp < full_end, 1)) {
-                for (int r = 0; r < rows; r++) {
-                    __m512bh a = bf16_tile_broadcast(row[r] + 4 * i, 4);
-                    acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, (__m512bh)v[0]);
-                    acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, (__m512bh)v[1]);
-                }
-            } else {
-                for (int r = 0; r < rows; r++) {
-                    __m512bh a = bf16_tile_broadcast(row[r] + 4 * i, 2);
-                    acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, (__m512bh)v[0]);
-                    acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, (__m512bh)v[1]);
-                }
-            }
-        }
+        /* MX blocks whose scales leave the exponent-addition window: a loop of their own. */
+        if (format != WO_FP4 || it.mx_block.safe)
+            small_segment(p, &it, format, 1, kp, segment_end, tail, rows, acc, row);
+        else
+            small_segment(p, &it, format, 0, kp, segment_end, tail, rows, acc, row);
+        kp = segment_end;
     }
     bf16_tile_finish(p, rows, acc);
 }
