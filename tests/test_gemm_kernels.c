@@ -142,8 +142,7 @@ int main(void) {
                 check_kernel(&pairs[i], fast);
             }
             /* The few-rows kernel of the ISA (chosen for small groups before the general one). */
-            const mm_gemm_kernel *few =
-                mm_gemm_kernel_lookup_few_rows((mm_isa)isa, pairs[i].a, pairs[i].w);
+            const mm_gemm_kernel *few = mm_gemm_kernel_lookup_few_rows((mm_isa)isa, pairs[i].a, pairs[i].w);
             if (few) {
                 fast_kernels++;
                 check_kernel(&pairs[i], few);
@@ -173,8 +172,8 @@ int main(void) {
             int best = MM_ISA_REF;
             for (int isa = MM_ISA_REF + 1; isa <= (int)mm_cpu_isa(); isa++) {
                 int amx = isa == MM_ISA_AMX;
-                if (amx && (!cfg->profile->amx || (rows < cfg->rules[cls].amx_min &&
-                                                    rows > cfg->rules[cls].amx_few_max)))
+                if (amx && (!cfg->profile->amx ||
+                            (rows < cfg->rules[cls].amx_min && rows > cfg->rules[cls].amx_few_max)))
                     continue;
                 if (mm_gemm_kernel_lookup((mm_isa)isa, pairs[i].a, pairs[i].w) ||
                     mm_gemm_kernel_lookup_few_rows((mm_isa)isa, pairs[i].a, pairs[i].w))

@@ -428,18 +428,20 @@ static void check_hand_values(void) {
  * block_k 1: every pair), block_n > 1, both layouts, zero points 0..15, and per matrix one of: random
  * scales; scales 0, +-Inf, NaN, 1e-40 (F32 subnormal), 300 and -1000 (scale * 2^120 overflows: the
  * FP8 decoder's exact path) or 0.5 and -2 (its fast path); E4M3 NaN codes and subnormal codes; E8M0
- * scales 0, 1, 254, 0xFF. Then, on x86-64, FP8 with the caller's MXCSR set to DAZ (the FP8 decoder's F32 subnormal
- * intermediates would read as 0: it must take the exact path). */
+ * scales 0, 1, 254, 0xFF. Then, on x86-64, FP8 with the caller's MXCSR set to DAZ (the FP8 decoder's F32
+ * subnormal intermediates would read as 0: it must take the exact path). */
 static void check_few_rows(void) {
     static const struct {
         int64_t k, n, block_n, block_k;
         int transposed, extreme;
-    } cases[] = {{67, 40, 1, 3, 0, 0},   {301, 33, 7, 5, 1, 0}, {2100, 35, 3, 1, 0, 0}, {4099, 20, 1, 128, 1, 0},
-                 {255, 64, 128, 128, 0, 0}, {130, 32, 32, 48, 1, 0}, {67, 40, 1, 3, 1, 1}, {515, 33, 2, 7, 0, 2}};
+    } cases[] = {{67, 40, 1, 3, 0, 0},     {301, 33, 7, 5, 1, 0},     {2100, 35, 3, 1, 0, 0},
+                 {4099, 20, 1, 128, 1, 0}, {255, 64, 128, 128, 0, 0}, {130, 32, 32, 48, 1, 0},
+                 {67, 40, 1, 3, 1, 1},     {515, 33, 2, 7, 0, 2}};
     /* extreme 1: with scales whose E4M3 products need the exact path in their whole panel; 2: without,
      * so that the NaN codes meet the fast path. */
-    static const float extreme_scales[2][8] = {{0.0f, INFINITY, -INFINITY, NAN, 1e-40f, 300.0f, -1000.0f, 0.03f},
-                                               {0.0f, INFINITY, -INFINITY, NAN, 1e-40f, 0.5f, -2.0f, 0.03f}};
+    static const float extreme_scales[2][8] = {
+        {0.0f, INFINITY, -INFINITY, NAN, 1e-40f, 300.0f, -1000.0f, 0.03f},
+        {0.0f, INFINITY, -INFINITY, NAN, 1e-40f, 0.5f, -2.0f, 0.03f}};
     static const uint8_t extreme_mx[] = {0, 1, 254, 0xFF, 127};
     for (int t = 0; t < N_WEIGHT_DTYPES; t++) {
         level lv[MAX_LEVELS];
@@ -471,7 +473,8 @@ static void check_few_rows(void) {
             uint16_t *a = random_rows(8, w.k, 0xBEEFull + c);
             for (int rows = 1; rows <= 8; rows++)
                 for (int l = 0; l < n_levels; l++)
-                    if (!check_kernel(lv[l].kernel, lv[l].bf16, &w, a, rows, !cases[c].extreme && w.k < 1000, 0))
+                    if (!check_kernel(lv[l].kernel, lv[l].bf16, &w, a, rows, !cases[c].extreme && w.k < 1000,
+                                      0))
                         mm_test_passed++;
             free(a);
             wcase_free(&w);

@@ -161,8 +161,10 @@ static const few_rows_registration few_rows_registrations[] = {
      0},
     {MM_DTYPE_BF16, MM_DTYPE_FP8_E4M3FN,
      AVX512_WEIGHT_ONLY_SMALL(mm_ukernel_bf16_fp8_block_small_avx512, "bf16xe4m3b"), 0},
-    {MM_DTYPE_BF16, MM_DTYPE_FP4_E2M1, AVX512_WEIGHT_ONLY_SMALL(mm_ukernel_bf16_fp4_small_avx512, "bf16xfp4"), 0},
-    {MM_DTYPE_BF16, MM_DTYPE_UINT4, AVX512_WEIGHT_ONLY_SMALL(mm_ukernel_bf16_uint4_small_avx512, "bf16xuint4"), 0},
+    {MM_DTYPE_BF16, MM_DTYPE_FP4_E2M1, AVX512_WEIGHT_ONLY_SMALL(mm_ukernel_bf16_fp4_small_avx512, "bf16xfp4"),
+     0},
+    {MM_DTYPE_BF16, MM_DTYPE_UINT4,
+     AVX512_WEIGHT_ONLY_SMALL(mm_ukernel_bf16_uint4_small_avx512, "bf16xuint4"), 0},
 };
 #define N_FEW_ROWS (sizeof few_rows_registrations / sizeof few_rows_registrations[0])
 

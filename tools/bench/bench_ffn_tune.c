@@ -39,9 +39,9 @@ static const char tune_usage[] =
 static const int tune_rows[] = {1, 2, 4, 8, 16, 32, 64};
 #define N_TUNE_ROWS ((int)(sizeof tune_rows / sizeof tune_rows[0]))
 /* The bench format of each class. */
-static const bench_ffn_format class_format[MM_KCLASS_COUNT] = {
-    FFN_BF16,         FFN_INT8,          FFN_INT8_INT4,    FFN_MXFP8, FFN_MXFP8_MXFP4,
-    FFN_MXFP4,        FFN_A16_FP8B,      FFN_A16_MXFP4,    FFN_A16_UINT4};
+static const bench_ffn_format class_format[MM_KCLASS_COUNT] = {FFN_BF16,     FFN_INT8,        FFN_INT8_INT4,
+                                                               FFN_MXFP8,    FFN_MXFP8_MXFP4, FFN_MXFP4,
+                                                               FFN_A16_FP8B, FFN_A16_MXFP4,   FFN_A16_UINT4};
 /* A kernel replaces the profile's choice only when it is this much faster (noise is not a reason). */
 #define MARGIN 0.03
 

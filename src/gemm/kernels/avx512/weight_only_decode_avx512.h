@@ -55,15 +55,17 @@ static inline __m512i wo_dup_pairs(__m512i v, int base) {
 WO_ALWAYS_INLINE void wo_block_load(const mm_ukernel_args *p, int64_t kb, int is_uint4, wo_block *b) {
     const float *s = p->b_block_scale + kb * MM_GEMM_NR;
     b->fp8_fast = 1;
-    for (int j = 0; j < 4; j++) b->scale[j] = panel_pair_scales(_mm512_loadu_ps(s + 16 * (j / 2)), 8 * (j % 2));
+    for (int j = 0; j < 4; j++)
+        b->scale[j] = panel_pair_scales(_mm512_loadu_ps(s + 16 * (j / 2)), 8 * (j % 2));
     if (is_uint4) {
         for (int h = 0; h < 2; h++) {
             __m512i z = _mm512_setzero_si512();
             if (p->b_block_zero)
-                z = _mm512_cvtepu8_epi32(
-                    _mm_loadu_si128((const __m128i *)(const void *)(p->b_block_zero + kb * MM_GEMM_NR + 16 * h)));
+                z = _mm512_cvtepu8_epi32(_mm_loadu_si128(
+                    (const __m128i *)(const void *)(p->b_block_zero + kb * MM_GEMM_NR + 16 * h)));
             for (int q = 0; q < 2; q++)
-                b->zero_bits[2 * h + q] = _mm512_sub_epi32(_mm512_set1_epi32(0x4B400000), wo_dup_pairs(z, 8 * q));
+                b->zero_bits[2 * h + q] =
+                    _mm512_sub_epi32(_mm512_set1_epi32(0x4B400000), wo_dup_pairs(z, 8 * q));
         }
         return;
     }
@@ -71,7 +73,8 @@ WO_ALWAYS_INLINE void wo_block_load(const mm_ukernel_args *p, int64_t kb, int is
     for (int j = 0; j < 4; j++) {
         b->scale_x2p120[j] = _mm512_mul_ps(b->scale[j], _mm512_set1_ps(0x1p120f));
         /* Infinite products of finite scales (an infinite scale stays infinite, as in the rule). */
-        overflow |= _mm512_fpclass_ps_mask(b->scale_x2p120[j], 0x18) & ~_mm512_fpclass_ps_mask(b->scale[j], 0x18);
+        overflow |=
+            _mm512_fpclass_ps_mask(b->scale_x2p120[j], 0x18) & ~_mm512_fpclass_ps_mask(b->scale[j], 0x18);
     }
     b->fp8_fast = overflow == 0;
 }
@@ -83,7 +86,8 @@ WO_ALWAYS_INLINE void wo_block_blend_odd(wo_block *b, const wo_block *next, int 
         if (is_uint4)
             b->zero_bits[j] = _mm512_mask_blend_epi32((__mmask16)0xAAAA, b->zero_bits[j], next->zero_bits[j]);
         else
-            b->scale_x2p120[j] = _mm512_mask_blend_ps((__mmask16)0xAAAA, b->scale_x2p120[j], next->scale_x2p120[j]);
+            b->scale_x2p120[j] =
+                _mm512_mask_blend_ps((__mmask16)0xAAAA, b->scale_x2p120[j], next->scale_x2p120[j]);
     }
     b->fp8_fast &= next->fp8_fast;
 }
@@ -100,8 +104,9 @@ WO_ALWAYS_INLINE void wo_uint4_pair(const uint8_t *panel, int64_t kp, const wo_b
     const uint8_t *at = panel + kp * 32;
     __m512i d0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)at));
     __m512i d1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(at + 16)));
-    __m512i q[4] = {_mm512_and_si512(d0, _mm512_set1_epi32(0x0F)), _mm512_and_si512(d1, _mm512_set1_epi32(0x0F)),
-                    _mm512_srli_epi32(d0, 4), _mm512_srli_epi32(d1, 4)};
+    __m512i q[4] = {_mm512_and_si512(d0, _mm512_set1_epi32(0x0F)),
+                    _mm512_and_si512(d1, _mm512_set1_epi32(0x0F)), _mm512_srli_epi32(d0, 4),
+                    _mm512_srli_epi32(d1, 4)};
     __m512 f[4];
     for (int j = 0; j < 4; j++) {
         __m512 diff = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_add_epi32(q[j], b->zero_bits[j])),
@@ -113,8 +118,8 @@ WO_ALWAYS_INLINE void wo_uint4_pair(const uint8_t *panel, int64_t kp, const wo_b
 
 /* FP8 pair kp the exact table way (NaN codes, overflowing scales, DAZ): BF16 decode, widened to F32,
  * times the scale (rare, inlined all the same: see wo_pairs below). */
-WO_ALWAYS_INLINE void wo_fp8_pair_table(const uint8_t *panel, int64_t kp, const wo_block *b, const uint16_t *lut,
-                                        __m512i out[2]) {
+WO_ALWAYS_INLINE void wo_fp8_pair_table(const uint8_t *panel, int64_t kp, const wo_block *b,
+                                        const uint16_t *lut, __m512i out[2]) {
     __m512i table[4];
     for (int i = 0; i < 4; i++) table[i] = _mm512_loadu_si512(lut + 32 * i);
     __m512i codes[2];
@@ -133,8 +138,8 @@ WO_ALWAYS_INLINE void wo_fp8_pair_table(const uint8_t *panel, int64_t kp, const 
 
 /* FP8 pair kp (64 bytes, column c's pair at bytes 2c, 2c + 1). fast: the block's fp8_fast and no DAZ;
  * lut: the E4M3 BF16 table (format/decode_tables.h). */
-WO_ALWAYS_INLINE void wo_fp8_pair(const uint8_t *panel, int64_t kp, const wo_block *b, int fast, const uint16_t *lut,
-                                  __m512i out[2]) {
+WO_ALWAYS_INLINE void wo_fp8_pair(const uint8_t *panel, int64_t kp, const wo_block *b, int fast,
+                                  const uint16_t *lut, __m512i out[2]) {
     const uint8_t *at = panel + kp * 64;
     __m512i bytes = _mm512_loadu_si512(at);
     __mmask64 nan = _mm512_cmpeq_epi8_mask(_mm512_or_si512(bytes, _mm512_set1_epi8((char)0x80)),
@@ -170,7 +175,8 @@ typedef struct mx_panel_format {
 } mx_panel_format;
 
 static inline mx_panel_format mx_panel_format_of(mm_dtype dtype) {
-    mx_panel_format f = {mm_format_is_nibble(dtype), mm_format_lut_bf16(dtype), mm_format_lut_f32(dtype), 0, 0};
+    mx_panel_format f = {mm_format_is_nibble(dtype), mm_format_lut_bf16(dtype), mm_format_lut_f32(dtype), 0,
+                         0};
     f.s_min = (uint8_t)mm_format_mx_bf16_scale_lowest(dtype);
     f.s_max = (uint8_t)mm_format_mx_bf16_scale_highest(dtype);
     return f;
@@ -224,15 +230,16 @@ static inline __m512i mx_panel_decode_scaled_f32(__m512i codes, const mx_panel_f
 
 /* MX pair kp of a panel; table: the format's BF16 table in four vectors; safe: b->safe (a constant where
  * the caller loops over a block per case, which keeps the other case's values out of its registers). */
-WO_ALWAYS_INLINE void mx_panel_pair(const uint8_t *panel, int64_t kp, const mx_panel_format *f, const __m512i table[4],
-                                    const mx_panel_block *b, int is_fp4, int safe, __m512i out[2]) {
+WO_ALWAYS_INLINE void mx_panel_pair(const uint8_t *panel, int64_t kp, const mx_panel_format *f,
+                                    const __m512i table[4], const mx_panel_block *b, int is_fp4, int safe,
+                                    __m512i out[2]) {
     __m512i codes[2];
     panel_pair_codes(panel, kp, is_fp4, codes);
     for (int h = 0; h < 2; h++) {
         if (safe)
-            out[h] = mx_panel_scale_bf16(
-                is_fp4 ? _mm512_permutexvar_epi16(codes[h], table[0]) : panel_decode_fp8(codes[h], table),
-                b->delta_pairs[h]);
+            out[h] = mx_panel_scale_bf16(is_fp4 ? _mm512_permutexvar_epi16(codes[h], table[0])
+                                                : panel_decode_fp8(codes[h], table),
+                                         b->delta_pairs[h]);
         else
             out[h] = mx_panel_decode_scaled_f32(codes[h], f, b->scales[h]);
     }
@@ -255,7 +262,7 @@ typedef struct wo_pairs {
     wo_block block;   /* FP8 / UINT4: the parameters of the current pair */
     mx_panel_format mx;
     mx_panel_block mx_block;
-    __m512i table[4]; /* MX: the BF16 table */
+    __m512i table[4];        /* MX: the BF16 table */
     const uint16_t *fp8_lut; /* FP8: the E4M3 BF16 table for the exact decode */
     int daz;
 } wo_pairs;

@@ -16,10 +16,10 @@
 
 /* The pairs [kp, end) of one segment into the accumulators; tail: the pair of an odd K's last K (its
  * missing activation read as 0, as in bf16_tile_body's tail). */
-static inline __attribute__((always_inline)) void small_segment(const mm_ukernel_args *p, wo_pairs *it, int format,
-                                                                int mx_safe, int64_t kp, int64_t end,
-                                                                int64_t tail, int rows, __m512 acc[][2],
-                                                                const uint8_t *row[]) {
+static inline __attribute__((always_inline)) void small_segment(const mm_ukernel_args *p, wo_pairs *it,
+                                                                int format, int mx_safe, int64_t kp,
+                                                                int64_t end, int64_t tail, int rows,
+                                                                __m512 acc[][2], const uint8_t *row[]) {
     for (; kp < end; kp++) {
         __m512i v[2];
         wo_pair(p, it, format, mx_safe, kp, v);
