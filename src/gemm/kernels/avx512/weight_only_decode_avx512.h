@@ -215,19 +215,6 @@ static inline __m512i mx_panel_scale_bf16(__m512i v, __m512i delta_shifted) {
     return _mm512_mask_add_epi16(v, finite_nonzero, v, delta_shifted);
 }
 
-/* Slow path: 32 codes -> F32 values times the F32 scales of their columns -> BF16 (RNE). */
-static inline __m512i mx_panel_decode_scaled_f32(__m512i codes, const mx_panel_format *f, __m512 scales16) {
-    __m512 v[2];
-    for (int half = 0; half < 2; half++) {
-        __m256i words = half ? _mm512_extracti64x4_epi64(codes, 1) : _mm512_castsi512_si256(codes);
-        __m512i idx = _mm512_cvtepu16_epi32(words);
-        __m512 decoded = f->is_fp4 ? _mm512_permutexvar_ps(idx, _mm512_loadu_ps(f->f32))
-                                   : _mm512_i32gather_ps(idx, f->f32, 4);
-        v[half] = _mm512_mul_ps(decoded, panel_pair_scales(scales16, half * 8));
-    }
-    return (__m512i)_mm512_cvtne2ps_pbh(v[1], v[0]);
-}
-
 /* MX pair kp of a panel; table: the format's BF16 table in four vectors; safe: b->safe (a constant where
  * the caller loops over a block per case, which keeps the other case's values out of its registers). */
 WO_ALWAYS_INLINE void mx_panel_pair(const uint8_t *panel, int64_t kp, const mx_panel_format *f,
@@ -241,7 +228,7 @@ WO_ALWAYS_INLINE void mx_panel_pair(const uint8_t *panel, int64_t kp, const mx_p
                                                 : panel_decode_fp8(codes[h], table),
                                          b->delta_pairs[h]);
         else
-            out[h] = mx_panel_decode_scaled_f32(codes[h], f, b->scales[h]);
+            out[h] = panel_decode_scaled_f32(codes[h], is_fp4, f->f32, b->scales[h]);
     }
 }
 
