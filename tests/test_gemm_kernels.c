@@ -171,13 +171,14 @@ int main(void) {
             const mm_gemm_kernel *sel = mm_gemm_kernel_select_rows(pairs[i].a, pairs[i].w, rows);
             int best = MM_ISA_REF;
             for (int isa = MM_ISA_REF + 1; isa <= (int)mm_cpu_isa(); isa++) {
-                int amx = isa == MM_ISA_AMX;
-                if (amx && (!cfg->profile->amx ||
-                            (rows < cfg->rules[cls].amx_min && rows > cfg->rules[cls].amx_few_max)))
-                    continue;
-                if (mm_gemm_kernel_lookup((mm_isa)isa, pairs[i].a, pairs[i].w) ||
-                    mm_gemm_kernel_lookup_few_rows((mm_isa)isa, pairs[i].a, pairs[i].w))
-                    best = isa;
+                const mm_gemm_kernel *general = mm_gemm_kernel_lookup((mm_isa)isa, pairs[i].a, pairs[i].w);
+                const mm_gemm_kernel *few =
+                    mm_gemm_kernel_lookup_few_rows((mm_isa)isa, pairs[i].a, pairs[i].w);
+                int takes = general || few;
+                if (isa == MM_ISA_AMX)
+                    takes = cfg->profile->amx && ((general && rows >= cfg->rules[cls].amx_min) ||
+                                                  (few && rows <= cfg->rules[cls].amx_few_max));
+                if (takes) best = isa;
             }
             CHECK(sel != NULL && sel->isa == (mm_isa)best);
         }
