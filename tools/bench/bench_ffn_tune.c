@@ -28,7 +28,8 @@ static const char tune_usage[] =
     "kernel replaces the CPU profile's choice only when it is more than 3 %% faster.\n"
     "\n"
     "options:\n"
-    "      --formats LIST    bf16,int8,int8xint4,mxfp8,mxfp8xmxfp4,mxfp4 (default all)\n"
+    "      --formats LIST    bf16,int8,int8xint4,mxfp8,mxfp8xmxfp4,mxfp4,a16-fp8b,a16-mxfp4,a16-uint4\n"
+    "                        (default all)\n"
     "      --out FILE        the cache file (default: MEGAMOE_TUNE_FILE, else\n"
     "                        $XDG_CACHE_HOME/megamoe/kernels.txt, else ~/.cache/megamoe/kernels.txt)\n"
     "      --hidden H        hidden size of the measured expert (default 4096)\n"
@@ -146,7 +147,8 @@ int mm_cli_tune_main(int argc, char **argv) {
                 if (c < 0 || want[c])
                     return cli_usage_error(cmd,
                                            "--formats: unknown or repeated format '%s' (one of bf16, int8, "
-                                           "int8xint4, mxfp8, mxfp8xmxfp4, mxfp4)",
+                                           "int8xint4, mxfp8, mxfp8xmxfp4, mxfp4, a16-fp8b, a16-mxfp4, "
+                                           "a16-uint4)",
                                            tok);
                 want[c] = any = 1;
             }
