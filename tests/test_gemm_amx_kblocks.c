@@ -78,7 +78,7 @@ static void check_avx512_int(uint64_t *seed) {
     for (size_t wi = 0; wi < sizeof w_dtypes / sizeof w_dtypes[0]; wi++) {
         const mm_gemm_kernel *kernels[2] = {
             mm_gemm_kernel_lookup(MM_ISA_AVX512, MM_DTYPE_I8, w_dtypes[wi]),
-            mm_gemm_kernel_lookup_few_rows(MM_ISA_AVX512, MM_DTYPE_I8, w_dtypes[wi], NULL)};
+            mm_gemm_kernel_lookup_few_rows(MM_ISA_AVX512, MM_DTYPE_I8, w_dtypes[wi])};
         CHECK(kernels[0] != NULL);
         CHECK(w_dtypes[wi] == MM_DTYPE_I8 || kernels[1] != NULL);
         for (int ki = 0; ki < 2; ki++) {
@@ -166,8 +166,7 @@ int main(void) {
             for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++)
                 check(pairs[pi][0], pairs[pi][1], amx, rows_list[ri], ks[ki], 33, seed++);
         /* The pair's few-rows AMX kernel (MX: decode-sized groups), around its own kc. */
-        const mm_gemm_kernel *few =
-            mm_gemm_kernel_lookup_few_rows(MM_ISA_AMX, pairs[pi][0], pairs[pi][1], NULL);
+        const mm_gemm_kernel *few = mm_gemm_kernel_lookup_few_rows(MM_ISA_AMX, pairs[pi][0], pairs[pi][1]);
         if (!few) continue;
         int64_t few_kc = few->kc > 0 ? few->kc : MM_GEMM_KC;
         const int64_t few_ks[] = {few_kc - 1, few_kc, few_kc + 1, 2 * few_kc + 65};

@@ -142,8 +142,7 @@ int main(void) {
                 check_kernel(&pairs[i], fast);
             }
             /* The few-rows kernel of the ISA (chosen for small groups before the general one). */
-            const mm_gemm_kernel *few =
-                mm_gemm_kernel_lookup_few_rows((mm_isa)isa, pairs[i].a, pairs[i].w, NULL);
+            const mm_gemm_kernel *few = mm_gemm_kernel_lookup_few_rows((mm_isa)isa, pairs[i].a, pairs[i].w);
             if (few) {
                 fast_kernels++;
                 check_kernel(&pairs[i], few);
@@ -159,19 +158,31 @@ int main(void) {
             if (mm_gemm_kernel_lookup((mm_isa)isa, pairs[i].a, pairs[i].w)) best = isa;
         if (sel) CHECK_EQ_INT(sel->isa, best);
     }
-    /* Per row count: the highest allowed ISA whose kernel takes that many rows. */
+    /* Per row count: a kernel of the pair from the highest allowed ISA whose kernels the rule in use
+     * lets take that many rows (AMX from the rule's amx_min; profile thresholds only, no tune cache). */
     static const int64_t row_counts[] = {0, 1, 2, 3, 4, 7, 8, 16, 1000};
-    for (size_t i = 0; i < N_PAIRS; i++)
+    const mm_gemm_kernel_config *cfg = mm_gemm_kernel_config_get();
+    for (size_t i = 0; i < N_PAIRS; i++) {
+        int cls = mm_kernel_class_of(pairs[i].a, pairs[i].w);
+        CHECK(cls >= 0);
+        if (cls < 0 || cfg->rules[cls].n_steps > 0) continue;
         for (size_t j = 0; j < sizeof row_counts / sizeof row_counts[0]; j++) {
             int64_t rows = row_counts[j];
             const mm_gemm_kernel *sel = mm_gemm_kernel_select_rows(pairs[i].a, pairs[i].w, rows);
             int best = MM_ISA_REF;
             for (int isa = MM_ISA_REF + 1; isa <= (int)mm_cpu_isa(); isa++) {
-                const mm_gemm_kernel *k = mm_gemm_kernel_lookup((mm_isa)isa, pairs[i].a, pairs[i].w);
-                if (k && rows >= k->min_rows) best = isa;
+                const mm_gemm_kernel *general = mm_gemm_kernel_lookup((mm_isa)isa, pairs[i].a, pairs[i].w);
+                const mm_gemm_kernel *few =
+                    mm_gemm_kernel_lookup_few_rows((mm_isa)isa, pairs[i].a, pairs[i].w);
+                int takes = general || few;
+                if (isa == MM_ISA_AMX)
+                    takes = cfg->profile->amx && ((general && rows >= cfg->rules[cls].amx_min) ||
+                                                  (few && rows <= cfg->rules[cls].amx_few_max));
+                if (takes) best = isa;
             }
-            CHECK(sel != NULL && sel->isa == (mm_isa)best && rows >= sel->min_rows);
+            CHECK(sel != NULL && sel->isa == (mm_isa)best);
         }
+    }
     CHECK(mm_gemm_kernel_select(MM_DTYPE_BF16, MM_DTYPE_I8) == NULL);
     CHECK(mm_gemm_kernel_select(MM_DTYPE_INVALID, MM_DTYPE_BF16) == NULL);
     printf("cpu isa %s, %d non-reference kernels tested\n", mm_isa_name(mm_cpu_isa()), fast_kernels);

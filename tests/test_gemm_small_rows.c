@@ -157,7 +157,7 @@ int main(void) {
     int tested = 0;
     for (int isa = MM_ISA_AVX512; isa < MM_ISA_COUNT; isa++) {
         const mm_gemm_kernel *few =
-            mm_gemm_kernel_lookup_few_rows((mm_isa)isa, MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, NULL);
+            mm_gemm_kernel_lookup_few_rows((mm_isa)isa, MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN);
         if (!few) {
             mm_test_skip("%s few-rows MX kernel: not run, %s", mm_isa_name((mm_isa)isa),
                          !mm_cpu_supports((mm_isa)isa) ? "the CPU lacks it"

@@ -9,11 +9,15 @@
  *   (b) bit equality with the BF16 x BF16 kernel of the same ISA on the BF16 matrix w' (both NaN counts
  *       as equal: NaN payloads are not specified);
  * on odd shapes (K off the scale block, N off the panel, block sizes 1, 3, 5, 32, 48, 128, rows 1..40,
- * both weight layouts), extreme scales and codes (documented below), hand-computed values, the packing
- * errors and the pairs the grouped GEMM refuses. */
+ * both weight layouts), extreme scales and codes (documented below), the few-rows kernels at every row
+ * count 1..8, hand-computed values, the packing errors and the pairs the grouped GEMM refuses. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include "core/cpu.h"
 #include "gemm/gemm.h"
@@ -231,10 +235,13 @@ static uint16_t *random_rows(int64_t rows, int64_t k, uint64_t seed) {
 static const mm_dtype weight_dtypes[] = {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, MM_DTYPE_UINT4};
 #define N_WEIGHT_DTYPES 3
 
-/* The kernels of every ISA level this run may use, for one weight dtype and the BF16 pair. */
+/* The kernels of every ISA level this run may use (the general one and, where there is one, the few-rows
+ * one), for one weight dtype, with the BF16 pair of the level. */
 typedef struct level {
     const mm_gemm_kernel *kernel, *bf16;
 } level;
+
+#define MAX_LEVELS (2 * MM_ISA_COUNT)
 
 static int levels_of(mm_dtype dtype, level *out) {
     int n = 0;
@@ -255,6 +262,9 @@ static int levels_of(mm_dtype dtype, level *out) {
         }
         CHECK(b != NULL);
         if (b) out[n++] = (level){k, b};
+        /* The few-rows kernel of the level (decode-sized groups), on the same checks. */
+        const mm_gemm_kernel *few = mm_gemm_kernel_lookup_few_rows((mm_isa)isa, MM_DTYPE_BF16, dtype);
+        if (few && b) out[n++] = (level){few, b};
     }
     return n;
 }
@@ -265,7 +275,7 @@ static void check_random(void) {
     static const int64_t blocks[][2] = {{1, 1}, {1, 32}, {32, 128}, {128, 128}, {48, 48}, {7, 5}, {1, 3}};
     static const int64_t row_counts[] = {1, 3, 8, 9, 17, 40};
     for (int t = 0; t < N_WEIGHT_DTYPES; t++) {
-        level lv[MM_ISA_COUNT];
+        level lv[MAX_LEVELS];
         int n_levels = levels_of(weight_dtypes[t], lv);
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++) {
@@ -306,7 +316,7 @@ static void check_extremes(void) {
     static const float block_scales[] = {0.0f, 3e38f, 1e-40f, -2.5f};
     static const uint8_t mx_scales[] = {0, 1, 254, 0xFF};
     for (int t = 0; t < N_WEIGHT_DTYPES; t++) {
-        level lv[MM_ISA_COUNT];
+        level lv[MAX_LEVELS];
         int n_levels = levels_of(weight_dtypes[t], lv);
         for (int e = 0; e < 5; e++) {
             wcase w;
@@ -412,6 +422,84 @@ static void check_hand_values(void) {
     }
 }
 
+/* The few-rows kernels at every row count 1..8 (one tile), each against the BF16 GEMM on w' (and so
+ * bit for bit against the general kernel of its level, which the other checks hold to the same bits):
+ * odd K, K across the kernels' K blocks (256 and 2048), odd block_k (pairs straddling two scale blocks,
+ * block_k 1: every pair), block_n > 1, both layouts, zero points 0..15, and per matrix one of: random
+ * scales; scales 0, +-Inf, NaN, 1e-40 (F32 subnormal), 300 and -1000 (scale * 2^120 overflows: the
+ * FP8 decoder's exact path) or 0.5 and -2 (its fast path); E4M3 NaN codes and subnormal codes; E8M0
+ * scales 0, 1, 254, 0xFF. Then, on x86-64, FP8 with the caller's MXCSR set to DAZ (the FP8 decoder's F32
+ * subnormal intermediates would read as 0: it must take the exact path). */
+static void check_few_rows(void) {
+    static const struct {
+        int64_t k, n, block_n, block_k;
+        int transposed, extreme;
+    } cases[] = {{67, 40, 1, 3, 0, 0},     {301, 33, 7, 5, 1, 0},     {2100, 35, 3, 1, 0, 0},
+                 {4099, 20, 1, 128, 1, 0}, {255, 64, 128, 128, 0, 0}, {130, 32, 32, 48, 1, 0},
+                 {67, 40, 1, 3, 1, 1},     {515, 33, 2, 7, 0, 2}};
+    /* extreme 1: with scales whose E4M3 products need the exact path in their whole panel; 2: without,
+     * so that the NaN codes meet the fast path. */
+    static const float extreme_scales[2][8] = {
+        {0.0f, INFINITY, -INFINITY, NAN, 1e-40f, 300.0f, -1000.0f, 0.03f},
+        {0.0f, INFINITY, -INFINITY, NAN, 1e-40f, 0.5f, -2.0f, 0.03f}};
+    static const uint8_t extreme_mx[] = {0, 1, 254, 0xFF, 127};
+    for (int t = 0; t < N_WEIGHT_DTYPES; t++) {
+        level lv[MAX_LEVELS];
+        int n_levels = levels_of(weight_dtypes[t], lv);
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            wcase w;
+            wcase_make(&w, weight_dtypes[t], cases[c].k, cases[c].n, cases[c].block_n, cases[c].block_k,
+                       cases[c].transposed, 0xF00Dull * (c + 1) + (uint64_t)t);
+            if (cases[c].extreme) {
+                int64_t blocks = (w.n + w.block_n - 1) / w.block_n * scale_blocks_k(&w);
+                /* One extreme value per group of block_n columns (so that the finite ones are not hidden
+                 * in sums that are NaN anyway), zero points varying per block. */
+                for (int64_t i = 0; i < blocks; i++) {
+                    w.scales[i] = extreme_scales[cases[c].extreme - 1][(i / scale_blocks_k(&w)) % 8];
+                    w.zeros[i] = (uint8_t)(i % 16);
+                }
+                /* E8M0 bytes per column, the same way. */
+                for (int64_t i = 0; i < w.n * ((w.k + 63) / 64) * 2; i++)
+                    w.mx[i] = extreme_mx[(i / (((w.k + 63) / 64) * 2)) % 5];
+                /* E4M3: NaN codes in column 0 only (scale 0: w' is NaN, not 0), subnormal codes (0x07,
+                 * -0x01) everywhere. */
+                if (w.dtype == MM_DTYPE_FP8_E4M3FN)
+                    for (int64_t i = 0; i < w.k; i += 5) {
+                        put_code(&w, i, 0, 0x7F), put_code(&w, i, 1 + i % (w.n - 1), 0x81);
+                        put_code(&w, i, 1 + (i + 1) % (w.n - 1), 0x07);
+                    }
+            }
+            wcase_dequantize(&w);
+            uint16_t *a = random_rows(8, w.k, 0xBEEFull + c);
+            for (int rows = 1; rows <= 8; rows++)
+                for (int l = 0; l < n_levels; l++)
+                    if (!check_kernel(lv[l].kernel, lv[l].bf16, &w, a, rows, !cases[c].extreme && w.k < 1000,
+                                      0))
+                        mm_test_passed++;
+            free(a);
+            wcase_free(&w);
+        }
+    }
+#if defined(__x86_64__)
+    wcase w;
+    wcase_make(&w, MM_DTYPE_FP8_E4M3FN, 301, 40, 1, 3, 0, 0xDA2ull);
+    for (int64_t i = 0; i < w.k; i++) put_code(&w, i, i % w.n, (uint8_t)(i % 8)); /* subnormal codes */
+    wcase_dequantize(&w);
+    uint16_t *a = random_rows(8, w.k, 0xDA2ull);
+    level lv[MAX_LEVELS];
+    int n_levels = levels_of(MM_DTYPE_FP8_E4M3FN, lv);
+    unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x40);
+    int bad = 0;
+    for (int rows = 1; rows <= 8; rows += 7)
+        for (int l = 0; l < n_levels; l++) bad += check_kernel(lv[l].kernel, lv[l].bf16, &w, a, rows, 0, 0);
+    _mm_setcsr(csr);
+    if (!bad) mm_test_passed++;
+    free(a);
+    wcase_free(&w);
+#endif
+}
+
 static void expect_pack_error(const mm_gemm_weight_desc *d, const char *needle) {
     mm_error err;
     mm_gemm_packed_weights *pw = NULL;
@@ -494,6 +582,7 @@ int main(void) {
     check_errors();
     check_random();
     check_extremes();
+    check_few_rows();
     printf("cpu isa %s\n", mm_isa_name(mm_cpu_isa()));
     return mm_test_finish("test_gemm_weight_only");
 }

@@ -80,9 +80,6 @@ typedef struct mm_gemm_kernel {
     mm_ukernel_fn fn;
     mm_gemm_prepare_rows_fn prepare_rows;   /* NULL: the kernel reads the activations as given */
     mm_gemm_prepare_panel_fn prepare_panel; /* NULL: the kernel reads the packed panel directly */
-    /* Fewest rows a group needs for this kernel to be chosen (0: any). Tile engines whose fixed cost
-     * only pays off on fuller tiles leave the few-row groups (weight-streaming bound) to the ISA below. */
-    int min_rows;
     /* K per kernel call, a multiple of MM_GEMM_KC (0: MM_GEMM_KC). Larger blocks amortize a kernel's
      * per-call cost (AMX: tile configuration, C tiles through `partial`) while the panel's block stays
      * in L2. The framework may fall back to MM_GEMM_KC (prepared blocks, when the thread's scratch

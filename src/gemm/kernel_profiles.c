@@ -9,12 +9,20 @@
 
 #include "format/format_table.h"
 
-static const char *const class_names[MM_KCLASS_COUNT] = {"bf16",  "int8",        "int8xint4",
-                                                         "mxfp8", "mxfp8xmxfp4", "mxfp4"};
+static const char *const class_names[MM_KCLASS_COUNT] = {
+    "bf16", "int8", "int8xint4", "mxfp8", "mxfp8xmxfp4", "mxfp4", "a16-fp8b", "a16-mxfp4", "a16-uint4"};
 static const char *const kind_names[MM_KIND_COUNT] = {"ref", "avx512", "avx512-few", "amx", "amx-few"};
 
 int mm_kernel_class_of(mm_dtype a_dtype, mm_dtype w_dtype) {
-    if (a_dtype == MM_DTYPE_BF16) return w_dtype == MM_DTYPE_BF16 ? MM_KCLASS_BF16 : -1;
+    if (a_dtype == MM_DTYPE_BF16) {
+        switch (w_dtype) {
+        case MM_DTYPE_BF16: return MM_KCLASS_BF16;
+        case MM_DTYPE_FP8_E4M3FN: return MM_KCLASS_A16_FP8B;
+        case MM_DTYPE_FP4_E2M1: return MM_KCLASS_A16_MXFP4;
+        case MM_DTYPE_UINT4: return MM_KCLASS_A16_UINT4;
+        default: return -1;
+        }
+    }
     if (a_dtype == MM_DTYPE_I8) return w_dtype == MM_DTYPE_I8 ? MM_KCLASS_INT8 : MM_KCLASS_INT8_INT4;
     if (w_dtype == MM_DTYPE_FP4_E2M1)
         return a_dtype == MM_DTYPE_FP4_E2M1 ? MM_KCLASS_MXFP4 : MM_KCLASS_MXFP8_MXFP4;
@@ -61,14 +69,21 @@ mm_kernel_kind mm_kernel_rule_choose(const mm_kernel_rule *r, unsigned available
     return has(available, MM_KIND_REF) ? MM_KIND_REF : MM_KIND_COUNT;
 }
 
-/* Rules: {avx512_few_max, amx_few_max, amx_min}. The few-rows kernels exist for INT8 x INT4 (AVX-512)
- * and the MX classes (both ISAs); a number for a kernel that does not exist is never used. */
+/* Rules: {avx512_few_max, amx_few_max, amx_min}. The few-rows kernels exist for INT8 x INT4 (AVX-512),
+ * the MX classes (both ISAs) and the weight-only classes (AVX-512; they have no AMX kernel); a number for
+ * a kernel that does not exist is never used. */
 #define RULE(avx512_few, amx_few, amx_min)                                                                   \
     {                                                                                                        \
         avx512_few, amx_few, amx_min, 0, {                                                                   \
             { 0, MM_KIND_REF }                                                                               \
         }                                                                                                    \
     }
+/* The weight-only classes (a16-fp8b, a16-mxfp4, a16-uint4) on every CPU: the few-rows kernel up to the
+ * crossovers measured on Zen 5 (docs/gemm.md, 'Weight-only formats at decode'; not measured elsewhere),
+ * the prepared-block kernel above; there is no AMX kernel. */
+#define WEIGHT_ONLY_RULES                                                                                    \
+    RULE(MM_WO_SMALL_MAX_ROWS_FP8B, 0, MM_ROWS_NEVER), RULE(MM_WO_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER),         \
+        RULE(MM_WO_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER)
 /* The thresholds measured on an AMX Xeon (docs/gemm.md, 'AMX row thresholds'). */
 #define XEON_AMX_RULES                                                                                       \
     {                                                                                                        \
@@ -76,7 +91,7 @@ mm_kernel_kind mm_kernel_rule_choose(const mm_kernel_rule *r, unsigned available
             RULE(MM_I4_SMALL_MAX_ROWS, 0, MM_I4_SMALL_MAX_ROWS + 1),                                         \
             RULE(MM_MX_SMALL_MAX_ROWS, MM_MX_FEW_AMX_MAX_ROWS, 0),                                           \
             RULE(MM_MX_SMALL_MAX_ROWS, MM_MX_FEW_AMX_MAX_ROWS, 0),                                           \
-            RULE(MM_MX_SMALL_MAX_ROWS, MM_MX_FEW_AMX_MAX_ROWS, 0)                                            \
+            RULE(MM_MX_SMALL_MAX_ROWS, MM_MX_FEW_AMX_MAX_ROWS, 0), WEIGHT_ONLY_RULES                         \
     }
 /* Zen 5 (measured on an EPYC, family 0x1A, with `megamoe tune` and `megamoe bench ffn`: docs/gemm.md,
  * 'CPU profiles and the tune cache'): no AMX; the few-rows kernels were not slower than the general
@@ -86,7 +101,7 @@ mm_kernel_kind mm_kernel_rule_choose(const mm_kernel_rule *r, unsigned available
     {                                                                                                        \
         RULE(0, 0, MM_ROWS_NEVER), RULE(0, 0, MM_ROWS_NEVER), RULE(MM_I4_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER),  \
             RULE(MM_MX_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER), RULE(MM_MX_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER),      \
-            RULE(MM_MX_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER)                                                     \
+            RULE(MM_MX_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER), WEIGHT_ONLY_RULES                                  \
     }
 
 typedef struct model_range {

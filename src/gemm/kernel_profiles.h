@@ -25,6 +25,12 @@
 #define MM_I4_SMALL_MAX_ROWS   10
 #define MM_MX_SMALL_MAX_ROWS   3
 #define MM_MX_FEW_AMX_MAX_ROWS 16
+/* The weight-only pairs' few-rows kernels (weight_only_small_avx512.c): at most one 8-row tile (where
+ * they decode each weight once), FP8 to 4 rows, beyond which its decode and 16 vdpbf16ps per pair are
+ * slower than the prepared-block kernel (measured on Zen 5: docs/gemm.md, 'Weight-only formats at
+ * decode'). */
+#define MM_WO_SMALL_MAX_ROWS      8
+#define MM_WO_SMALL_MAX_ROWS_FP8B 4
 /* amx_min of a class that never takes the general AMX kernel. */
 #define MM_ROWS_NEVER INT32_MAX
 
@@ -36,12 +42,16 @@ typedef enum mm_kernel_class {
     MM_KCLASS_MXFP8,       /* FP8 x FP8 (E4M3 / E5M2, all four pairs) */
     MM_KCLASS_MXFP8_MXFP4, /* FP8 x FP4 */
     MM_KCLASS_MXFP4,       /* FP4 x FP4 */
+    MM_KCLASS_A16_FP8B,    /* bf16 x block-scaled fp8 e4m3 (weight-only) */
+    MM_KCLASS_A16_MXFP4,   /* bf16 x MX fp4 (weight-only) */
+    MM_KCLASS_A16_UINT4,   /* bf16 x uint4 with group scales and zeros (weight-only) */
     MM_KCLASS_COUNT
 } mm_kernel_class;
 
-/* The class of a pair, or -1 for pairs with one kernel per ISA (the weight-only bf16 x Q pairs). */
+/* The class of a pair, or -1 for a pair the GEMM does not take. */
 int mm_kernel_class_of(mm_dtype a_dtype, mm_dtype w_dtype);
-/* "bf16", "int8", "int8xint4", "mxfp8", "mxfp8xmxfp4", "mxfp4" (the names of `megamoe bench ffn`). */
+/* "bf16", "int8", "int8xint4", "mxfp8", "mxfp8xmxfp4", "mxfp4", "a16-fp8b", "a16-mxfp4", "a16-uint4"
+ * (the names of `megamoe bench ffn`). */
 const char *mm_kernel_class_name(int cls);
 /* The class of a name, or -1. */
 int mm_kernel_class_parse(const char *name);

@@ -26,46 +26,40 @@ typedef struct registration {
 } registration;
 
 #define REF(fn, label)                                                                                       \
-    { label "_ref_4x32", MM_ISA_REF, MM_GEMM_REF_MR, fn, NULL, NULL, 0, 0 }
+    { label "_ref_4x32", MM_ISA_REF, MM_GEMM_REF_MR, fn, NULL, NULL, 0 }
 #define AVX512(fn, label)                                                                                    \
-    { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, MM_X86_ONLY(fn), NULL, NULL, 0, 0 }
+    { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, MM_X86_ONLY(fn), NULL, NULL, 0 }
 /* INT on vpdpbusd: the whole K (up to MM_GEMM_AVX512_INT_KC) per call. */
 #define AVX512_INT(fn, label)                                                                                \
     {                                                                                                        \
-        label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, MM_X86_ONLY(fn), NULL, NULL, 0,              \
+        label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, MM_X86_ONLY(fn), NULL, NULL,                 \
             MM_GEMM_AVX512_INT_KC                                                                            \
     }
 /* MX on BF16 dot products: rows decoded once per call, panels once per K block. */
 #define AVX512_MX(prepare_panel, label)                                                                      \
     {                                                                                                        \
         label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, MM_X86_ONLY(mm_ukernel_mx_avx512),           \
-            mm_gemm_mx_row_to_bf16, MM_X86_ONLY(prepare_panel), 0, 0                                         \
+            mm_gemm_mx_row_to_bf16, MM_X86_ONLY(prepare_panel), 0                                            \
     }
 
 /* Weight-only pairs: the caller's BF16 rows, panel blocks dequantized to BF16 (weight_only_avx512.c). */
 #define AVX512_WEIGHT_ONLY(prepare_panel, label)                                                             \
     {                                                                                                        \
         label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR,                                              \
-            MM_X86_ONLY(mm_ukernel_bf16_prepared_avx512), NULL, MM_X86_ONLY(prepare_panel), 0, 0             \
+            MM_X86_ONLY(mm_ukernel_bf16_prepared_avx512), NULL, MM_X86_ONLY(prepare_panel), 0                \
     }
 
 /* AMX tiles pay off from a few rows on (INT8 from fewer than BF16, since the AMX kernels take long K
- * blocks, grouped.c); fewer rows stream weights faster through the AVX-512 kernels. The min_rows of the
- * registrations below are the crossovers measured on an AMX Xeon (docs/gemm.md, 'AMX row thresholds');
- * the choice itself follows the CPU's profile or tune cache (kernel_profiles.h, below). */
-#define AMX(fn, label, min_rows)                                                                             \
-    { label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(fn), NULL, NULL, min_rows, MM_GEMM_AMX_KC }
+ * blocks, grouped.c); fewer rows stream weights faster through the AVX-512 kernels. Which rows take
+ * which kernel is the CPU profile's or tune cache's choice (kernel_profiles.h; the crossovers measured on
+ * an AMX Xeon: docs/gemm.md, 'AMX row thresholds'), not a property of the registrations. */
+#define AMX(fn, label)                                                                                       \
+    { label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(fn), NULL, NULL, MM_GEMM_AMX_KC }
 #define AMX_MX(prepare_panel, label)                                                                         \
     {                                                                                                        \
         label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(mm_ukernel_mx_amx),                      \
-            MM_X86_ONLY(mm_gemm_mx_row_to_bf16_amx), MM_X86_ONLY(prepare_panel), 0, MM_GEMM_AMX_KC           \
+            MM_X86_ONLY(mm_gemm_mx_row_to_bf16_amx), MM_X86_ONLY(prepare_panel), MM_GEMM_AMX_KC              \
     }
-
-/* INT8 x INT4 few-rows kernel (below): the raw panel straight into vpdpbusd (i4_small_avx512.c), 8-row
- * tiles. On an AMX Xeon, up to MM_I4_SMALL_MAX_ROWS rows it beats the general AVX-512 kernel and the AMX
- * kernel, whose panel decode to INT8 and tile set-up cost more than ten rows of dot products (measured:
- * docs/gemm.md, 'AMX row thresholds'). */
-#define I4_SMALL_MAX_ROWS MM_I4_SMALL_MAX_ROWS
 
 /* Every supported pair, reference first. The FP8 pairs cover the mixed E4M3/E5M2 cases that an
  * activation_out_dtype override produces (docs/mega_moe.md). */
@@ -96,15 +90,15 @@ static const registration registrations[] = {
     {MM_DTYPE_BF16, MM_DTYPE_FP8_E4M3FN, AVX512_WEIGHT_ONLY(mm_prepare_panel_fp8_block_avx512, "bf16xe4m3b")},
     {MM_DTYPE_BF16, MM_DTYPE_FP4_E2M1, AVX512_WEIGHT_ONLY(mm_prepare_panel_fp4_avx512, "bf16xfp4")},
     {MM_DTYPE_BF16, MM_DTYPE_UINT4, AVX512_WEIGHT_ONLY(mm_prepare_panel_uint4_avx512, "bf16xuint4")},
-    {MM_DTYPE_BF16, MM_DTYPE_BF16, AMX(mm_ukernel_bf16_bf16_amx, "bf16xbf16", MM_AMX_MIN_ROWS_BF16)},
+    {MM_DTYPE_BF16, MM_DTYPE_BF16, AMX(mm_ukernel_bf16_bf16_amx, "bf16xbf16")},
     {MM_DTYPE_I8,
      MM_DTYPE_I8,
      {"i8xi8_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(mm_ukernel_i8_i8_amx), NULL, NULL,
-      MM_AMX_MIN_ROWS_INT8, MM_GEMM_AMX_INT_KC}},
+      MM_GEMM_AMX_INT_KC}},
     {MM_DTYPE_I8,
      MM_DTYPE_INT4,
      {"i8xi4_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(mm_ukernel_i8_i4_amx), NULL,
-      MM_X86_ONLY(mm_prepare_panel_i4_amx), I4_SMALL_MAX_ROWS + 1, MM_GEMM_AMX_INT_KC}},
+      MM_X86_ONLY(mm_prepare_panel_i4_amx), MM_GEMM_AMX_INT_KC}},
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, AMX_MX(mm_prepare_panel_fp8_amx, "e4m3xe4m3")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, AMX_MX(mm_prepare_panel_fp8_amx, "e5m2xe5m2")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, AMX_MX(mm_prepare_panel_fp8_amx, "e5m2xe4m3")},
@@ -115,13 +109,14 @@ static const registration registrations[] = {
 };
 #define N_REGISTRATIONS (sizeof registrations / sizeof registrations[0])
 
-/* Few-rows kernels: chosen for groups of at most max_rows rows, before the ISA's general kernel. A
- * decode-sized group streams its weights once; the MX one looks codes up in registers instead of writing
- * a decoded block (mx_small_avx512.c; it also needs AVX512_VBMI). Measured with `megamoe bench ffn`. */
+/* Few-rows kernels: chosen for small groups before the ISA's general kernel, up to the row count of the
+ * CPU profile or tune cache (kernel_profiles.h). A decode-sized group streams its weights once; the MX
+ * one looks codes up in registers instead of writing a decoded block (mx_small_avx512.c; it also needs
+ * AVX512_VBMI), so do the weight-only ones (weight_only_small_avx512.c), and the INT8 x INT4 one feeds the
+ * raw panel to vpdpbusd (i4_small_avx512.c). Measured with `megamoe bench ffn`. */
 typedef struct few_rows_registration {
     mm_dtype a_dtype;
     mm_dtype w_dtype;
-    int max_rows;
     mm_gemm_kernel kernel;
     int needs_vbmi; /* beyond the kernel's ISA level */
 } few_rows_registration;
@@ -129,37 +124,47 @@ typedef struct few_rows_registration {
 #define AVX512_MX_SMALL(label)                                                                               \
     {                                                                                                        \
         label "_avx512_small_4x32", MM_ISA_AVX512, MM_GEMM_MX_SMALL_MR,                                      \
-            MM_X86_ONLY(mm_ukernel_mx_small_avx512), mm_gemm_mx_row_to_bf16, NULL, 0, 0                      \
+            MM_X86_ONLY(mm_ukernel_mx_small_avx512), mm_gemm_mx_row_to_bf16, NULL, 0                         \
     }
 /* MX on AMX with few rows: K blocks decoded straight into the B tiles (mx_amx_avx512.c), one tile of up
  * to 16 rows per panel; the prepared-block kernel above takes the larger groups. */
-#define MX_FEW_AMX_MAX_ROWS MM_MX_FEW_AMX_MAX_ROWS
 #define AMX_MX_FEW(label)                                                                                    \
     {                                                                                                        \
         label "_amx_few_16x32", MM_ISA_AMX, MM_GEMM_MX_FEW_AMX_MR, MM_X86_ONLY(mm_ukernel_mx_few_amx),       \
-            MM_X86_ONLY(mm_gemm_mx_row_to_bf16_amx), NULL, 0, MM_GEMM_MX_FEW_AMX_KC                          \
+            MM_X86_ONLY(mm_gemm_mx_row_to_bf16_amx), NULL, MM_GEMM_MX_FEW_AMX_KC                             \
+    }
+/* Weight-only with few rows: each K pair decoded in registers into vdpbf16ps, the caller's BF16 rows. */
+#define AVX512_WEIGHT_ONLY_SMALL(fn, label)                                                                  \
+    {                                                                                                        \
+        label "_avx512_small_8x32", MM_ISA_AVX512, MM_GEMM_WO_SMALL_MR, MM_X86_ONLY(fn), NULL, NULL,         \
+            MM_GEMM_WO_SMALL_KC                                                                              \
     }
 static const few_rows_registration few_rows_registrations[] = {
-    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, MM_MX_SMALL_MAX_ROWS, AVX512_MX_SMALL("e4m3xe4m3"), 1},
-    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, MM_MX_SMALL_MAX_ROWS, AVX512_MX_SMALL("e5m2xe5m2"), 1},
-    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, MM_MX_SMALL_MAX_ROWS, AVX512_MX_SMALL("e5m2xe4m3"), 1},
-    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, MM_MX_SMALL_MAX_ROWS, AVX512_MX_SMALL("e4m3xe5m2"), 1},
-    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, MM_MX_SMALL_MAX_ROWS, AVX512_MX_SMALL("e4m3xfp4"), 1},
-    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, MM_MX_SMALL_MAX_ROWS, AVX512_MX_SMALL("e5m2xfp4"), 1},
-    {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, MM_MX_SMALL_MAX_ROWS, AVX512_MX_SMALL("fp4xfp4"), 1},
-    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, MX_FEW_AMX_MAX_ROWS, AMX_MX_FEW("e4m3xe4m3"), 1},
-    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, MX_FEW_AMX_MAX_ROWS, AMX_MX_FEW("e5m2xe5m2"), 1},
-    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, MX_FEW_AMX_MAX_ROWS, AMX_MX_FEW("e5m2xe4m3"), 1},
-    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, MX_FEW_AMX_MAX_ROWS, AMX_MX_FEW("e4m3xe5m2"), 1},
-    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, MX_FEW_AMX_MAX_ROWS, AMX_MX_FEW("e4m3xfp4"), 1},
-    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, MX_FEW_AMX_MAX_ROWS, AMX_MX_FEW("e5m2xfp4"), 1},
-    {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, MX_FEW_AMX_MAX_ROWS, AMX_MX_FEW("fp4xfp4"), 1},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, AVX512_MX_SMALL("e4m3xe4m3"), 1},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, AVX512_MX_SMALL("e5m2xe5m2"), 1},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, AVX512_MX_SMALL("e5m2xe4m3"), 1},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, AVX512_MX_SMALL("e4m3xe5m2"), 1},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, AVX512_MX_SMALL("e4m3xfp4"), 1},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, AVX512_MX_SMALL("e5m2xfp4"), 1},
+    {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, AVX512_MX_SMALL("fp4xfp4"), 1},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, AMX_MX_FEW("e4m3xe4m3"), 1},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, AMX_MX_FEW("e5m2xe5m2"), 1},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, AMX_MX_FEW("e5m2xe4m3"), 1},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, AMX_MX_FEW("e4m3xe5m2"), 1},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, AMX_MX_FEW("e4m3xfp4"), 1},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, AMX_MX_FEW("e5m2xfp4"), 1},
+    {MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, AMX_MX_FEW("fp4xfp4"), 1},
     {MM_DTYPE_I8,
      MM_DTYPE_INT4,
-     I4_SMALL_MAX_ROWS,
      {"i8xi4_avx512_small_8x32", MM_ISA_AVX512, MM_GEMM_I4_SMALL_MR,
-      MM_X86_ONLY(mm_ukernel_i8_i4_small_avx512), NULL, NULL, 0, MM_GEMM_AVX512_INT_KC},
+      MM_X86_ONLY(mm_ukernel_i8_i4_small_avx512), NULL, NULL, MM_GEMM_AVX512_INT_KC},
      0},
+    {MM_DTYPE_BF16, MM_DTYPE_FP8_E4M3FN,
+     AVX512_WEIGHT_ONLY_SMALL(mm_ukernel_bf16_fp8_block_small_avx512, "bf16xe4m3b"), 0},
+    {MM_DTYPE_BF16, MM_DTYPE_FP4_E2M1, AVX512_WEIGHT_ONLY_SMALL(mm_ukernel_bf16_fp4_small_avx512, "bf16xfp4"),
+     0},
+    {MM_DTYPE_BF16, MM_DTYPE_UINT4,
+     AVX512_WEIGHT_ONLY_SMALL(mm_ukernel_bf16_uint4_small_avx512, "bf16xuint4"), 0},
 };
 #define N_FEW_ROWS (sizeof few_rows_registrations / sizeof few_rows_registrations[0])
 
@@ -354,17 +359,14 @@ const mm_gemm_kernel *mm_gemm_kernel_lookup(mm_isa isa, mm_dtype a_dtype, mm_dty
     return NULL;
 }
 
-const mm_gemm_kernel *mm_gemm_kernel_lookup_few_rows(mm_isa isa, mm_dtype a_dtype, mm_dtype w_dtype,
-                                                     int *max_rows) {
+const mm_gemm_kernel *mm_gemm_kernel_lookup_few_rows(mm_isa isa, mm_dtype a_dtype, mm_dtype w_dtype) {
     if (!dtype_in_range(a_dtype) || !dtype_in_range(w_dtype) || !mm_cpu_supports(isa)) return NULL;
     int vbmi = mm_cpu_has_avx512_vbmi();
     for (size_t i = 0; i < N_FEW_ROWS; i++) {
         const few_rows_registration *r = &few_rows_registrations[i];
         if (r->kernel.isa == isa && r->a_dtype == a_dtype && r->w_dtype == w_dtype &&
-            (vbmi || !r->needs_vbmi)) {
-            if (max_rows) *max_rows = r->max_rows;
+            (vbmi || !r->needs_vbmi))
             return &r->kernel;
-        }
     }
     return NULL;
 }

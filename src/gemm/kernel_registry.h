@@ -27,14 +27,14 @@ const mm_gemm_kernel *mm_gemm_kernel_select(mm_dtype a_dtype, mm_dtype w_dtype);
 /* The kernel of exactly that ISA for the pair, or NULL if there is none or the hardware lacks the ISA
  * (ignores MEGAMOE_ISA, so tests can compare ISAs). */
 const mm_gemm_kernel *mm_gemm_kernel_lookup(mm_isa isa, mm_dtype a_dtype, mm_dtype w_dtype);
-/* The few-rows kernel of exactly that ISA for the pair (the one select_rows prefers for small groups,
- * e.g. the MX kernels of mx_small_avx512.c and mx_amx_avx512.c), or NULL if there is none or the hardware
- * lacks what it needs; *max_rows (if not NULL) gets the largest group it is chosen for. */
 /* The i-th (activation, weight) pair the GEMM supports (every pair has a portable kernel), for reports
  * such as `megamoe version --verbose`; 0 when i is past the last pair. */
 int mm_gemm_kernel_pair(int i, mm_dtype *a_dtype, mm_dtype *w_dtype);
-const mm_gemm_kernel *mm_gemm_kernel_lookup_few_rows(mm_isa isa, mm_dtype a_dtype, mm_dtype w_dtype,
-                                                     int *max_rows);
+/* The few-rows kernel of exactly that ISA for the pair (the one select_rows prefers for small groups,
+ * e.g. the MX kernels of mx_small_avx512.c and mx_amx_avx512.c), or NULL if there is none or the hardware
+ * lacks what it needs. For which rows it is chosen: mm_gemm_kernel_rule_kind with the rule in use
+ * (mm_gemm_kernel_config_get). */
+const mm_gemm_kernel *mm_gemm_kernel_lookup_few_rows(mm_isa isa, mm_dtype a_dtype, mm_dtype w_dtype);
 
 /* Where the kernel choice comes from, settled once per process at the first choice. */
 typedef enum mm_tune_cache_state {

@@ -206,8 +206,7 @@ int bench_ffn_choose(const bench_ffn_expert *x, int level, bench_ffn_choice *out
     if (level < 0) return 0;
     mm_isa isa = (mm_isa)out->isa;
     int few = level == MM_KIND_AVX512_FEW || level == MM_KIND_AMX_FEW;
-    out->k1 =
-        few ? mm_gemm_kernel_lookup_few_rows(isa, f->a, f->w, NULL) : mm_gemm_kernel_lookup(isa, f->a, f->w);
+    out->k1 = few ? mm_gemm_kernel_lookup_few_rows(isa, f->a, f->w) : mm_gemm_kernel_lookup(isa, f->a, f->w);
     out->k2 = out->k1;
     return out->k1 ? 0 : -1;
 }

@@ -28,7 +28,8 @@ static const char tune_usage[] =
     "kernel replaces the CPU profile's choice only when it is more than 3 %% faster.\n"
     "\n"
     "options:\n"
-    "      --formats LIST    bf16,int8,int8xint4,mxfp8,mxfp8xmxfp4,mxfp4 (default all)\n"
+    "      --formats LIST    bf16,int8,int8xint4,mxfp8,mxfp8xmxfp4,mxfp4,a16-fp8b,a16-mxfp4,a16-uint4\n"
+    "                        (default all)\n"
     "      --out FILE        the cache file (default: MEGAMOE_TUNE_FILE, else\n"
     "                        $XDG_CACHE_HOME/megamoe/kernels.txt, else ~/.cache/megamoe/kernels.txt)\n"
     "      --hidden H        hidden size of the measured expert (default 4096)\n"
@@ -39,8 +40,9 @@ static const char tune_usage[] =
 static const int tune_rows[] = {1, 2, 4, 8, 16, 32, 64};
 #define N_TUNE_ROWS ((int)(sizeof tune_rows / sizeof tune_rows[0]))
 /* The bench format of each class. */
-static const bench_ffn_format class_format[MM_KCLASS_COUNT] = {FFN_BF16,  FFN_INT8,        FFN_INT8_INT4,
-                                                               FFN_MXFP8, FFN_MXFP8_MXFP4, FFN_MXFP4};
+static const bench_ffn_format class_format[MM_KCLASS_COUNT] = {FFN_BF16,     FFN_INT8,        FFN_INT8_INT4,
+                                                               FFN_MXFP8,    FFN_MXFP8_MXFP4, FFN_MXFP4,
+                                                               FFN_A16_FP8B, FFN_A16_MXFP4,   FFN_A16_UINT4};
 /* A kernel replaces the profile's choice only when it is this much faster (noise is not a reason). */
 #define MARGIN 0.03
 
@@ -145,7 +147,8 @@ int mm_cli_tune_main(int argc, char **argv) {
                 if (c < 0 || want[c])
                     return cli_usage_error(cmd,
                                            "--formats: unknown or repeated format '%s' (one of bf16, int8, "
-                                           "int8xint4, mxfp8, mxfp8xmxfp4, mxfp4)",
+                                           "int8xint4, mxfp8, mxfp8xmxfp4, mxfp4, a16-fp8b, a16-mxfp4, "
+                                           "a16-uint4)",
                                            tok);
                 want[c] = any = 1;
             }

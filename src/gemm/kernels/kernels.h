@@ -46,6 +46,14 @@ void mm_prepare_panel_uint4_avx512(const mm_ukernel_args *args, uint8_t *block);
  * Also needs AVX512_VBMI. */
 #define MM_GEMM_MX_SMALL_MR 4
 void mm_ukernel_mx_small_avx512(const mm_ukernel_args *args);
+/* Weight-only pairs with few rows (m <= MM_GEMM_WO_SMALL_MR, weight_only_small_avx512.c): each K pair of
+ * the packed panel decoded to w' in registers and fed to vdpbf16ps (no prepared block), bit for bit the
+ * general kernels' results. K per call: MM_GEMM_WO_SMALL_KC. */
+#define MM_GEMM_WO_SMALL_MR 8
+#define MM_GEMM_WO_SMALL_KC 2048
+void mm_ukernel_bf16_fp8_block_small_avx512(const mm_ukernel_args *args);
+void mm_ukernel_bf16_uint4_small_avx512(const mm_ukernel_args *args);
+void mm_ukernel_bf16_fp4_small_avx512(const mm_ukernel_args *args);
 /* INT8 x INT4 with few rows (m <= MM_GEMM_I4_SMALL_MR, i4_small_avx512.c): the raw packed panel as the
  * unsigned operand of vpdpbusd (value + 8), activations broadcast from memory, the panel prefetched. */
 #define MM_GEMM_I4_SMALL_MR 8

@@ -29,6 +29,7 @@
 
 #include "format/decode_tables.h"
 #include "format/format_table.h"
+#include "gemm/kernels/avx512/panel_codes_avx512.h"
 #include "gemm/kernels/kernels.h"
 
 typedef struct mx_decoder {
@@ -128,21 +129,6 @@ static inline void mx_decode_pair_fp4(const mx_decoder *d, const uint8_t *codes_
         dst + 1, _mm512_subs_epu16(_mm512_permutexvar_epi16(_mm512_srli_epi16(bytes, 4), d->t[0]), sh[1]));
 }
 
-/* Slow path: 32 codes (16-bit lanes, pair order) times the F32 scales of their columns -> BF16 (RNE). */
-static inline __m512i mx_decode_scaled(const mx_decoder *d, __m512i codes, __m512 scales16) {
-    const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-    __m512 v[2];
-    for (int half = 0; half < 2; half++) {
-        __m256i words = half ? _mm512_extracti64x4_epi64(codes, 1) : _mm512_castsi512_si256(codes);
-        __m512i idx = _mm512_cvtepu16_epi32(words);
-        __m512 decoded = d->is_fp4 ? _mm512_permutexvar_ps(idx, _mm512_loadu_ps(d->f32))
-                                   : _mm512_i32gather_ps(idx, d->f32, 4);
-        __m512 s = _mm512_permutexvar_ps(_mm512_add_epi32(dup, _mm512_set1_epi32(8 * half)), scales16);
-        v[half] = _mm512_mul_ps(decoded, s);
-    }
-    return (__m512i)_mm512_cvtne2ps_pbh(v[1], v[0]);
-}
-
 /* Decodes n pairs (n <= 16) of one K block, the first at pair kp0 of the panel, into dst (128 bytes per
  * pair), with the block's E8M0 (e8m0) and F32 (scales) column scales. prefetch / prefetch_l2: bytes ahead
  * of the codes to fetch into L1 / L2 (0: none). */
@@ -187,7 +173,7 @@ static inline __attribute__((always_inline)) void mx_decode_block(const mx_decod
             codes[1] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(at + 1));
         }
         for (int h = 0; h < 2; h++)
-            _mm512_store_si512(out + 2 * i + h, mx_decode_scaled(d, codes[h], s16[h]));
+            _mm512_store_si512(out + 2 * i + h, panel_decode_scaled_f32(codes[h], d->is_fp4, d->f32, s16[h]));
     }
 }
 

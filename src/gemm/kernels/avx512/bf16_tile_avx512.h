@@ -27,16 +27,41 @@ static inline __m512bh bf16_tile_broadcast(const uint8_t *at, size_t bytes) {
 /* n_pairs K pairs from panel pairs b; activations start at byte 2 * k_begin of each row. With tail_b,
  * one more pair whose second activation is missing (odd K): its second half is taken as 0 rather than
  * read past the row (the panel's padding weight there is 0 anyway). */
-static inline __attribute__((always_inline)) void
-bf16_tile_body(const mm_ukernel_args *p, const __m512i *b, int64_t n_pairs, const __m512i *tail_b, int rows) {
-    __m512 acc[BF16_TILE_MR][2];
-    const uint8_t *row[BF16_TILE_MR];
-    float *partial = p->partial;
+/* The tile's rows (from byte 2 * k_begin) and accumulators at the start of a call: zero on the first K
+ * block, else the running sums in `partial`. */
+static inline __attribute__((always_inline)) void bf16_tile_start(const mm_ukernel_args *p, int rows,
+                                                                  __m512 acc[][2], const uint8_t *row[]) {
+    const float *partial = p->partial;
     for (int r = 0; r < rows; r++) {
         row[r] = p->a + r * p->a_stride + 2 * p->k_begin;
         acc[r][0] = p->first ? _mm512_setzero_ps() : _mm512_loadu_ps(partial + r * MM_GEMM_NR);
         acc[r][1] = p->first ? _mm512_setzero_ps() : _mm512_loadu_ps(partial + r * MM_GEMM_NR + 16);
     }
+}
+
+/* The sums at the end of a call: to `partial`, or on the last K block to the tile's corner of C. */
+static inline __attribute__((always_inline)) void bf16_tile_finish(const mm_ukernel_args *p, int rows,
+                                                                   __m512 acc[][2]) {
+    float *partial = p->partial;
+    if (!p->last) {
+        for (int r = 0; r < rows; r++) {
+            _mm512_storeu_ps(partial + r * MM_GEMM_NR, acc[r][0]);
+            _mm512_storeu_ps(partial + r * MM_GEMM_NR + 16, acc[r][1]);
+        }
+        return;
+    }
+    __mmask16 mask0 = tile_mask_lo(p->n), mask1 = tile_mask_hi(p->n);
+    for (int r = 0; r < rows; r++) {
+        _mm512_mask_storeu_ps(p->c + r * p->ldc, mask0, acc[r][0]);
+        _mm512_mask_storeu_ps(p->c + r * p->ldc + 16, mask1, acc[r][1]);
+    }
+}
+
+static inline __attribute__((always_inline)) void
+bf16_tile_body(const mm_ukernel_args *p, const __m512i *b, int64_t n_pairs, const __m512i *tail_b, int rows) {
+    __m512 acc[BF16_TILE_MR][2];
+    const uint8_t *row[BF16_TILE_MR];
+    bf16_tile_start(p, rows, acc, row);
     for (int64_t i = 0; i < n_pairs; i++) {
         /* With few rows this loop streams the weights: fetch 2 KiB ahead of the hardware prefetcher
          * (measured: docs/gemm.md, 'AVX-512 prefetch distance'). */
@@ -59,18 +84,7 @@ bf16_tile_body(const mm_ukernel_args *p, const __m512i *b, int64_t n_pairs, cons
             acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, b1);
         }
     }
-    if (!p->last) {
-        for (int r = 0; r < rows; r++) {
-            _mm512_storeu_ps(partial + r * MM_GEMM_NR, acc[r][0]);
-            _mm512_storeu_ps(partial + r * MM_GEMM_NR + 16, acc[r][1]);
-        }
-        return;
-    }
-    __mmask16 mask0 = tile_mask_lo(p->n), mask1 = tile_mask_hi(p->n);
-    for (int r = 0; r < rows; r++) {
-        _mm512_mask_storeu_ps(p->c + r * p->ldc, mask0, acc[r][0]);
-        _mm512_mask_storeu_ps(p->c + r * p->ldc + 16, mask1, acc[r][1]);
-    }
+    bf16_tile_finish(p, rows, acc);
 }
 
 static inline void bf16_tile_run(const mm_ukernel_args *p, const __m512i *b, int64_t n_pairs,

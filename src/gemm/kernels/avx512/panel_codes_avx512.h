@@ -42,4 +42,19 @@ static inline __m512 panel_pair_scales(__m512 scales16, int base) {
     return _mm512_permutexvar_ps(_mm512_add_epi32(dup, _mm512_set1_epi32(base)), scales16);
 }
 
+/* The MX slow path: 32 codes (16-bit lanes, pair order) -> their F32 values (f32: the format's table;
+ * FP4 by a permute of its 16 entries, FP8 by a gather) times the F32 scales of their columns (scales16:
+ * columns 0..15 of the half) -> BF16 (RNE). */
+static inline __m512i panel_decode_scaled_f32(__m512i codes, int is_fp4, const float *f32, __m512 scales16) {
+    __m512 v[2];
+    for (int half = 0; half < 2; half++) {
+        __m256i words = half ? _mm512_extracti64x4_epi64(codes, 1) : _mm512_castsi512_si256(codes);
+        __m512i idx = _mm512_cvtepu16_epi32(words);
+        __m512 decoded =
+            is_fp4 ? _mm512_permutexvar_ps(idx, _mm512_loadu_ps(f32)) : _mm512_i32gather_ps(idx, f32, 4);
+        v[half] = _mm512_mul_ps(decoded, panel_pair_scales(scales16, half * 8));
+    }
+    return (__m512i)_mm512_cvtne2ps_pbh(v[1], v[0]);
+}
+
 #endif
