@@ -55,6 +55,13 @@ if cmake -S "$WORK/consumer" -B "$WORK/consumer/build_other" -DCMAKE_PREFIX_PATH
     -DWANT_VERSION="$major.$((minor + 1))" >"$WORK/cfg_other.log" 2>&1; then bad "find_package accepted version $major.$((minor + 1))"; else ok; fi
 
 # (2) add_subdirectory: a parent with its own warnings; only libmegamoe's targets are generated.
+# add_subdirectory configures the source tree with its own defaults, whatever this build's options: the
+# same check in every build, so a build without MPI (CI's second package pass) stops here, after the
+# installed package of its own configuration was found and linked (~35 s less).
+if grep -qE "^MEGAMOE_WITH_MPI:BOOL=OFF" "$BUILD/CMakeCache.txt" 2>/dev/null; then
+    echo "cmake_package: build without MPI, the add_subdirectory checks run in the default build only"
+    cli_finish cmake_package
+fi
 mkdir -p "$WORK/parent"
 cp "$SOURCE_DIR/examples/re_routing.c" "$WORK/parent/main.c"
 cat >"$WORK/parent/CMakeLists.txt" <<CMAKE
