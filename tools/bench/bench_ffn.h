@@ -44,7 +44,7 @@ void bench_dnnl_ffn_free(bench_dnnl_ffn *d);
 
 /* ---- baselines (bench_ffn_baselines.c) ---- */
 
-/* Median operations per second of `fn` run by `threads` threads at once (each its own chains), over
+/* Best operations per second of `fn` run by `threads` threads at once (each its own chains), over
  * `samples` runs of about `seconds` each. */
 double bench_ffn_peak_rate(bench_ffn_peak_fn fn, int threads, double seconds, int samples);
 /* Median bytes per second of reading `bytes` of `buf` with `threads` threads (contiguous slices). */

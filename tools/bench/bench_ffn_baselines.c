@@ -84,8 +84,9 @@ double bench_ffn_peak_rate(bench_ffn_peak_fn fn, int threads, double seconds, in
         iterations *= 4;
     }
     worker w[MAX_THREADS] = {{0}};
-    double rates[32];
+    double rates[32] = {0};
     if (samples > 32) samples = 32;
+    if (samples < 1) samples = 1;
     for (int s = 0; s < samples; s++) {
         for (int t = 0; t < threads; t++) w[t] = (worker){.peak = fn, .iterations = iterations};
         double dt = run_workers(w, threads);
@@ -94,7 +95,12 @@ double bench_ffn_peak_rate(bench_ffn_peak_fn fn, int threads, double seconds, in
         for (int t = 0; t < threads; t++) ops += w[t].ops;
         rates[s] = ops / dt;
     }
-    return median_of(rates, samples);
+    /* The best sample, not the median: a peak is an upper bound and a disturbance (another process, a
+     * late worker) only lowers a sample; a median of 3 once read 1032 GOP/s for vpdpbusd on 2 threads
+     * where the INT8 kernel then reached 1171. */
+    double best = rates[0];
+    for (int s = 1; s < samples; s++) best = rates[s] > best ? rates[s] : best;
+    return best;
 }
 
 double bench_ffn_stream_rate(const void *buf, size_t bytes, int threads, int samples) {
