@@ -43,8 +43,11 @@ assert r[1:4] == ["a16w16", "decode", "2"], r
 assert int(r[4]) == 2 * 2 * 8, r          # tokens per rank x ranks x top-8: every row reaches an expert
 layer, compute = float(r[5]), float(r[6])
 assert layer > 0 and compute > 0, r
-assert abs(float(r[7].rstrip("x")) - layer / compute) < 0.011, r
-assert abs(float(r[8].rstrip("%")) - 100 * (1 - compute / layer)) < 0.11, r
+# The columns are printed to 0.001 ms, the ratio to 0.01 and the share to 0.1 %: the bounds of the
+# recomputed values follow from that rounding (a small layer's times carry few digits).
+rel = 0.0005 / layer + 0.0005 / compute
+assert abs(float(r[7].rstrip("x")) - layer / compute) <= 0.005 + (layer / compute) * rel + 1e-9, r
+assert abs(float(r[8].rstrip("%")) - 100 * (1 - compute / layer)) <= 0.05 + 100 * (compute / layer) * rel + 1e-9, r
 assert 0 <= float(r[9].rstrip("%")) <= 100, r
 assert abs(float(r[10]) - 2 * 2 / (layer * 1e-3)) <= 0.01 * float(r[10]) + 1, r
 PY
