@@ -13,10 +13,11 @@ const char *const run_dc_stage_names[STAGES] = {"dispatch", "expert FFN", "combi
 void run_dc_trace_record(const cli_dc_world *w, const cli_dc_dispatch_out *d, const int64_t *counts,
                          int64_t L, int64_t first_expert, int64_t shared_expert, run_dc_trace_rank *r) {
     memset(r, 0, sizeof *r);
-    r->local_experts = L;
+    /* Bounded here once, so every reader of expert_rows stays inside it (the demo refuses more anyway). */
+    r->local_experts = L < RUN_DC_TRACE_MAX_EXPERTS ? L : RUN_DC_TRACE_MAX_EXPERTS;
     r->first_expert = first_expert;
     r->shared_expert = shared_expert;
-    for (int64_t e = 0; e < L && e < RUN_DC_TRACE_MAX_EXPERTS; e++) r->expert_rows[e] = counts[e];
+    for (int64_t e = 0; e < r->local_experts; e++) r->expert_rows[e] = counts[e];
     r->row_bytes = w->o.quant == 2 ? w->o.hidden + 4 : w->o.hidden * 2; /* INT8 row + F32 scale, or BF16 */
     if (d->local_experts <= 0) return;
     /* ep_recv_counts: index (tt x L + le) x R + src, src the source's EP rank among the survivors */
