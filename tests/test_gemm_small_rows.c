@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_gemm_small_rows.c: the few-rows MX kernels that the registry picks for decode-sized groups
- * (mx_small_avx512.c, 1..3 rows without AMX; mx_amx_avx512.c, 1..16 rows with AMX): which kernel is
- * chosen for which row count, and each kernel's results against the
- * float64 expectation (sum of exact products a' * w' of the dequantized values) within its documented
- * bound 2 K 2^-24 sum |a' w'|, on every MX format pair, 1..4, 7, 16 rows (up to the kernel's MR), K and N
- * around the block sizes (32-value MX blocks, 256-value K blocks of the framework, 32-column panels, odd K),
- * the same for the reference kernel on the same cases; and weight scales outside the fast range (tiny, huge,
- * NaN), which take the kernel's slow path: NaN scale gives NaN in exactly the columns that have one, others
+ * (mx_small_avx512.c, 1..3 rows without AMX, and for MXFP4 x MXFP4 the integer kernel
+ * fp4_int_small_avx512.c, 1..8 rows; mx_amx_avx512.c, 1..16 rows with AMX): which kernel is chosen for
+ * which row count, and each kernel's results against the float64 expectation (sum of exact products
+ * a' * w' of the dequantized values) within its documented bound 2 K 2^-24 sum |a' w'|, on every MX
+ * format pair, 1..5, 7, 8, 16 rows (up to the kernel's MR), K and N around the block sizes (32-value MX
+ * blocks, 256-value K blocks of the framework, 2048-value calls of the integer kernel, 32-column panels,
+ * odd K), the same for the reference kernel on the same cases; and weight or activation scales outside
+ * the fast range (tiny, huge, NaN), which take the kernels' slow paths: a NaN weight scale gives NaN in
+ * exactly the columns that have one, a NaN activation scale in exactly the row that has one, the others
  * stay within the bound plus the flushing of values below 2^-126. */
 #include <math.h>
 #include <stdio.h>
@@ -35,10 +37,18 @@ static int column_overflows(const gemm_case *c, int64_t j) {
     return 0;
 }
 
+/* Whether a dequantized activation of row r is beyond F32 (the reference's a' is then Inf). */
+static int row_overflows(const gemm_case *c, int64_t r) {
+    for (int64_t i = 0; i < c->k; i++)
+        if (fabs(c->deq_a[r * c->k + i]) >= ldexp(1.0, 128)) return 1;
+    return 0;
+}
+
 /* Runs the case with `kernel` and compares every output with the float64 expectation. extra_per_k: an
- * allowance per K element for flushed tiny values. nan_cols: per column, 1 when NaN is expected. */
+ * allowance per K element for flushed tiny values. nan_cols: per column, 1 when NaN is expected; nan_row:
+ * the row where NaN is expected (-1: none). */
 static void check_case(const char *what, const gemm_case *c, const mm_gemm_kernel *kernel, double extra_per_k,
-                       const int *nan_cols) {
+                       const int *nan_cols, int64_t nan_row) {
     mm_error err;
     mm_gemm_weight_desc desc = gemm_case_weights(c);
     mm_gemm_packed_weights *w = NULL;
@@ -58,9 +68,9 @@ static void check_case(const char *what, const gemm_case *c, const mm_gemm_kerne
             gemm_case_expect(c, r, j, &value, &abs_sum, &exact);
             float got = out[r * ldc + j];
             int ok;
-            if (nan_cols && nan_cols[j])
+            if ((nan_cols && nan_cols[j]) || r == nan_row)
                 ok = isnan(got);
-            else if (!isfinite(value) || fabs(value) > 1e37 || column_overflows(c, j))
+            else if (!isfinite(value) || fabs(value) > 1e37 || column_overflows(c, j) || row_overflows(c, r))
                 ok = 1; /* beyond the F32 range: Inf or NaN either way (documented) */
             else
                 ok = fabs((double)got - value) <=
@@ -76,6 +86,10 @@ static void check_case(const char *what, const gemm_case *c, const mm_gemm_kerne
     mm_gemm_packed_free(w);
 }
 
+static int is_fp4_fp4(int p) {
+    return pairs[p][0] == MM_DTYPE_FP4_E2M1 && pairs[p][1] == MM_DTYPE_FP4_E2M1;
+}
+
 static void test_selection(void) {
     int amx_few = mm_cpu_isa() >= MM_ISA_AMX && mm_cpu_has_avx512_vbmi();
     for (int p = 0; p < N_PAIRS; p++) {
@@ -86,10 +100,15 @@ static void test_selection(void) {
             int is_small = strstr(k->name, "_small_") != NULL,
                 is_few_amx = strstr(k->name, "_amx_few_") != NULL;
             /* With AMX, up to 16 rows go to the few-rows AMX kernel; without, up to 3 rows to the AVX-512
-             * small kernel when the CPU has VBMI; more rows never go to either. */
+             * small kernel when the CPU has VBMI, and MXFP4 x MXFP4 up to 8 rows to its integer kernel
+             * (AVX-512 with VNNI, no VBMI); more rows never go to either. */
             CHECK_EQ_INT(is_few_amx, amx_few && rows <= MM_GEMM_MX_FEW_AMX_MR);
-            CHECK_EQ_INT(is_small, !amx_few && small_available() && rows <= 3);
-            if (is_small) CHECK_EQ_INT(k->mr, MM_GEMM_MX_SMALL_MR);
+            if (is_fp4_fp4(p))
+                CHECK_EQ_INT(is_small,
+                             !amx_few && mm_cpu_isa() >= MM_ISA_AVX512 && rows <= MM_MX_FP4_SMALL_MAX_ROWS);
+            else
+                CHECK_EQ_INT(is_small, !amx_few && small_available() && rows <= MM_MX_SMALL_MAX_ROWS);
+            if (is_small) CHECK_EQ_INT(k->mr, is_fp4_fp4(p) ? MM_GEMM_FP4_SMALL_MR : MM_GEMM_MX_SMALL_MR);
             if (is_few_amx) CHECK_EQ_INT(k->mr, MM_GEMM_MX_FEW_AMX_MR);
         }
     }
@@ -98,41 +117,43 @@ static void test_selection(void) {
     CHECK(k && strstr(k->name, "_small_") == NULL && strstr(k->name, "_few_") == NULL);
 }
 
-static void test_shapes(const mm_gemm_kernel *small, const mm_gemm_kernel *ref_of[N_PAIRS]) {
-    static const int64_t ks[] = {1, 2, 31, 32, 33, 63, 64, 65, 255, 256, 257, 300, 513};
+static void test_shapes(int p, const mm_gemm_kernel *small, const mm_gemm_kernel *ref) {
+    static const int64_t ks[] = {1, 2, 3, 31, 32, 33, 63, 64, 65, 255, 256, 257, 300, 513, 2047, 2049, 4100};
     static const int64_t ns[] = {1, 15, 16, 17, 32, 33, 70};
-    uint64_t seed = 1;
-    static const int64_t rows_list[] = {1, 2, 3, 4, 7, 16};
-    for (int p = 0; p < N_PAIRS; p++)
-        for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0] && rows_list[ri] <= small->mr; ri++)
-            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
-                for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
-                    /* Every K with two N, every N with two K: covers the grid's edges without its cost. */
-                    if (ni > 1 && ki % 4 != ni % 4) continue;
-                    int64_t rows = rows_list[ri];
-                    gemm_case c;
-                    gemm_case_make(&c, pairs[p][0], pairs[p][1], rows, ks[ki], ns[ni], (int)(seed & 1), 0,
-                                   seed);
-                    seed++;
-                    check_case("shape", &c, small, 0, NULL);
-                    if (rows == 1 && ref_of[p]) check_case("shape", &c, ref_of[p], 0, NULL);
-                    gemm_case_free(&c);
-                }
+    uint64_t seed = 1 + 1000 * (uint64_t)p;
+    static const int64_t rows_list[] = {1, 2, 3, 4, 5, 7, 8, 16};
+    for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0] && rows_list[ri] <= small->mr; ri++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                /* Every K with two N, every N with two K: covers the grid's edges without its cost. */
+                if (ni > 1 && ki % 4 != ni % 4) continue;
+                int64_t rows = rows_list[ri];
+                gemm_case c;
+                gemm_case_make(&c, pairs[p][0], pairs[p][1], rows, ks[ki], ns[ni], (int)(seed & 1), 0, seed);
+                seed++;
+                check_case("shape", &c, small, 0, NULL, -1);
+                if (rows == 1 && ref) check_case("shape", &c, ref, 0, NULL, -1);
+                gemm_case_free(&c);
+            }
 }
 
-/* Scale bytes outside the fast range in some blocks: tiny (values flushed), huge, NaN. */
-static void test_extreme_scales(const mm_gemm_kernel *small) {
-    static const uint8_t extremes[] = {1, 9, 16, 247, 253, 255};
-    uint64_t seed = 99;
-    for (int p = 0; p < N_PAIRS; p++)
-        for (size_t e = 0; e < sizeof extremes / sizeof extremes[0]; e++) {
-            int64_t k = 300, n = 40, blocks = (k + 31) / 32, slots = (k + 63) / 64 * 2;
-            gemm_case c;
-            gemm_case_make(&c, pairs[p][0], pairs[p][1], 2, k, n, 0, 0, seed++);
-            int nan_cols[40] = {0};
-            double max_a = 0;
-            for (int64_t i = 0; i < c.rows * k; i++)
-                if (fabs(c.deq_a[i]) > max_a) max_a = fabs(c.deq_a[i]);
+/* Scale bytes outside the fast range in some blocks: tiny (values flushed), huge, NaN; in weight columns
+ * (on_rows = 0) or in activation rows (on_rows = 1). */
+static void test_extreme_scales(int p, const mm_gemm_kernel *small, int on_rows) {
+    static const uint8_t extremes[] = {0, 1, 2, 3, 9, 16, 200, 247, 253, 254, 255};
+    uint64_t seed = 99 + 1000 * (uint64_t)p + 500 * (uint64_t)on_rows;
+    for (size_t e = 0; e < sizeof extremes / sizeof extremes[0]; e++) {
+        int64_t k = 300, n = 40, blocks = (k + 31) / 32, slots = (k + 63) / 64 * 2;
+        gemm_case c;
+        gemm_case_make(&c, pairs[p][0], pairs[p][1], 3, k, n, 0, 0, seed++);
+        int nan_cols[40] = {0};
+        int64_t nan_row = -1;
+        double max_a = 0, max_w = 0;
+        for (int64_t i = 0; i < c.rows * k; i++)
+            if (fabs(c.deq_a[i]) > max_a) max_a = fabs(c.deq_a[i]);
+        for (int64_t i = 0; i < k * n; i++)
+            if (fabs(c.deq_w[i]) > max_w) max_w = fabs(c.deq_w[i]);
+        if (!on_rows) {
             /* Columns 3, 20 and 39 get the extreme scale in block 2; column 21 in the last block. */
             const int64_t cols[][2] = {{3, 2}, {20, 2}, {39, 2}, {21, blocks - 1}};
             for (size_t t = 0; t < 4; t++) {
@@ -144,31 +165,46 @@ static void test_extreme_scales(const mm_gemm_kernel *small) {
                     c.deq_w[i * n + j] = c.deq_w[i * n + j] / old * ldexp(1.0, (int)extremes[e] - 127);
                 if (extremes[e] == 0xFF) nan_cols[j] = 1;
             }
-            check_case("extreme scale", &c, small, max_a * ldexp(1.0, -126) * 8, nan_cols);
-            gemm_case_free(&c);
+        } else {
+            /* Row 1 gets the extreme scale in block 2 and in the last block. */
+            const int64_t row_blocks[] = {2, blocks - 1};
+            for (size_t t = 0; t < 2; t++) {
+                int64_t b = row_blocks[t];
+                uint8_t *s = &c.a_mx[1 * c.a_mx_stride + b];
+                double old = mm_e8m0_to_f32(*s);
+                *s = extremes[e];
+                for (int64_t i = b * 32; i < k && i < (b + 1) * 32; i++)
+                    c.deq_a[1 * k + i] = c.deq_a[1 * k + i] / old * ldexp(1.0, (int)extremes[e] - 127);
+            }
+            if (extremes[e] == 0xFF) nan_row = 1;
         }
+        /* Products below 2^-126 may be flushed: at most 8 per K element of the tiny side times the other. */
+        check_case(on_rows ? "extreme activation scale" : "extreme weight scale", &c, small,
+                   (on_rows ? max_w : max_a) * ldexp(1.0, -126) * 8, nan_cols, nan_row);
+        gemm_case_free(&c);
+    }
 }
 
 int main(void) {
     test_selection();
-    const mm_gemm_kernel *ref_of[N_PAIRS];
-    for (int p = 0; p < N_PAIRS; p++) ref_of[p] = mm_gemm_kernel_lookup(MM_ISA_REF, pairs[p][0], pairs[p][1]);
-    /* Every few-rows MX kernel the hardware has (the same kernel serves every MX pair of its ISA). */
+    /* Every few-rows MX kernel the hardware has, per pair (MXFP4 x MXFP4 has its own on AVX-512). */
     int tested = 0;
-    for (int isa = MM_ISA_AVX512; isa < MM_ISA_COUNT; isa++) {
-        const mm_gemm_kernel *few =
-            mm_gemm_kernel_lookup_few_rows((mm_isa)isa, MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN);
-        if (!few) {
-            mm_test_skip("%s few-rows MX kernel: not run, %s", mm_isa_name((mm_isa)isa),
-                         !mm_cpu_supports((mm_isa)isa) ? "the CPU lacks it"
-                         : isa > (int)mm_cpu_isa()     ? "MEGAMOE_ISA caps the ISA"
-                                                       : "the CPU lacks AVX-512 VBMI");
-            continue;
+    for (int isa = MM_ISA_AVX512; isa < MM_ISA_COUNT; isa++)
+        for (int p = 0; p < N_PAIRS; p++) {
+            const mm_gemm_kernel *few = mm_gemm_kernel_lookup_few_rows((mm_isa)isa, pairs[p][0], pairs[p][1]);
+            if (!few) {
+                if (p == 0)
+                    mm_test_skip("%s few-rows MX kernels: not run, %s", mm_isa_name((mm_isa)isa),
+                                 !mm_cpu_supports((mm_isa)isa) ? "the CPU lacks it"
+                                 : isa > (int)mm_cpu_isa()     ? "MEGAMOE_ISA caps the ISA"
+                                                               : "the CPU lacks AVX-512 VBMI");
+                continue;
+            }
+            test_shapes(p, few, mm_gemm_kernel_lookup(MM_ISA_REF, pairs[p][0], pairs[p][1]));
+            test_extreme_scales(p, few, 0);
+            test_extreme_scales(p, few, 1);
+            tested++;
         }
-        test_shapes(few, ref_of);
-        test_extreme_scales(few);
-        tested++;
-    }
-    if (!tested) printf("test_gemm_small_rows: no AVX-512 VBMI here, only the selection was checked\n");
+    if (!tested) printf("test_gemm_small_rows: no AVX-512 here, only the selection was checked\n");
     return mm_test_finish("test_gemm_small_rows");
 }

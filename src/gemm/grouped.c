@@ -67,9 +67,11 @@ static int64_t find_group(const int64_t *start, int64_t n_groups, int64_t index)
     return lo;
 }
 
-/* Bytes between prepared (BF16) rows: K rounded up to even, rows on cache-line boundaries. */
-static int64_t prepared_stride(int64_t k) {
-    return ((k + 1) / 2 * 4 + 63) / 64 * 64;
+/* Bytes between prepared rows (BF16: K rounded up to even, or the kernel's own layout), rows on cache-line
+ * boundaries. */
+static int64_t prepared_stride(const mm_gemm_kernel *kernel, int64_t k) {
+    int64_t bytes = kernel->prepared_row_bytes ? kernel->prepared_row_bytes(k) : (k + 1) / 2 * 4;
+    return (bytes + 63) / 64 * 64;
 }
 
 static void prepare_row_task(void *ctx, int64_t row) {
@@ -221,7 +223,7 @@ static mm_status validate_group(mm_dtype a_dtype, int64_t gi, const mm_gemm_grou
     return MM_OK;
 }
 
-/* For groups whose kernel prepares its activations: one workspace of BF16 rows, filled in parallel
+/* For groups whose kernel prepares its activations: one workspace of prepared rows, filled in parallel
  * (one task per row), and a copy of the groups pointing at it. */
 static mm_status prepare_rows(grouped_job *job, mm_gemm_group **prepared, uint8_t **workspace,
                               mm_error *err) {
@@ -232,7 +234,7 @@ static mm_status prepare_rows(grouped_job *job, mm_gemm_group **prepared, uint8_
         const mm_gemm_group *g = &job->original[gi];
         int needs = g->rows > 0 && job->kernels[gi]->prepare_rows;
         job->row_start[gi + 1] = job->row_start[gi] + (needs ? g->rows : 0);
-        if (needs) total_bytes += g->rows * prepared_stride(g->w->k);
+        if (needs) total_bytes += g->rows * prepared_stride(job->kernels[gi], g->w->k);
     }
     total_rows = job->row_start[job->n_groups];
     if (total_rows == 0) return MM_OK;
@@ -245,7 +247,7 @@ static mm_status prepare_rows(grouped_job *job, mm_gemm_group **prepared, uint8_
         *g = job->original[gi];
         if (g->rows == 0 || !job->kernels[gi]->prepare_rows) continue;
         g->a = *workspace + offset;
-        g->a_stride = prepared_stride(g->w->k);
+        g->a_stride = prepared_stride(job->kernels[gi], g->w->k);
         g->a_row_scales = NULL;
         g->a_mx_scales = NULL;
         offset += g->rows * g->a_stride;

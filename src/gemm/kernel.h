@@ -61,7 +61,8 @@ typedef void (*mm_ukernel_fn)(const mm_ukernel_args *args);
 /* Optional preparation steps, for kernels whose formats are cheaper to decode once than per tile
  * (BLIS packs both operands; here only formats that need decoding are prepared):
  * - prepare_rows converts one activation row into BF16 (K padded with zeros to an even count) before
- *   any tile runs; the kernel then sees a_dtype BF16 and no activation scales.
+ *   any tile runs; the kernel then sees a_dtype BF16 and no activation scales. A kernel may prepare
+ *   another layout of its own (prepared_row_bytes below), which only it reads.
  * - prepare_panel converts the K block [k_begin, k_end) of the panel (args->b) into `block`, once per
  *   (panel, K block) of a task, before the M tiles run over it; the kernel reads it as args->b_block. */
 typedef void (*mm_gemm_prepare_rows_fn)(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales,
@@ -86,6 +87,9 @@ typedef struct mm_gemm_kernel {
      * cannot grow), so a kernel's results must not depend on it: every kernel continues its chains of
      * additions from `partial` exactly. */
     int kc;
+    /* With prepare_rows: bytes of one prepared row for K = k (NULL: BF16, K rounded up to even). A kernel
+     * whose prepared rows are not BF16 (fp4_int_small_avx512.c) says how large they are. */
+    int64_t (*prepared_row_bytes)(int64_t k);
 } mm_gemm_kernel;
 
 #endif

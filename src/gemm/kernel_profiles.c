@@ -91,7 +91,7 @@ mm_kernel_kind mm_kernel_rule_choose(const mm_kernel_rule *r, unsigned available
             RULE(MM_I4_SMALL_MAX_ROWS, 0, MM_I4_SMALL_MAX_ROWS + 1),                                         \
             RULE(MM_MX_SMALL_MAX_ROWS, MM_MX_FEW_AMX_MAX_ROWS, 0),                                           \
             RULE(MM_MX_SMALL_MAX_ROWS, MM_MX_FEW_AMX_MAX_ROWS, 0),                                           \
-            RULE(MM_MX_SMALL_MAX_ROWS, MM_MX_FEW_AMX_MAX_ROWS, 0), WEIGHT_ONLY_RULES                         \
+            RULE(MM_MX_FP4_SMALL_MAX_ROWS, MM_MX_FEW_AMX_MAX_ROWS, 0), WEIGHT_ONLY_RULES                     \
     }
 /* Zen 5 (measured on an EPYC, family 0x1A, with `megamoe tune` and `megamoe bench ffn`: docs/gemm.md,
  * 'CPU profiles and the tune cache'): no AMX; the few-rows kernels were not slower than the general
@@ -101,7 +101,7 @@ mm_kernel_kind mm_kernel_rule_choose(const mm_kernel_rule *r, unsigned available
     {                                                                                                        \
         RULE(0, 0, MM_ROWS_NEVER), RULE(0, 0, MM_ROWS_NEVER), RULE(MM_I4_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER),  \
             RULE(MM_MX_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER), RULE(MM_MX_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER),      \
-            RULE(MM_MX_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER), WEIGHT_ONLY_RULES                                  \
+            RULE(MM_MX_FP4_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER), WEIGHT_ONLY_RULES                              \
     }
 
 typedef struct model_range {

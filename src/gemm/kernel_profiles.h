@@ -20,11 +20,14 @@
 
 /* The generic (AMX Xeon) crossovers, measured with `megamoe bench ffn` (docs/gemm.md, 'AMX row
  * thresholds'); the kernel registrations name them too. */
-#define MM_AMX_MIN_ROWS_BF16   4
-#define MM_AMX_MIN_ROWS_INT8   3
-#define MM_I4_SMALL_MAX_ROWS   10
-#define MM_MX_SMALL_MAX_ROWS   3
-#define MM_MX_FEW_AMX_MAX_ROWS 16
+#define MM_AMX_MIN_ROWS_BF16 4
+#define MM_AMX_MIN_ROWS_INT8 3
+#define MM_I4_SMALL_MAX_ROWS 10
+#define MM_MX_SMALL_MAX_ROWS 3
+/* MXFP4 x MXFP4's few-rows kernel (fp4_int_small_avx512.c, integer block sums): one 8-row tile, where
+ * it reads each weight once (measured on Zen 5: docs/gemm.md, 'MXFP4 x MXFP4 in integers'). */
+#define MM_MX_FP4_SMALL_MAX_ROWS 8
+#define MM_MX_FEW_AMX_MAX_ROWS   16
 /* The weight-only pairs' few-rows kernels (weight_only_small_avx512.c): at most one 8-row tile (where
  * they decode each weight once), FP8 to 4 rows, beyond which its decode and 16 vdpbf16ps per pair are
  * slower than the prepared-block kernel (measured on Zen 5: docs/gemm.md, 'Weight-only formats at

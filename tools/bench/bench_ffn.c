@@ -263,7 +263,9 @@ static int measure_row(const ffn_config *cfg, const baselines *b, bench_ffn_expe
     double flops = 6.0 * (double)rows * (double)hidden * (double)inter;
     double rate = flops / med[1];
     double dot = is_int ? b->dot_i8[1] : b->dot_bf16[1];
-    double peak = level_peak(b, isa, is_int, 1);
+    /* %isa: of the instruction the kernel is made of (MXFP4 x MXFP4's few-rows kernel sums MX blocks in
+     * integers, on vpdpbusd); %dot stays the format's target (MX against vdpbf16ps). */
+    double peak = level_peak(b, isa, is_int || strstr(kname, "_int_") != NULL, 1);
     double wbytes = bench_ffn_expert_weight_bytes(x);
     double xbw[2];
     for (int j = 0; j < 2; j++) xbw[j] = b->bandwidth[j] > 0 ? med[j] / (wbytes / b->bandwidth[j]) : NAN;
@@ -706,8 +708,9 @@ int mm_bench_ffn_main(int argc, char **argv) {
     }
     printf(
         "(c) expert FFN, median of %d runs after a warm-up; %%dot = of the N-thread %s peak of the format's\n"
-        "    arithmetic, %%isa = of the peak of the kernels' ISA, xbw = time / (weight bytes / streaming\n"
-        "    bandwidth) with 1 and N threads, N/1 = speed-up of N threads\n",
+        "    arithmetic, %%isa = of the peak of the instruction the kernels use (an _int_ MX kernel:\n"
+        "    vpdpbusd), xbw = time / (weight bytes / streaming bandwidth) with 1 and N threads, N/1 =\n"
+        "    speed-up of N threads\n",
         cfg.repeat, "vdpbf16ps/vpdpbusd");
     print_ffn_header();
     best_gemm *best = calloc(1, sizeof *best);

@@ -46,6 +46,16 @@ void mm_prepare_panel_uint4_avx512(const mm_ukernel_args *args, uint8_t *block);
  * Also needs AVX512_VBMI. */
 #define MM_GEMM_MX_SMALL_MR 4
 void mm_ukernel_mx_small_avx512(const mm_ukernel_args *args);
+/* MXFP4 x MXFP4 with few rows (m <= MM_GEMM_FP4_SMALL_MR, fp4_int_small_avx512.c): exact integer block
+ * sums on vpdpbusd (2 x E2M1 is an integer), the raw packed panel, rows prepared once per GEMM call to
+ * int8 (mm_gemm_fp4_int_prepare_row), one F32 multiply-add per MX block. K per call: MM_GEMM_FP4_SMALL_KC. */
+#define MM_GEMM_FP4_SMALL_MR 8
+#define MM_GEMM_FP4_SMALL_KC 2048
+void mm_ukernel_fp4_fp4_small_avx512(const mm_ukernel_args *args);
+/* Its prepared rows: 2 x E2M1 as int8 and per MX block the scale and correction (not BF16). */
+void mm_gemm_fp4_int_prepare_row(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
+                                 uint16_t *out);
+int64_t mm_gemm_fp4_int_prepared_row_bytes(int64_t k);
 /* Weight-only pairs with few rows (m <= MM_GEMM_WO_SMALL_MR, weight_only_small_avx512.c): each K pair of
  * the packed panel decoded to w' in registers and fed to vdpbf16ps (no prepared block), bit for bit the
  * general kernels' results. K per call: MM_GEMM_WO_SMALL_KC. */
