@@ -61,10 +61,12 @@ static const expect_row zen[] = {
     {MM_KCLASS_MXFP8, 3, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
     {MM_KCLASS_MXFP8, 4, MM_KIND_AVX512, MM_KIND_AVX512},
     {MM_KCLASS_MXFP8_MXFP4, 1, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
-    {MM_KCLASS_MXFP8_MXFP4, 8, MM_KIND_AVX512, MM_KIND_AVX512},
-    {MM_KCLASS_MXFP4, 3, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
-    {MM_KCLASS_MXFP4, 8, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
-    {MM_KCLASS_MXFP4, 9, MM_KIND_AVX512, MM_KIND_AVX512},
+    {MM_KCLASS_MXFP8_MXFP4, 8, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
+    {MM_KCLASS_MXFP8_MXFP4, 9, MM_KIND_AVX512, MM_KIND_AVX512},
+    {MM_KCLASS_MXFP4, 1, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
+    {MM_KCLASS_MXFP4, 9, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
+    {MM_KCLASS_MXFP4, 4096, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
+    {MM_KCLASS_MXFP4, INT32_MAX, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
     {MM_KCLASS_A16_FP8B, 1, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
     {MM_KCLASS_A16_FP8B, 4, MM_KIND_AVX512_FEW, MM_KIND_AVX512_FEW},
     {MM_KCLASS_A16_FP8B, 5, MM_KIND_AVX512, MM_KIND_AVX512},
@@ -92,6 +94,20 @@ static void check_profile(const char *name, const expect_row *rows, size_t n, in
         else
             mm_test_passed++;
     }
+}
+
+/* "Many rows" (mm_gemm_kernel_select asks for INT64_MAX): MM_ROWS_ALL still means the few-rows kernel,
+ * MM_ROWS_NEVER still means no general AMX kernel, beyond INT32_MAX too. */
+static void check_sentinels(void) {
+    const mm_cpu_profile *zen5 = mm_cpu_profile_find("zen5"), *spr = mm_cpu_profile_find("sapphire-rapids");
+    CHECK(zen5 && spr);
+    if (!zen5 || !spr) return;
+    CHECK_EQ_INT(mm_kernel_rule_choose(&zen5->rules[MM_KCLASS_MXFP4], NO_AMX, INT64_MAX), MM_KIND_AVX512_FEW);
+    CHECK_EQ_INT(mm_kernel_rule_choose(&zen5->rules[MM_KCLASS_MXFP8], NO_AMX, INT64_MAX), MM_KIND_AVX512);
+    mm_kernel_rule never = spr->rules[MM_KCLASS_BF16];
+    never.amx_min = MM_ROWS_NEVER;
+    CHECK_EQ_INT(mm_kernel_rule_choose(&never, ALL_KINDS, INT64_MAX), MM_KIND_AVX512);
+    CHECK_EQ_INT(mm_kernel_rule_choose(&spr->rules[MM_KCLASS_BF16], ALL_KINDS, INT64_MAX), MM_KIND_AMX);
 }
 
 static void check_match(const char *vendor, int family, int model, const char *want) {
@@ -197,6 +213,7 @@ int main(int argc, char **argv) {
     static const char *const amx_names[] = {"generic", "sapphire-rapids", "emerald-rapids", "granite-rapids"};
     for (size_t i = 0; i < 4; i++) check_profile(amx_names[i], xeon, sizeof xeon / sizeof xeon[0], 1);
     check_profile("zen5", zen, sizeof zen / sizeof zen[0], 0);
+    check_sentinels();
     check_profile("zen4", zen, sizeof zen / sizeof zen[0], 0);
     check_match("AuthenticAMD", 0x1A, 0x02, "zen5");
     check_match("AuthenticAMD", 0x1A, 0x44, "zen5");

@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_gemm_small_rows.c: the few-rows MX kernels that the registry picks for decode-sized groups
- * (mx_small_avx512.c, 1..3 rows without AMX, and for MXFP4 x MXFP4 the integer kernel
- * fp4_int_small_avx512.c, 1..8 rows; mx_amx_avx512.c, 1..16 rows with AMX): which kernel is chosen for
- * which row count, and each kernel's results against the float64 expectation (sum of exact products
+ * without AMX: mx_small_avx512.c for FP8 weights, 1..3 rows; fp8_fp4_small_avx512.c for FP8 x FP4, 1..3
+ * rows or 1..8 on Zen 4/5; the integer kernel fp4_int_small_avx512.c for FP4 x FP4, 1..8 rows or every
+ * group on Zen 4/5; with AMX: mx_amx_avx512.c, 1..16 rows): which kernel is chosen for which row count,
+ * and each kernel's results against the float64 expectation (sum of exact products
  * a' * w' of the dequantized values) within its documented bound 2 K 2^-24 sum |a' w'|, on every MX
  * format pair, 1..5, 7, 8, 16 rows (up to the kernel's MR), K and N around the block sizes (32-value MX
  * blocks, 256-value K blocks of the framework, 2048-value calls of the integer kernel, 32-column panels,
  * odd K), the same for the reference kernel on the same cases; and weight or activation scales outside
- * the fast range (tiny, huge, NaN), which take the kernels' slow paths: a NaN weight scale gives NaN in
- * exactly the columns that have one, a NaN activation scale in exactly the row that has one, the others
- * stay within the bound plus the flushing of values below 2^-126. */
+ * the fast range (tiny, huge, NaN), which take the kernels' slow paths where they have one: a NaN weight
+ * scale gives NaN in exactly the columns that have one, a NaN activation scale in exactly the row that has
+ * one, the others stay within the bound plus the flushing of values below 2^-126. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -92,6 +93,11 @@ static int is_fp4_fp4(int p) {
 
 static void test_selection(void) {
     int amx_few = mm_cpu_isa() >= MM_ISA_AMX && mm_cpu_has_avx512_vbmi();
+    const mm_gemm_kernel_config *cfg = mm_gemm_kernel_config_get();
+    /* The profile's thresholds (no tune cache steers these classes in the test environment). */
+    for (int c = MM_KCLASS_MXFP8; c <= MM_KCLASS_MXFP4; c++) CHECK(!cfg->from_cache[c]);
+    int fp4_few_max = cfg->rules[MM_KCLASS_MXFP4].avx512_few_max;
+    CHECK(fp4_few_max == MM_MX_FP4_SMALL_MAX_ROWS || (fp4_few_max == MM_ROWS_ALL && !cfg->profile->amx));
     for (int p = 0; p < N_PAIRS; p++) {
         for (int64_t rows = 1; rows <= MM_GEMM_MX_FEW_AMX_MR + 2; rows++) {
             const mm_gemm_kernel *k = mm_gemm_kernel_select_rows(pairs[p][0], pairs[p][1], rows);
@@ -99,16 +105,20 @@ static void test_selection(void) {
             if (!k) continue;
             int is_small = strstr(k->name, "_small_") != NULL,
                 is_few_amx = strstr(k->name, "_amx_few_") != NULL;
-            /* With AMX, up to 16 rows go to the few-rows AMX kernel; without, up to 3 rows to the AVX-512
-             * small kernel when the CPU has VBMI, and MXFP4 x MXFP4 up to 8 rows to its integer kernel
-             * (AVX-512 with VNNI, no VBMI); more rows never go to either. */
+            /* With AMX, up to 16 rows go to the few-rows AMX kernel; without, to the AVX-512 few-rows
+             * kernels up to the profile's rows (MX 3; MXFP8 x MXFP4 8 on Zen 4/5; MXFP4 x MXFP4 8, every
+             * group on Zen 4/5); more rows never go to either. */
             CHECK_EQ_INT(is_few_amx, amx_few && rows <= MM_GEMM_MX_FEW_AMX_MR);
-            if (is_fp4_fp4(p))
-                CHECK_EQ_INT(is_small,
-                             !amx_few && mm_cpu_isa() >= MM_ISA_AVX512 && rows <= MM_MX_FP4_SMALL_MAX_ROWS);
-            else
-                CHECK_EQ_INT(is_small, !amx_few && small_available() && rows <= MM_MX_SMALL_MAX_ROWS);
-            if (is_small) CHECK_EQ_INT(k->mr, is_fp4_fp4(p) ? MM_GEMM_FP4_SMALL_MR : MM_GEMM_MX_SMALL_MR);
+            /* FP8 weights: mx_small_avx512.c (VBMI); FP4 weights: fp8_fp4_small_avx512.c and
+             * fp4_int_small_avx512.c (AVX-512 alone); up to the rows of the profile in use. */
+            int few_max = cfg->rules[mm_kernel_class_of(pairs[p][0], pairs[p][1])].avx512_few_max;
+            CHECK_EQ_INT(is_small, !amx_few && rows <= few_max &&
+                                       (pairs[p][1] == MM_DTYPE_FP4_E2M1 ? mm_cpu_isa() >= MM_ISA_AVX512
+                                                                         : small_available()));
+            if (is_small)
+                CHECK_EQ_INT(k->mr, is_fp4_fp4(p)                      ? MM_GEMM_FP4_SMALL_MR
+                                    : pairs[p][1] == MM_DTYPE_FP4_E2M1 ? MM_GEMM_FP8_FP4_SMALL_MR
+                                                                       : MM_GEMM_MX_SMALL_MR);
             if (is_few_amx) CHECK_EQ_INT(k->mr, MM_GEMM_MX_FEW_AMX_MR);
         }
     }

@@ -63,8 +63,11 @@ mm_kernel_kind mm_kernel_rule_choose(const mm_kernel_rule *r, unsigned available
         if (has(available, kind)) return kind;
     }
     if (has(available, MM_KIND_AMX_FEW) && rows <= r->amx_few_max) return MM_KIND_AMX_FEW;
-    if (has(available, MM_KIND_AMX) && rows >= r->amx_min) return MM_KIND_AMX;
-    if (has(available, MM_KIND_AVX512_FEW) && rows <= r->avx512_few_max) return MM_KIND_AVX512_FEW;
+    /* The two sentinels hold for any row count, also beyond INT32_MAX (mm_gemm_kernel_select asks for
+     * INT64_MAX rows). */
+    if (has(available, MM_KIND_AMX) && r->amx_min != MM_ROWS_NEVER && rows >= r->amx_min) return MM_KIND_AMX;
+    if (has(available, MM_KIND_AVX512_FEW) && (r->avx512_few_max == MM_ROWS_ALL || rows <= r->avx512_few_max))
+        return MM_KIND_AVX512_FEW;
     if (has(available, MM_KIND_AVX512)) return MM_KIND_AVX512;
     return has(available, MM_KIND_REF) ? MM_KIND_REF : MM_KIND_COUNT;
 }
@@ -96,12 +99,15 @@ mm_kernel_kind mm_kernel_rule_choose(const mm_kernel_rule *r, unsigned available
 /* Zen 5 (measured on an EPYC, family 0x1A, with `megamoe tune` and `megamoe bench ffn`: docs/gemm.md,
  * 'CPU profiles and the tune cache'): no AMX; the few-rows kernels were not slower than the general
  * AVX-512 kernels at 1..4 rows (INT8 x INT4 faster up to 32 rows, MX within the noise of a loaded
- * machine), so the Xeon's AVX-512 thresholds stay until a quiet measurement says otherwise. */
+ * machine), so the Xeon's AVX-512 thresholds stay until a quiet measurement says otherwise; MXFP4 x
+ * MXFP4's integer kernel beat the general one at 1..256 rows (1.1-2.4x), MXFP8 x MXFP4's few-rows kernel
+ * at 1..8 rows (docs/gemm.md). */
 #define ZEN5_RULES                                                                                           \
     {                                                                                                        \
         RULE(0, 0, MM_ROWS_NEVER), RULE(0, 0, MM_ROWS_NEVER), RULE(MM_I4_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER),  \
-            RULE(MM_MX_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER), RULE(MM_MX_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER),      \
-            RULE(MM_MX_FP4_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER), WEIGHT_ONLY_RULES                              \
+            RULE(MM_MX_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER),                                                    \
+            RULE(MM_MX_FP8_FP4_SMALL_MAX_ROWS_ZEN5, 0, MM_ROWS_NEVER), RULE(MM_ROWS_ALL, 0, MM_ROWS_NEVER),  \
+            WEIGHT_ONLY_RULES                                                                                \
     }
 
 typedef struct model_range {

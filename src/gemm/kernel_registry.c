@@ -126,6 +126,13 @@ typedef struct few_rows_registration {
         label "_avx512_small_4x32", MM_ISA_AVX512, MM_GEMM_MX_SMALL_MR,                                      \
             MM_X86_ONLY(mm_ukernel_mx_small_avx512), mm_gemm_mx_row_to_bf16, NULL, 0, NULL                   \
     }
+/* FP8 x FP4 with few rows: FP4 codes to BF16 by word permutes, rows prepared in quad order. */
+#define AVX512_FP8_FP4_SMALL(label)                                                                          \
+    {                                                                                                        \
+        label "_avx512_small_4x32", MM_ISA_AVX512, MM_GEMM_FP8_FP4_SMALL_MR,                                 \
+            MM_X86_ONLY(mm_ukernel_fp8_fp4_small_avx512), MM_X86_ONLY(mm_gemm_fp8_fp4_prepare_row), NULL,    \
+            MM_GEMM_FP8_FP4_SMALL_KC, MM_X86_ONLY(mm_gemm_fp8_fp4_prepared_row_bytes)                        \
+    }
 /* MX on AMX with few rows: K blocks decoded straight into the B tiles (mx_amx_avx512.c), one tile of up
  * to 16 rows per panel; the prepared-block kernel above takes the larger groups. */
 #define AMX_MX_FEW(label)                                                                                    \
@@ -144,8 +151,8 @@ static const few_rows_registration few_rows_registrations[] = {
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, AVX512_MX_SMALL("e5m2xe5m2"), 1},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, AVX512_MX_SMALL("e5m2xe4m3"), 1},
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, AVX512_MX_SMALL("e4m3xe5m2"), 1},
-    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, AVX512_MX_SMALL("e4m3xfp4"), 1},
-    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, AVX512_MX_SMALL("e5m2xfp4"), 1},
+    {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, AVX512_FP8_FP4_SMALL("e4m3xfp4"), 0},
+    {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1, AVX512_FP8_FP4_SMALL("e5m2xfp4"), 0},
     {MM_DTYPE_FP4_E2M1,
      MM_DTYPE_FP4_E2M1,
      {"fp4xfp4_avx512_small_int_8x32", MM_ISA_AVX512, MM_GEMM_FP4_SMALL_MR,

@@ -56,6 +56,15 @@ void mm_ukernel_fp4_fp4_small_avx512(const mm_ukernel_args *args);
 void mm_gemm_fp4_int_prepare_row(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
                                  uint16_t *out);
 int64_t mm_gemm_fp4_int_prepared_row_bytes(int64_t k);
+/* MXFP8 x MXFP4 (FP8 activations, FP4 weights) with few rows (m <= MM_GEMM_FP8_FP4_SMALL_MR,
+ * fp8_fp4_small_avx512.c): FP4 codes to BF16 by word permutes, vdpbf16ps with activation pairs broadcast
+ * from rows prepared to BF16 in the quad order (k, k+2, k+1, k+3). K per call: MM_GEMM_FP8_FP4_SMALL_KC. */
+#define MM_GEMM_FP8_FP4_SMALL_MR 4
+#define MM_GEMM_FP8_FP4_SMALL_KC 2048
+void mm_ukernel_fp8_fp4_small_avx512(const mm_ukernel_args *args);
+void mm_gemm_fp8_fp4_prepare_row(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
+                                 uint16_t *out);
+int64_t mm_gemm_fp8_fp4_prepared_row_bytes(int64_t k);
 /* Weight-only pairs with few rows (m <= MM_GEMM_WO_SMALL_MR, weight_only_small_avx512.c): each K pair of
  * the packed panel decoded to w' in registers and fed to vdpbf16ps (no prepared block), bit for bit the
  * general kernels' results. K per call: MM_GEMM_WO_SMALL_KC. */
