@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_gemm_small_rows.c: the few-rows MX kernels that the registry picks for decode-sized groups
- * without AMX: mx_small_avx512.c for FP8 weights, 1..3 rows; fp8_fp4_small_avx512.c for FP8 x FP4, 1..3
+ * without AMX: mx_small_avx512.c for FP8 weights and fp8_fp4_small_avx512.c for FP8 x FP4, 1..3
  * rows or 1..8 on Zen 4/5; the integer kernel fp4_int_small_avx512.c for FP4 x FP4, 1..8 rows or every
  * group on Zen 4/5; with AMX: mx_amx_avx512.c, 1..16 rows): which kernel is chosen for which row count,
  * and each kernel's results against the float64 expectation (sum of exact products
@@ -106,7 +106,7 @@ static void test_selection(void) {
             int is_small = strstr(k->name, "_small_") != NULL,
                 is_few_amx = strstr(k->name, "_amx_few_") != NULL;
             /* With AMX, up to 16 rows go to the few-rows AMX kernel; without, to the AVX-512 few-rows
-             * kernels up to the profile's rows (MX 3; MXFP8 x MXFP4 8 on Zen 4/5; MXFP4 x MXFP4 8, every
+             * kernels up to the profile's rows (FP8 activations: 3, 8 on Zen 4/5; MXFP4 x MXFP4: 8, every
              * group on Zen 4/5); more rows never go to either. */
             CHECK_EQ_INT(is_few_amx, amx_few && rows <= MM_GEMM_MX_FEW_AMX_MR);
             /* FP8 weights: mx_small_avx512.c (VBMI); FP4 weights: fp8_fp4_small_avx512.c and

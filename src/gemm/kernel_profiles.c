@@ -96,17 +96,16 @@ mm_kernel_kind mm_kernel_rule_choose(const mm_kernel_rule *r, unsigned available
             RULE(MM_MX_SMALL_MAX_ROWS, MM_MX_FEW_AMX_MAX_ROWS, 0),                                           \
             RULE(MM_MX_FP4_SMALL_MAX_ROWS, MM_MX_FEW_AMX_MAX_ROWS, 0), WEIGHT_ONLY_RULES                     \
     }
-/* Zen 5 (measured on an EPYC, family 0x1A, with `megamoe tune` and `megamoe bench ffn`: docs/gemm.md,
- * 'CPU profiles and the tune cache'): no AMX; the few-rows kernels were not slower than the general
- * AVX-512 kernels at 1..4 rows (INT8 x INT4 faster up to 32 rows, MX within the noise of a loaded
- * machine), so the Xeon's AVX-512 thresholds stay until a quiet measurement says otherwise; MXFP4 x
- * MXFP4's integer kernel beat the general one at 1..256 rows (1.1-2.4x), MXFP8 x MXFP4's few-rows kernel
- * at 1..8 rows (docs/gemm.md). */
+/* Zen 5 (measured on an EPYC, family 0x1A, with `megamoe tune`, `megamoe bench ffn` and single GEMMs:
+ * docs/gemm.md, 'CPU profiles and the tune cache' and 'MX few-rows kernels on Zen 5'): no AMX; INT8 x
+ * INT4's few-rows kernel as on the Xeon (faster up to 32 rows, kept at 10); the FP8-activation MX
+ * few-rows kernels (FP8 and FP4 weights) faster than the general one up to 8 rows; MXFP4 x MXFP4's
+ * integer kernel faster at every row count measured (1..256). */
 #define ZEN5_RULES                                                                                           \
     {                                                                                                        \
         RULE(0, 0, MM_ROWS_NEVER), RULE(0, 0, MM_ROWS_NEVER), RULE(MM_I4_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER),  \
-            RULE(MM_MX_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER),                                                    \
-            RULE(MM_MX_FP8_FP4_SMALL_MAX_ROWS_ZEN5, 0, MM_ROWS_NEVER), RULE(MM_ROWS_ALL, 0, MM_ROWS_NEVER),  \
+            RULE(MM_MX_SMALL_MAX_ROWS_ZEN5, 0, MM_ROWS_NEVER),                                               \
+            RULE(MM_MX_SMALL_MAX_ROWS_ZEN5, 0, MM_ROWS_NEVER), RULE(MM_ROWS_ALL, 0, MM_ROWS_NEVER),          \
             WEIGHT_ONLY_RULES                                                                                \
     }
 

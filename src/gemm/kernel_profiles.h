@@ -26,12 +26,13 @@
 #define MM_MX_SMALL_MAX_ROWS 3
 /* MXFP4 x MXFP4's few-rows kernel (fp4_int_small_avx512.c, integer block sums): one 8-row tile, where
  * it reads each weight once; on Zen 5 it beats the general kernel at every row count (measured:
- * docs/gemm.md, 'MXFP4 x MXFP4 in integers'), so that profile gives it every group (MM_ROWS_ALL). */
+ * docs/gemm.md, 'MX few-rows kernels on Zen 5'), so that profile gives it every group (MM_ROWS_ALL). */
 #define MM_MX_FP4_SMALL_MAX_ROWS 8
-/* MXFP8 x MXFP4's few-rows kernel (fp8_fp4_small_avx512.c) on Zen 5: two 4-row tiles, beyond which the
- * general kernel is faster (measured: docs/gemm.md, 'MXFP8 x MXFP4 by word permutes'). */
-#define MM_MX_FP8_FP4_SMALL_MAX_ROWS_ZEN5 8
-#define MM_MX_FEW_AMX_MAX_ROWS            16
+/* The MX few-rows kernels with FP8 activations (mx_small_avx512.c, fp8_fp4_small_avx512.c) on Zen 5: two
+ * 4-row tiles, beyond which the general kernel is as fast (measured: docs/gemm.md, 'MX few-rows kernels
+ * on Zen 5'). */
+#define MM_MX_SMALL_MAX_ROWS_ZEN5 8
+#define MM_MX_FEW_AMX_MAX_ROWS    16
 /* The weight-only pairs' few-rows kernels (weight_only_small_avx512.c): at most one 8-row tile (where
  * they decode each weight once), FP8 to 4 rows, beyond which its decode and 16 vdpbf16ps per pair are
  * slower than the prepared-block kernel (measured on Zen 5: docs/gemm.md, 'Weight-only formats at

@@ -124,7 +124,7 @@ typedef struct few_rows_registration {
 #define AVX512_MX_SMALL(label)                                                                               \
     {                                                                                                        \
         label "_avx512_small_4x32", MM_ISA_AVX512, MM_GEMM_MX_SMALL_MR,                                      \
-            MM_X86_ONLY(mm_ukernel_mx_small_avx512), mm_gemm_mx_row_to_bf16, NULL, 0, NULL                   \
+            MM_X86_ONLY(mm_ukernel_mx_small_avx512), mm_gemm_mx_row_to_bf16, NULL, MM_GEMM_MX_SMALL_KC, NULL \
     }
 /* FP8 x FP4 with few rows: FP4 codes to BF16 by word permutes, rows prepared in quad order. */
 #define AVX512_FP8_FP4_SMALL(label)                                                                          \

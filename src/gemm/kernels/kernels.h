@@ -41,10 +41,11 @@ void mm_prepare_panel_fp4_avx512(const mm_ukernel_args *args, uint8_t *block);
 void mm_ukernel_bf16_prepared_avx512(const mm_ukernel_args *args);
 void mm_prepare_panel_fp8_block_avx512(const mm_ukernel_args *args, uint8_t *block);
 void mm_prepare_panel_uint4_avx512(const mm_ukernel_args *args, uint8_t *block);
-/* MX pairs with few rows (m <= MM_GEMM_MX_SMALL_MR, mx_small_avx512.c): BF16 dot products over prepared
- * rows and the raw packed panel (FP8 or FP4 codes looked up to BF16 in registers, scales per K block).
- * Also needs AVX512_VBMI. */
+/* FP8 x FP8 with few rows (m <= MM_GEMM_MX_SMALL_MR, mx_small_avx512.c): BF16 dot products over prepared
+ * rows and the raw packed panel (FP8 codes looked up to BF16 in registers, scales per K block). Also
+ * needs AVX512_VBMI. K per call: MM_GEMM_MX_SMALL_KC (a call builds its lookup tables). */
 #define MM_GEMM_MX_SMALL_MR 4
+#define MM_GEMM_MX_SMALL_KC 2048
 void mm_ukernel_mx_small_avx512(const mm_ukernel_args *args);
 /* MXFP4 x MXFP4 with few rows (m <= MM_GEMM_FP4_SMALL_MR, fp4_int_small_avx512.c): exact integer block
  * sums on vpdpbusd (2 x E2M1 is an integer), the raw packed panel, rows prepared once per GEMM call to

@@ -213,12 +213,7 @@ static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_ar
     tile_scales ts;
     tile_scales_of(rows, n_rows, b0, blocks, &ts);
     _Alignas(64) float acc[MR][MM_GEMM_NR];
-    for (int r = 0; r < n_rows; r++) {
-        if (p->first)
-            memset(acc[r], 0, sizeof acc[r]);
-        else
-            memcpy(acc[r], (const float *)p->partial + r * MM_GEMM_NR, sizeof acc[r]);
-    }
+    tile_f32_start(p, n_rows, acc);
     const __m512i u_table = code_table(OFFSET), nibble = _mm512_set1_epi8(0x0F);
     _Alignas(64) int16_t pair_order[32];
     for (int j = 0; j < 32; j++) pair_order[j] = (int16_t)((j % 2) * 16 + j / 2);
@@ -260,14 +255,7 @@ static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_ar
             }
         }
     }
-    if (!p->last) {
-        memcpy(p->partial, acc, (size_t)n_rows * sizeof acc[0]);
-        return;
-    }
-    for (int r = 0; r < n_rows; r++) {
-        _mm512_mask_storeu_ps(p->c + r * p->ldc, tile_mask_lo(p->n), _mm512_load_ps(acc[r]));
-        _mm512_mask_storeu_ps(p->c + r * p->ldc + 16, tile_mask_hi(p->n), _mm512_load_ps(acc[r] + 16));
-    }
+    tile_f32_finish(p, n_rows, acc);
 }
 
 void mm_ukernel_fp4_fp4_small_avx512(const mm_ukernel_args *p) {

@@ -86,12 +86,7 @@ static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_ar
     const uint16_t *row[MR];
     for (int r = 0; r < rows; r++) row[r] = (const uint16_t *)(const void *)(p->a + r * p->a_stride);
     _Alignas(64) float sum[MR][MM_GEMM_NR];
-    for (int r = 0; r < rows; r++) {
-        if (p->first)
-            memset(sum[r], 0, sizeof sum[r]);
-        else
-            memcpy(sum[r], (const float *)p->partial + r * MM_GEMM_NR, sizeof sum[r]);
-    }
+    tile_f32_start(p, rows, sum);
     const uint16_t *lut = mm_format_lut_bf16(MM_DTYPE_FP4_E2M1);
     _Alignas(64) uint16_t words[32];
     _Alignas(64) int16_t pair_order[32];
@@ -123,14 +118,7 @@ static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_ar
                 _mm512_store_ps(sum[r] + 16 * h, running);
             }
     }
-    if (!p->last) {
-        memcpy(p->partial, sum, (size_t)rows * sizeof sum[0]);
-        return;
-    }
-    for (int r = 0; r < rows; r++) {
-        _mm512_mask_storeu_ps(p->c + r * p->ldc, tile_mask_lo(p->n), _mm512_load_ps(sum[r]));
-        _mm512_mask_storeu_ps(p->c + r * p->ldc + 16, tile_mask_hi(p->n), _mm512_load_ps(sum[r] + 16));
-    }
+    tile_f32_finish(p, rows, sum);
 }
 
 void mm_ukernel_fp8_fp4_small_avx512(const mm_ukernel_args *p) {

@@ -10,6 +10,7 @@
 #define MEGAMOE_GEMM_TILE_STORE_AVX512_H
 
 #include <immintrin.h>
+#include <string.h>
 
 #include "gemm/kernels/kernels.h"
 
@@ -19,6 +20,26 @@ static inline __mmask16 tile_mask_lo(int64_t n) {
 }
 static inline __mmask16 tile_mask_hi(int64_t n) {
     return n >= 32 ? (__mmask16)0xFFFF : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
+}
+
+/* F32 running sums of `rows` rows x 32 columns kept in memory by a kernel (the few-rows MX kernels add
+ * one block at a time): start from zero or from `partial`, end into `partial` or C. */
+static inline void tile_f32_start(const mm_ukernel_args *p, int rows, float (*sum)[MM_GEMM_NR]) {
+    if (p->first)
+        memset(sum, 0, (size_t)rows * sizeof sum[0]);
+    else
+        memcpy(sum, p->partial, (size_t)rows * sizeof sum[0]);
+}
+
+static inline void tile_f32_finish(const mm_ukernel_args *p, int rows, float (*sum)[MM_GEMM_NR]) {
+    if (!p->last) {
+        memcpy(p->partial, sum, (size_t)rows * sizeof sum[0]);
+        return;
+    }
+    for (int r = 0; r < rows; r++) {
+        _mm512_mask_storeu_ps(p->c + r * p->ldc, tile_mask_lo(p->n), _mm512_loadu_ps(sum[r]));
+        _mm512_mask_storeu_ps(p->c + r * p->ldc + 16, tile_mask_hi(p->n), _mm512_loadu_ps(sum[r] + 16));
+    }
 }
 
 /* Row r of the raw sums, kept between K blocks. */
