@@ -295,10 +295,11 @@ static int measure_row(const ffn_config *cfg, const baselines *b, bench_ffn_expe
         times->kernel[level + 1] = kname;
     }
     double worst = spread[0] > spread[1] ? spread[0] : spread[1];
-    printf("%-11s %5lld %4lld %-10s %-22s %9.3f %9.3f %8.1f %6.0f%% %6.0f%% %7.1f %6.2f %6.2f %5.2f %6.2f %5d\n",
-           bench_ffn_format_name(f), (long long)hidden, (long long)rows, level_name(level), kname,
-           med[0] * 1e3, med[1] * 1e3, rate / 1e9, dot > 0 ? 100 * rate / dot : NAN,
-           peak > 0 ? 100 * rate / peak : NAN, wbytes / 1e6, xbw[0], xbw[1], med[0] / med[1], worst, tries);
+    printf(
+        "%-11s %5lld %4lld %-10s %-22s %9.3f %9.3f %8.1f %6.0f%% %6.0f%% %7.1f %6.2f %6.2f %5.2f %6.2f %5d\n",
+        bench_ffn_format_name(f), (long long)hidden, (long long)rows, level_name(level), kname, med[0] * 1e3,
+        med[1] * 1e3, rate / 1e9, dot > 0 ? 100 * rate / dot : NAN, peak > 0 ? 100 * rate / peak : NAN,
+        wbytes / 1e6, xbw[0], xbw[1], med[0] / med[1], worst, tries);
     fflush(stdout);
     if (cli_json_out()) {
         cli_json j = cli_json_row("row");
@@ -407,8 +408,8 @@ static int warm_up_experts(bench_ffn_format f, int64_t hidden, bench_ffn_expert 
         pass++;
         if (n < (int)sizeof line - 16) n += snprintf(line + n, sizeof line - (size_t)n, " %.0f", sum * 1e3);
     }
-    printf("  warm-up %s H %lld: %d untimed pass%s over %lld experts (ms per pass:%s)%s\n", bench_ffn_format_name(f),
-           (long long)hidden, pass, pass > 1 ? "es" : "", (long long)experts, line,
+    printf("  warm-up %s H %lld: %d untimed pass%s over %lld experts (ms per pass:%s)%s\n",
+           bench_ffn_format_name(f), (long long)hidden, pass, pass > 1 ? "es" : "", (long long)experts, line,
            steady ? "" : ", still not steady");
     if (cli_json_out()) {
         cli_json j = cli_json_row("warmup");
@@ -426,8 +427,8 @@ static int warm_up_experts(bench_ffn_format f, int64_t hidden, bench_ffn_expert 
 
 static void print_ffn_header(void) {
     printf("%-11s %5s %4s %-10s %-22s %9s %9s %8s %7s %7s %7s %6s %6s %5s %6s %5s\n", "format", "H", "rows",
-           "level", "kernel (GEMM1)", "t1 ms", "tN ms", "GFLOP/s", "%dot", "%isa", "w MB", "xbw1", "xbwN", "N/1",
-           "spread", "tries");
+           "level", "kernel (GEMM1)", "t1 ms", "tN ms", "GFLOP/s", "%dot", "%isa", "w MB", "xbw1", "xbwN",
+           "N/1", "spread", "tries");
 }
 
 /* (c) for one format: the tiny reference shape, then every hidden size and row count. */
