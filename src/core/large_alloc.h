@@ -6,7 +6,9 @@
  * stream weights at DRAM speed, and with 4 KiB pages every 4 KiB costs a TLB walk and stops the hardware
  * prefetchers at the page boundary. Where the advice is refused the buffer simply stays on small pages.
  * On a NUMA machine (with libnuma in the build) they are also interleaved over the nodes of the
- * process's CPUs (core/numa.h).
+ * process's CPUs (core/numa.h). Both take effect at a page's first touch, so the block's pages are
+ * dropped before it is returned (the C library may hand out heap memory the process touched before):
+ * its contents are undefined, as malloc's, and the first write faults it in afresh.
  * Free with free().
  *
  * Internal API for tools: `megamoe bench ffn` (tools/bench/bench_ffn.c) allocates its streamed buffers so;
