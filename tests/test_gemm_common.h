@@ -107,6 +107,9 @@ static inline void gemm_case_make(gemm_case *c, mm_dtype a_dtype, mm_dtype w_dty
             if (mm_format_is_mx(a_dtype)) v *= mm_e8m0_to_f32(c->a_mx[r * c->a_mx_stride + i / 32]);
             c->deq_a[r * k + i] = v;
         }
+        /* An odd K leaves a padding nibble in the last byte of a 4-bit row: the caller may leave anything
+         * there (docs/operators.md), so the kernels must ignore it. */
+        if (mm_format_is_nibble(a_dtype) && (k & 1)) gemm_put(a_dtype, c->a + r * c->a_stride, k, 0x7);
     }
     int64_t stored_rows = transposed ? n : k, stored_len = transposed ? k : n;
     int64_t row_bytes = mm_dtype_row_bytes(w_dtype, stored_len);

@@ -45,6 +45,19 @@ static int row_overflows(const gemm_case *c, int64_t r) {
     return 0;
 }
 
+/* Packs the case's weights and runs it with `kernel` into out (rows x ldc). */
+static void run_kernel(const gemm_case *c, const mm_gemm_kernel *kernel, float *out, int64_t ldc) {
+    mm_error err;
+    mm_gemm_weight_desc desc = gemm_case_weights(c);
+    mm_gemm_packed_weights *w = NULL;
+    CHECK_OK(mm_gemm_pack_weights(&desc, &w, &err), &err);
+    if (!w) return;
+    mm_gemm_group g = gemm_case_group(c, w, out, ldc);
+    mm_gemm_options opts = {kernel, NULL, NULL};
+    CHECK_OK(mm_gemm_grouped(c->a_dtype, 1, &g, &opts, &err), &err);
+    mm_gemm_packed_free(w);
+}
+
 /* Runs the case with `kernel` and compares every output with the float64 expectation. extra_per_k: an
  * allowance per K element for flushed tiny values. nan_cols: per column, 1 when NaN is expected; nan_row:
  * the row where NaN is expected (-1: none). */
@@ -195,6 +208,90 @@ static void test_extreme_scales(int p, const mm_gemm_kernel *small, int on_rows)
     }
 }
 
+/* Sets every activation scale byte to ea and every weight scale byte to ew (-1: random bytes 0..255 for
+ * each), and the float64 values with them. */
+static void set_scales(gemm_case *c, int ea, int ew, uint64_t *rng) {
+    int64_t blocks = (c->k + 31) / 32, slots = (c->k + 63) / 64 * 2;
+    for (int64_t r = 0; r < c->rows; r++)
+        for (int64_t b = 0; b < blocks; b++) {
+            uint8_t *s = &c->a_mx[r * c->a_mx_stride + b];
+            double old = mm_e8m0_to_f32(*s);
+            *s = (uint8_t)(ea >= 0 ? ea : (int)(mm_test_rand_u64(rng) & 0xFF));
+            for (int64_t i = b * 32; i < c->k && i < (b + 1) * 32; i++)
+                c->deq_a[r * c->k + i] = c->deq_a[r * c->k + i] / old * ldexp(1.0, (int)*s - 127);
+        }
+    for (int64_t j = 0; j < c->n; j++)
+        for (int64_t b = 0; b < blocks; b++) {
+            uint8_t *s = &c->w_mx[j * slots + b];
+            double old = mm_e8m0_to_f32(*s);
+            *s = (uint8_t)(ew >= 0 ? ew : (int)(mm_test_rand_u64(rng) & 0xFF));
+            for (int64_t i = b * 32; i < c->k && i < (b + 1) * 32; i++)
+                c->deq_w[i * c->n + j] = c->deq_w[i * c->n + j] / old * ldexp(1.0, (int)*s - 127);
+        }
+}
+
+/* 0 finite, 1 +Inf, 2 -Inf, 3 NaN. */
+static int value_class(float v) {
+    return isnan(v) ? 3 : isinf(v) ? (v > 0 ? 1 : 2) : 0;
+}
+
+/* FP4 x FP4's integer kernel at the edges of its fast range (scale bytes ea in [3, 252], ew in [1, 252],
+ * 130 <= ea + ew <= 369) and at random scales over the whole E8M0 range: every output has the class of
+ * the reference kernel's (finite, +Inf, -Inf, NaN) and, when finite, lies within the bound of the float64
+ * value (plus the rounding of products below 2^-126, which both kernels round alike). */
+static void test_fp4_scale_edges(const mm_gemm_kernel *kernel, const mm_gemm_kernel *ref) {
+    static const int edges[][2] = {{252, 117}, {253, 116}, {116, 253}, {252, 0},   {0, 130},   {3, 127},
+                                   {2, 128},   {129, 1},   {130, 0},   {64, 65},   {65, 65},   {185, 184},
+                                   {185, 185}, {255, 127}, {127, 255}, {254, 120}, {120, 254}, {200, 169}};
+    const int n_edges = (int)(sizeof edges / sizeof edges[0]), n_random = 40;
+    uint64_t rng = 4242;
+    for (int t = 0; t < n_edges + n_random; t++) {
+        gemm_case c;
+        int64_t rows = t % 2 ? 9 : 3, k = t % 3 ? 96 : 77, n = 40, ldc = n;
+        gemm_case_make(&c, MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, rows, k, n, 0, 0, 7000 + (uint64_t)t);
+        set_scales(&c, t < n_edges ? edges[t][0] : -1, t < n_edges ? edges[t][1] : -1, &rng);
+        float *got = malloc((size_t)(rows * n) * sizeof *got),
+              *want = malloc((size_t)(rows * n) * sizeof *want);
+        run_kernel(&c, kernel, got, ldc);
+        run_kernel(&c, ref, want, ldc);
+        int bad = 0;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < n; j++) {
+                double value, abs_sum;
+                float exact;
+                gemm_case_expect(&c, r, j, &value, &abs_sum, &exact);
+                float g = got[r * n + j], w = want[r * n + j];
+                int ok =
+                    value_class(g) == value_class(w) &&
+                    (value_class(g) != 0 || fabs((double)g - value) <= 2 * gemm_f32_sum_bound(k, abs_sum) +
+                                                                           (double)k * ldexp(1.0, -148));
+                if (!ok && bad++ == 0)
+                    fprintf(stderr,
+                            "fp4 scales %d/%d (case %d) %s: c[%lld][%lld] = %.9g, reference %.9g, expected "
+                            "%.9g\n",
+                            t < n_edges ? edges[t][0] : -1, t < n_edges ? edges[t][1] : -1, t, kernel->name,
+                            (long long)r, (long long)j, g, w, value);
+            }
+        CHECK_EQ_INT(bad, 0);
+        free(got), free(want);
+        gemm_case_free(&c);
+    }
+}
+
+/* Groups larger than one tile (the zen5 profile gives the integer FP4 x FP4 kernel every group). */
+static void test_many_rows(const mm_gemm_kernel *kernel) {
+    static const int64_t rows_list[] = {9, 17, 130};
+    static const int64_t ks[] = {33, 2049};
+    uint64_t seed = 900;
+    for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+            gemm_case c;
+            gemm_case_make(&c, MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, rows_list[ri], ks[ki], 45, 0, 0, seed++);
+            check_case("many rows", &c, kernel, 0, NULL, -1);
+            gemm_case_free(&c);
+        }
+}
+
 int main(void) {
     test_selection();
     /* Every few-rows MX kernel the hardware has, per pair (MXFP4 x MXFP4 has its own on AVX-512). */
@@ -213,6 +310,10 @@ int main(void) {
             test_shapes(p, few, mm_gemm_kernel_lookup(MM_ISA_REF, pairs[p][0], pairs[p][1]));
             test_extreme_scales(p, few, 0);
             test_extreme_scales(p, few, 1);
+            if (is_fp4_fp4(p) && strstr(few->name, "_int_")) {
+                test_fp4_scale_edges(few, mm_gemm_kernel_lookup(MM_ISA_REF, pairs[p][0], pairs[p][1]));
+                test_many_rows(few);
+            }
             tested++;
         }
     if (!tested) printf("test_gemm_small_rows: no AVX-512 here, only the selection was checked\n");

@@ -17,7 +17,7 @@
  * of each column side by side, so "and 0x0F" / ">> 4" give the quads (K 4j..4j+3) of columns 0..15 /
  * 16..31 in dword order, as vpdpbusd wants them.
  * Scales: a block is computed so when every scale byte of the tile's rows (ea) and of the panel's valid
- * columns (ew) satisfies ea in [3, 253], ew in [1, 253] and 130 <= ea + ew <= 369: then a' and w' are
+ * columns (ew) satisfies ea in [3, 252], ew in [1, 252] and 130 <= ea + ew <= 369: then a' and w' are
  * finite in F32, every nonzero product a' * w' (>= 2^(ea+ew-256)) is normal, and |R| * 2^(ea+ew-256)
  * cannot overflow. Other blocks (tiny, huge or NaN scales) are computed like the reference kernel
  * (ref_mx.c): F32 products of the decoded values added in K order.
@@ -40,7 +40,7 @@
 #define PREFETCH_AHEAD 2048
 #endif
 /* The fast range of the scale bytes (see the file comment). */
-#define SCALE_MAX        253
+#define SCALE_MAX        252
 #define ACT_SCALE_MIN    3
 #define WEIGHT_SCALE_MIN 1
 #define SUM_MIN          130
@@ -136,8 +136,14 @@ void mm_gemm_fp4_int_prepare_row(mm_dtype a_dtype, const uint8_t *raw, const uin
     float *scale_quarter = (float *)(uintptr_t)pr.scale_quarter;
     uint8_t *scale = (uint8_t *)(uintptr_t)pr.scale;
     for (int64_t blk = 0; blk < blocks; blk++) {
-        scale_quarter[blk] = e8m0_f32[mx_scales[blk]] * 0.25f;
-        scale[blk] = mx_scales[blk];
+        uint8_t b = mx_scales[blk];
+        /* An all-zero block (the MX quantizer gives it scale byte 0, outside the fast range) contributes
+         * +-0 whatever its scale, except NaN: give it a neutral scale, so that a zero row does not send
+         * its whole tile to the reference arithmetic. */
+        __m256i values = _mm256_loadu_si256((const __m256i *)(const void *)(dst + 32 * blk));
+        if (b != 0xFF && _mm256_testz_si256(values, values)) b = 127;
+        scale_quarter[blk] = e8m0_f32[b] * 0.25f;
+        scale[blk] = b;
     }
 }
 
@@ -182,7 +188,12 @@ static void block_reference(const mm_ukernel_args *p, const prepared_row *rows, 
             wv[c] = lut[mm_packed_code(MM_DTYPE_FP4_E2M1, p->b, k, c)] * w_scale[c];
         for (int r = 0; r < n_rows; r++) {
             float av = 0.5f * (float)rows[r].s[k] * e8m0_f32[rows[r].scale[k >> 5]];
-            for (int c = 0; c < MM_GEMM_NR; c++) acc[r][c] += av * wv[c];
+            for (int c = 0; c < MM_GEMM_NR; c++) {
+                /* Two statements: a compiler that contracts within an expression (clang) must not fuse
+                 * the product into the addition, which the reference rounds separately. */
+                float product = av * wv[c];
+                acc[r][c] += product;
+            }
         }
     }
 }
@@ -204,6 +215,9 @@ static inline __attribute__((always_inline)) void step(const uint8_t *at, __m512
 }
 
 static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_args *p, int n_rows) {
+    /* The prepared rows are read by asm that does not declare it (dpbusd_bcst): they were written before
+     * this call, and nothing here writes them; the barrier only makes that explicit. */
+    __asm__ volatile("" ::: "memory");
     /* Chains per row: 4 (columns 0..15 / 16..31 x even / odd steps) up to 4 rows, else 2. */
     enum { MAX_CHAINS = 4 };
     const int split = n_rows <= 4;

@@ -16,11 +16,14 @@
  * The E8M0 weight scale is applied per K block of 32: the block's products a' * q (q the unscaled FP4
  * weight, exact in BF16 whatever the scale) are summed in F32 from zero, multiplied by the F32 scale
  * 2^(b-127) and added to the running sum. That multiply is exact unless the result leaves the normal F32
- * range (it then rounds to a subnormal, below 2^-126, or overflows where the sum is beyond F32 anyway),
- * and the NaN scale 0xFF makes the column NaN, so no scale needs a path of its own.
+ * range (it then rounds to a subnormal, below 2^-126), and the NaN scale 0xFF makes the column NaN.
+ * Limit: the block sum is formed before the weight scale, so activations a' beyond about 2^120 (E8M0
+ * activation scale bytes near the top of their range) can overflow it where the reference, which
+ * scales w' first, stays finite: the result is then Inf or NaN.
  * Tolerance against the reference kernel (ref_mx.c): the same exact products summed in F32 in another
- * order, so |c - c_ref| <= 2 K 2^-24 sum_k |a'_k w'_k|; products below 2^-126 may be flushed
- * (vdpbf16ps), and beyond the F32 range an Inf of the reference may be a NaN here or the reverse. */
+ * order, so |c - c_ref| <= 2 K 2^-24 sum_k |a'_k w'_k|; activations a' below 2^-126 are flushed to zero
+ * (vdpbf16ps reads BF16 subnormals as zero), and beyond the F32 range an Inf of the reference may be a
+ * NaN here or the reverse. */
 #include <immintrin.h>
 #include <string.h>
 

@@ -15,13 +15,15 @@
  * The E8M0 weight scale is applied per K block of 32: the block's products a' * q (a' the prepared BF16
  * activation with its own scale, q the unscaled weight) are summed in F32 from zero, then multiplied by
  * the F32 scale 2^(b-127) and added to the running sum: exact unless the result leaves the normal F32
- * range (it then rounds to a subnormal, or overflows where the sum is beyond F32 anyway); the NaN scale
- * 0xFF makes the column NaN.
+ * range (it then rounds to a subnormal); the NaN scale 0xFF makes the column NaN. Limit: the block sum
+ * is formed before the weight scale, so activations a' beyond about 2^114 (with E4M3 weights up to 448;
+ * E8M0 activation scale bytes near the top of their range) can overflow it where the reference, which
+ * scales w' first, stays finite: the result is then Inf or NaN.
  *
  * Tolerance against the reference kernel (ref_mx.c): the same exact products, summed in F32 in another
  * order (per block, pairs and chains grouped), so |c - c_ref| <= 2 K 2^-24 sum_k |a'_k w'_k|; beyond the
  * F32 range an Inf of the reference may be a NaN here or the reverse (a block sum overflows where single
- * products do not, or the other way), and products below 2^-126 may be flushed (vdpbf16ps). */
+ * products do not, or the other way), and activations a' below 2^-126 are flushed to zero (vdpbf16ps). */
 /* vpermt2b (AVX512_VBMI): the registry offers this kernel only when the CPU has it. */
 #pragma GCC target("avx512vbmi")
 #include <immintrin.h>
