@@ -161,6 +161,9 @@ static void print_header(const bench_cfg *c, int64_t ranks) {
     char pool[160];
     cli_threads_describe(pool, sizeof pool);
     printf("worker pool: %s\n", pool);
+    char cpu[400];
+    cli_cpu_describe(cpu, sizeof cpu);
+    printf("cpu: %s\n", cpu);
     printf("%-8s %10s %12s %12s %14s %10s %10s %12s\n", "tokens", "rows", "dispatch us", "combine us",
            c->mpi ? "MPI_A2Av us" : "mm_a2av us", "disp GB/s", "comb GB/s", "disp/a2av");
     if (!cli_json_out()) return;

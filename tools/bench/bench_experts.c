@@ -242,6 +242,9 @@ int mm_bench_experts_main(int argc, char **argv) {
     char pool[160];
     cli_threads_describe(pool, sizeof pool);
     printf("worker pool: %s\n", pool);
+    char cpu[400];
+    cli_cpu_describe(cpu, sizeof cpu);
+    printf("cpu: %s\n", cpu);
     for (int f = 0; f < o.n_formats; f++) run_moe_print_kernels(o.formats[f]);
     printf("\n");
     if (cli_json_out()) {

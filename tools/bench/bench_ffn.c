@@ -667,6 +667,9 @@ static void print_header(const ffn_config *cfg) {
            "(registry uses up to %s)\nworker pool: %s\n",
            (long long)cfg->inter, cfg->threads, mm_cpu_supports(MM_ISA_AVX512) ? "yes" : "no",
            mm_cpu_supports(MM_ISA_AMX) ? "yes" : "no", mm_isa_name(mm_cpu_isa()), pool);
+    char cpu[400];
+    cli_cpu_describe(cpu, sizeof cpu);
+    printf("cpu: %s\n", cpu);
     const mm_gemm_kernel_config *kc = mm_gemm_kernel_config_get();
     printf("kernel choice: cpu profile %s (%s), tune cache %s\n", kc->profile->name,
            kc->profile_forced ? "MEGAMOE_CPU_PROFILE" : "detected",

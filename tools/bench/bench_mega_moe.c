@@ -221,6 +221,9 @@ static void print_header(const char *backend, int64_t ranks, const bench_case *c
     char threads[160];
     cli_threads_describe(threads, sizeof threads);
     printf("worker pool: %s\n", threads);
+    char cpu[400];
+    cli_cpu_describe(cpu, sizeof cpu);
+    printf("cpu: %s\n", cpu);
     for (int i = 0; i < n; i++)
         if (i == 0 || cases[i].sc != cases[i - 1].sc) run_moe_print_kernels(cases[i].sc);
     /* The shape each preset runs at (--hidden/--intermediate/--experts may have changed it). */

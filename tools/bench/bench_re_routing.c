@@ -110,6 +110,9 @@ int mm_bench_re_routing_main(int argc, char **argv) {
     char pool[160];
     cli_threads_describe(pool, sizeof pool);
     printf("worker pool: %s\n", pool);
+    char cpu[400];
+    cli_cpu_describe(cpu, sizeof cpu);
+    printf("cpu: %s\n", cpu);
     printf("%-20s %12s %12s %12s %10s\n", "method", "median ms", "min ms", "max ms", "GB/s");
     for (int m = 0; m < METHOD_COUNT; m++)
         printf("%-20s %12.3f %12.3f %12.3f %10.2f\n", names[m], stats[m].median * 1e3, stats[m].min * 1e3,

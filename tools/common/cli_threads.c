@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common/cli_json.h"
 #include "common/cli_util.h"
+#include "core/cpu.h"
 #include "core/cpu_budget.h"
 #include "gemm/kernel_registry.h"
 #include "megamoe/threads.h"
@@ -67,4 +69,13 @@ void cli_kernels_describe(char *buf, size_t size, const char *label, mm_dtype ge
                         g ? ";" : "", g + 1, mm_dtype_name(inputs[g]), mm_dtype_name(weight),
                         k1 ? k1->name : "-", kn ? kn->name : "-");
     }
+}
+
+void cli_cpu_describe(char *buf, size_t size) {
+    char model[256];
+    cli_cpu_model(model, sizeof model);
+    const mm_cpu_id *id = mm_cpu_identity();
+    snprintf(buf, size, "%s (cpuid: %s family %d model %d, %s)", model[0] ? model : "unknown model",
+             id->vendor[0] ? id->vendor : "unknown vendor", id->family, id->model,
+             id->brand[0] ? id->brand : "no brand string");
 }

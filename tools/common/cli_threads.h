@@ -16,6 +16,9 @@ int cli_parse_threads(const char *command, const char *text);
 /* "2 threads (affinity 2 CPUs, cgroup quota none)", naming --threads or MEGAMOE_NUM_THREADS when they set
  * the count, and pinning and NUMA interleaving when on. */
 void cli_threads_describe(char *buf, size_t size);
+/* "MODEL (cpuid: VENDOR family F model M, BRAND)": what a benchmark header names the CPU by (the model
+ * name of /proc/cpuinfo can be as vague as "AMD EPYC"; the cpuid numbers and brand string are not). */
+void cli_cpu_describe(char *buf, size_t size);
 
 /* "gemm kernels of <label>: GEMM1 int8 x int8 K1 (1 row) / KN (many rows); GEMM2 ...": what the
  * registry chooses for these formats at this ISA level (`megamoe version --verbose` lists every pair). */
