@@ -29,6 +29,7 @@
 
 #include "format/decode_tables.h"
 #include "format/format_table.h"
+#include "gemm/kernels/avx512/panel_codes_avx512.h"
 #include "gemm/kernels/avx512/tile_store_avx512.h"
 #include "gemm/kernels/kernels.h"
 
@@ -200,11 +201,11 @@ static void block_reference(const mm_ukernel_args *p, const prepared_row *rows, 
 
 /* One step: K 4i..4i+3 of the 32 columns (64 packed bytes at `at`) into chains `chain` and `chain + 1`
  * of every row; k: the step's first K. */
-static inline __attribute__((always_inline)) void step(const uint8_t *at, __m512i pairs, __m512i u_table,
-                                                       __m512i nibble, int n_rows, const prepared_row *rows,
-                                                       int64_t k, __m512i sums[][4], int chain) {
+static inline __attribute__((always_inline)) void step(const uint8_t *at, __m512i u_table, __m512i nibble,
+                                                       int n_rows, const prepared_row *rows, int64_t k,
+                                                       __m512i sums[][4], int chain) {
     _mm_prefetch((const char *)at + PREFETCH_AHEAD, _MM_HINT_T0);
-    __m512i x = _mm512_permutexvar_epi16(pairs, _mm512_load_si512(at));
+    __m512i x = panel_fp4_quads(at);
     __m512i u_lo = _mm512_shuffle_epi8(u_table, _mm512_and_si512(x, nibble));
     __m512i u_hi = _mm512_shuffle_epi8(u_table, _mm512_and_si512(_mm512_srli_epi16(x, 4), nibble));
 #pragma GCC unroll 8
@@ -229,9 +230,6 @@ static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_ar
     _Alignas(64) float acc[MR][MM_GEMM_NR];
     tile_f32_start(p, n_rows, acc);
     const __m512i u_table = code_table(OFFSET), nibble = _mm512_set1_epi8(0x0F);
-    _Alignas(64) int16_t pair_order[32];
-    for (int j = 0; j < 32; j++) pair_order[j] = (int16_t)((j % 2) * 16 + j / 2);
-    const __m512i pairs = _mm512_load_si512(pair_order);
     const __mmask32 columns = p->n >= 32 ? ~(__mmask32)0 : (((__mmask32)1 << p->n) - 1);
     for (int64_t blk = 0; blk < blocks; blk++) {
         int64_t b = b0 + blk, k0 = 32 * b, k1 = k0 + 32 < p->k_end ? k0 + 32 : p->k_end;
@@ -248,10 +246,10 @@ static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_ar
         /* Two steps per iteration, so that the chain indices are constants (registers, not memory). */
         int64_t i = 0;
         for (; i + 2 <= steps; i += 2, at += 128) {
-            step(at, pairs, u_table, nibble, n_rows, rows, k0 + 4 * i, sums, 0);
-            step(at + 64, pairs, u_table, nibble, n_rows, rows, k0 + 4 * i + 4, sums, split ? 2 : 0);
+            step(at, u_table, nibble, n_rows, rows, k0 + 4 * i, sums, 0);
+            step(at + 64, u_table, nibble, n_rows, rows, k0 + 4 * i + 4, sums, split ? 2 : 0);
         }
-        if (i < steps) step(at, pairs, u_table, nibble, n_rows, rows, k0 + 4 * i, sums, 0);
+        if (i < steps) step(at, u_table, nibble, n_rows, rows, k0 + 4 * i, sums, 0);
         /* Weight scales 2^(ew-127) from the E8M0 bytes (ew >= 1 here, so a normal F32 exponent). */
         __m512 w_scale[2] = {
             _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(e8m0)), 23)),

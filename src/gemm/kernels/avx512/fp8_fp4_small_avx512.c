@@ -29,6 +29,7 @@
 
 #include "format/decode_tables.h"
 #include "format/format_table.h"
+#include "gemm/kernels/avx512/panel_codes_avx512.h"
 #include "gemm/kernels/avx512/tile_store_avx512.h"
 #include "gemm/kernels/kernels.h"
 
@@ -65,11 +66,11 @@ static inline __m512 dpbf16_bcst(__m512 acc, __m512i weights, const uint16_t *pa
 
 /* One step: K 4i..4i+3 of the 32 columns (64 packed bytes at `at`) into the chains of every row
  * (columns 0..15 / 16..31 times pairs (k, k+2) / (k+1, k+3): acc[r][first + 0..3]). */
-static inline __attribute__((always_inline)) void step(const uint8_t *at, __m512i pairs, __m512i table,
-                                                       int rows, const uint16_t *const *row, int64_t k,
-                                                       __m512 acc[][8], int first) {
+static inline __attribute__((always_inline)) void step(const uint8_t *at, __m512i table, int rows,
+                                                       const uint16_t *const *row, int64_t k, __m512 acc[][8],
+                                                       int first) {
     _mm_prefetch((const char *)at + PREFETCH_AHEAD, _MM_HINT_T0);
-    __m512i x = _mm512_permutexvar_epi16(pairs, _mm512_load_si512(at));
+    __m512i x = panel_fp4_quads(at);
     __m512i w[4] = {_mm512_permutexvar_epi16(x, table),
                     _mm512_permutexvar_epi16(_mm512_srli_epi16(x, 4), table),
                     _mm512_permutexvar_epi16(_mm512_srli_epi16(x, 8), table),
@@ -92,12 +93,8 @@ static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_ar
     tile_f32_start(p, rows, sum);
     const uint16_t *lut = mm_format_lut_bf16(MM_DTYPE_FP4_E2M1);
     _Alignas(64) uint16_t words[32];
-    _Alignas(64) int16_t pair_order[32];
-    for (int j = 0; j < 32; j++) {
-        words[j] = lut[j & 15];
-        pair_order[j] = (int16_t)((j % 2) * 16 + j / 2);
-    }
-    const __m512i table = _mm512_load_si512(words), pairs = _mm512_load_si512(pair_order);
+    for (int j = 0; j < 32; j++) words[j] = lut[j & 15];
+    const __m512i table = _mm512_load_si512(words);
     for (int64_t k0 = p->k_begin; k0 < p->k_end; k0 += 32) {
         int64_t b = k0 / 32, k1 = k0 + 32 < p->k_end ? k0 + 32 : p->k_end;
         __m512 acc[MR][8];
@@ -107,10 +104,10 @@ static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_ar
         const uint8_t *at = p->b + 16 * k0; /* 32 bytes per K pair */
         /* Two steps per iteration, so that the chain indices are constants (registers, not memory). */
         for (; i + 2 <= steps; i += 2, at += 128) {
-            step(at, pairs, table, rows, row, k0 + 4 * i, acc, 0);
-            step(at + 64, pairs, table, rows, row, k0 + 4 * i + 4, acc, split ? 4 : 0);
+            step(at, table, rows, row, k0 + 4 * i, acc, 0);
+            step(at + 64, table, rows, row, k0 + 4 * i + 4, acc, split ? 4 : 0);
         }
-        if (i < steps) step(at, pairs, table, rows, row, k0 + 4 * i, acc, 0);
+        if (i < steps) step(at, table, rows, row, k0 + 4 * i, acc, 0);
         const float *w_scale = p->b_mx_scale + b * MM_GEMM_NR;
         for (int r = 0; r < rows; r++)
             for (int h = 0; h < 2; h++) {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/avx512/panel_codes_avx512.h: reading the codes of one K pair of an FP8 or 4-bit panel
- * (gemm/packed.h) as BF16-pair-ordered 16-bit lanes, and the FP8 -> BF16 table decode; shared by the MX
- * kernels (mx_avx512.c) and the weight-only ones (weight_only_avx512.c). Included only by *_avx512.c
+ * (gemm/packed.h) as BF16-pair-ordered 16-bit lanes, two FP4 pairs grouped per column, and the FP8 -> BF16
+ * table decode; shared by the MX kernels and the weight-only ones. Included only by *_avx512.c
  * files, which are compiled with AVX-512 flags. */
 #ifndef MEGAMOE_GEMM_PANEL_CODES_AVX512_H
 #define MEGAMOE_GEMM_PANEL_CODES_AVX512_H
@@ -22,6 +22,17 @@ static inline void panel_pair_codes(const uint8_t *panel, int64_t kp, int nibble
         codes[0] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(at));
         codes[1] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(at + 1));
     }
+}
+
+/* The 64 code bytes of FP4 K pairs kp and kp + 1 (kp even) at `at`, each column's two 16-bit words side
+ * by side: dword d holds column d's codes of K 2kp..2kp+3, the low nibbles of its bytes for column d and
+ * the high nibbles for column d + 16 (nibbles 0 / 2 of the first word: K 2kp / 2kp+1, of the second:
+ * 2kp+2 / 2kp+3). One vpermw, shared by the few-rows FP4 kernels (fp4_int_small, fp8_fp4_small). */
+static inline __m512i panel_fp4_quads(const uint8_t *at) {
+    /* Word j of the result is word (j % 2) * 16 + j / 2 of the input. */
+    const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23,
+                                           7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    return _mm512_permutexvar_epi16(order, _mm512_load_si512(at));
 }
 
 /* 32 FP8 codes (16-bit lanes) -> BF16 patterns of their exact values; table: the format's 128 BF16
