@@ -4,7 +4,10 @@
  * Pins the spec's worked example byte for byte, the special groups (all zero, BF16-subnormal only,
  * NaN, Inf), the short last group, FP4 packing of an odd row, E5M2 and E2M1 variants, saturation of
  * scaled values, the scale extremes (b = 0 and b near 254) and compares random groups with a reference
- * that computes each group in double arithmetic from the code tables. */
+ * that computes each group in double arithmetic from the code tables. Rows of adversarial BF16 / F32 patterns
+ * (every exponent, subnormals, +-0, NaN, Inf) are compared element by element with the exact encoder:
+ * the public quantizers run format/mx_quantize_avx512.c on an AVX-512 CPU and the scalar loop under
+ * MEGAMOE_ISA=ref, and both must give these bits. */
 #include <math.h>
 
 #include "format/convert.h"
@@ -322,6 +325,92 @@ static void test_argument_errors(void) {
     CHECK_STR_CONTAINS(err->message, "int4");
 }
 
+/* One BF16 pattern of the adversarial mix: any exponent, or near a group-wide center, zeros, BF16
+ * subnormals, Inf and NaN (rarely, so most groups stay finite). */
+static uint16_t adversarial_bf16(uint64_t *state, int center) {
+    uint64_t r = mm_test_rand_u64(state);
+    uint16_t sign = (uint16_t)(((r >> 60) & 1) << 15), mantissa = (uint16_t)((r >> 16) & 0x7F);
+    switch (r % 64) {
+    case 0: return sign;                                 /* +-0 */
+    case 1: return (uint16_t)(sign | (mantissa | 1));    /* subnormal */
+    case 2: return (uint16_t)(sign | 0x7F80);            /* Inf, rare: 1 in 64 */
+    case 3: return (uint16_t)(sign | 0x7FC0 | mantissa); /* NaN */
+    case 4:
+    case 5:
+    case 6: return (uint16_t)(sign | ((r >> 24) % 255) << 7 | mantissa); /* anywhere */
+    default: {
+        int e = center - (int)((r >> 32) % 24);
+        if (e < 0) e = 0;
+        return (uint16_t)(sign | (uint32_t)e << 7 | mantissa);
+    }
+    }
+}
+
+/* The codes and scales of a quantized row, recomputed element by element with the exact encoder. */
+static void expected_row(const uint16_t *x, int n, mm_dtype elem, int emax, uint8_t *codes, uint8_t *scales) {
+    for (int g = 0; g * 32 < n; g++) {
+        int len = n - g * 32 < 32 ? n - g * 32 : 32;
+        uint16_t amax = 0;
+        for (int i = 0; i < len; i++)
+            if ((x[g * 32 + i] & 0x7FFF) > amax) amax = (uint16_t)(x[g * 32 + i] & 0x7FFF);
+        int b = amax >= 0x7F80 ? 0xFF : (amax >> 7) > emax ? (amax >> 7) - emax : 0;
+        scales[g] = (uint8_t)b;
+        for (int i = 0; i < len; i++) {
+            uint16_t v = x[g * 32 + i];
+            int nibble = elem == MM_DTYPE_FP4_E2M1;
+            if (b == 0xFF)
+                codes[g * 32 + i] = nibble ? 0 : (uint8_t)((v & 0x8000 ? 0x80 : 0) | 0x7F);
+            else if ((amax >> 7) == 0)
+                codes[g * 32 + i] = 0;
+            else
+                codes[g * 32 + i] = mm_encode_scaled(elem, (uint32_t)v << 16, 127 - b);
+        }
+    }
+}
+
+static void test_adversarial_rows_same_bits(void) {
+    static const mm_dtype elems[3] = {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1};
+    static const int emaxes[3] = {8, 15, 2};
+    enum { MAX_N = 32 * 9 + 7 };
+    uint64_t state = 2026;
+    long long bad = 0, compared = 0;
+    for (int round = 0; round < 3000; round++) {
+        int which = round % 3, f32_input = (round / 3) % 2;
+        mm_dtype elem = elems[which];
+        int nibble = elem == MM_DTYPE_FP4_E2M1;
+        int n = 1 + (int)(mm_test_rand_u64(&state) % MAX_N);
+        int center = 1 + (int)(mm_test_rand_u64(&state) % 254);
+        uint16_t x[MAX_N];
+        float xf[MAX_N];
+        for (int i = 0; i < n; i++) {
+            x[i] = adversarial_bf16(&state, center);
+            uint32_t bits = (uint32_t)x[i] << 16;
+            /* F32 input: the BF16 value plus low bits that round to it or to a neighbour (ties
+             * included); NaNs keep their payload bits, which the rounding quiets */
+            if (f32_input)
+                bits |= (uint32_t)(mm_test_rand_u64(&state) % 3 == 0 ? 0x8000
+                                                                     : mm_test_rand_u64(&state) & 0xFFFF);
+            memcpy(&xf[i], &bits, 4);
+            if (f32_input) x[i] = mm_f32_to_bf16(xf[i]);
+        }
+        uint8_t q[MAX_N], scales[MAX_N / 32 + 1], want[MAX_N], want_scales[MAX_N / 32 + 1];
+        mm_error err_record, *err = &err_record;
+        if (f32_input)
+            CHECK_OK(mm_mx_quantize_row_f32(xf, n, elem, q, scales, err), err);
+        else
+            CHECK_OK(mm_mx_quantize_row_bf16(x, n, elem, q, scales, err), err);
+        expected_row(x, n, elem, emaxes[which], want, want_scales);
+        for (int g = 0; g * 32 < n; g++) bad += scales[g] != want_scales[g];
+        for (int i = 0; i < n; i++) {
+            uint8_t got = nibble ? mm_nibble_get(q, i) : q[i];
+            bad += got != want[i];
+            compared++;
+        }
+    }
+    CHECK(compared > 400000);
+    CHECK_EQ_INT(bad, 0);
+}
+
 int main(void) {
     test_worked_example();
     test_special_groups();
@@ -330,6 +419,7 @@ int main(void) {
     test_saturation_and_scale_extremes();
     test_random_against_reference();
     test_code_table_matches_exact_encoder();
+    test_adversarial_rows_same_bits();
     test_argument_errors();
     return mm_test_finish("test_format_mx");
 }

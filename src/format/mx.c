@@ -5,10 +5,13 @@
  * element is convert(v * 2^(127 - b)). The scaling is done inside the encoder by exponent arithmetic
  * (mm_encode_scaled, or its table form in mx_code_table.c), so it is exact for every b, including
  * groups whose BF16 subnormal elements would lose bits in an F32 product. */
+#include "core/cpu.h"
 #include "core/error.h"
+#include "format/bf16_inline.h"
 #include "format/convert.h"
 #include "format/format_table.h"
 #include "format/mx_code_table.h"
+#include "format/mx_quantize.h"
 #include "megamoe/formats.h"
 
 #define MX_GROUP MM_MX_BLOCK
@@ -21,18 +24,10 @@ static int mx_emax(mm_dtype elem) {
     return t ? t->mx_emax : -1;
 }
 
-/* Spec steps 1-3 on the largest BF16 magnitude pattern of a group (NaN patterns compare above Inf). */
-static uint8_t scale_byte_of_amax_bits(uint16_t amax_bits, int emax) {
-    if (amax_bits >= BF16_INF) return 0xFF;
-    int e = amax_bits >> 7;
-    if (e == 0) return 0;
-    return (uint8_t)(e > emax ? e - emax : 0);
-}
-
 uint8_t mm_mx_scale_byte(float amax, mm_dtype elem) {
     int emax = mx_emax(elem);
     if (emax < 0) return 0xFF;
-    return scale_byte_of_amax_bits((uint16_t)(mm_f32_to_bf16(amax) & BF16_ABS), emax);
+    return mm_mx_scale_byte_of_amax_bits((uint16_t)(mm_f32_to_bf16(amax) & BF16_ABS), emax);
 }
 
 /* The element code of a group whose amax is Inf or NaN (spec step 3): NaN with the element's sign for
@@ -50,7 +45,7 @@ static void quantize_group(const uint16_t *x, int64_t len, int64_t first, mm_dty
         uint16_t a = (uint16_t)(x[i] & BF16_ABS);
         if (a > amax_bits) amax_bits = a;
     }
-    uint8_t scale = scale_byte_of_amax_bits(amax_bits, emax);
+    uint8_t scale = mm_mx_scale_byte_of_amax_bits(amax_bits, emax);
     int zero_group = amax_bits < BF16_INF && (amax_bits >> 7) == 0;
     *scale_out = scale;
 
@@ -96,11 +91,19 @@ static mm_status quantize_row(const uint16_t *x_bf16, const float *x_f32, int64_
     if (st != MM_OK) return st;
     int emax = mx_emax(elem);
     uint16_t group[MX_GROUP];
-    for (int64_t g = 0; g * MX_GROUP < n; g++) {
+    int64_t g = 0;
+#if MM_X86_KERNELS
+    /* Whole groups by the AVX-512 twin (the same bits), the partial last group below. */
+    if (mm_cpu_isa() >= MM_ISA_AVX512) {
+        g = n / MX_GROUP;
+        mm_mx_quantize_groups_avx512(x_bf16, x_f32, g, elem, emax, q, scales);
+    }
+#endif
+    for (; g * MX_GROUP < n; g++) {
         int64_t first = g * MX_GROUP;
         int64_t len = n - first < MX_GROUP ? n - first : MX_GROUP;
         if (x_f32)
-            for (int64_t i = 0; i < len; i++) group[i] = mm_f32_to_bf16(x_f32[first + i]);
+            for (int64_t i = 0; i < len; i++) group[i] = mm_f32_to_bf16_inline(x_f32[first + i]);
         quantize_group(x_f32 ? group : x_bf16 + first, len, first, elem, emax, q, &scales[g]);
     }
     return MM_OK;
