@@ -96,7 +96,7 @@ static void check_avx512_int(uint64_t *seed) {
 }
 
 /* Without AMX, the AMX MX kernels' parts that are plain AVX-512 VBMI code: their activation-row and weight
- * decoders (mm_gemm_mx_row_to_bf16_amx, mm_prepare_panel_*_amx) and their K blocks of MM_GEMM_AMX_KC
+ * decoders (mm_gemm_mx_row_to_bf16_vbmi, mm_prepare_panel_*_amx) and their K blocks of MM_GEMM_AMX_KC
  * (prepared blocks beyond the stack block, in the thread's scratch), on a stand-in kernel whose products
  * are the AVX-512 MX tile, which reads the same prepared BF16 pair layout as the AMX tile. Checked like
  * the AMX kernels (bound, thread count, kc = MM_GEMM_KC). Returns how many pairs ran. */
@@ -109,7 +109,7 @@ static int check_amx_decoders_standin(const mm_dtype (*pairs)[2], size_t n_pairs
         if (!base) continue;
         mm_gemm_kernel stand_in = *base;
         stand_in.name = "amx mx decoders + avx512 mx tile (stand-in)";
-        stand_in.prepare_rows = MM_X86_ONLY(mm_gemm_mx_row_to_bf16_amx);
+        stand_in.prepare_rows = MM_X86_ONLY(mm_gemm_mx_row_to_bf16_vbmi);
         stand_in.prepare_panel = w == MM_DTYPE_FP4_E2M1 ? MM_X86_ONLY(mm_prepare_panel_fp4_amx)
                                                         : MM_X86_ONLY(mm_prepare_panel_fp8_amx);
         stand_in.kc = MM_GEMM_AMX_KC;

@@ -113,12 +113,12 @@ static void check_format(const mm_gemm_kernel *kernel, mm_dtype w_dtype, int fin
     free(mx);
 }
 
-/* The AMX kernels' activation rows (mm_gemm_mx_row_to_bf16_amx) against the scalar conversion
+/* The AMX kernels' activation rows (mm_gemm_mx_row_to_bf16_vbmi) against the scalar conversion
  * (mm_gemm_mx_row_to_bf16): every code under every scale byte, an odd K with a tail shorter than the
  * vector step, bit for bit except that a zero of either sign may come out as +0. */
 static void check_rows(mm_dtype a_dtype, int finite) {
     void (*row_amx)(mm_dtype, const uint8_t *, const uint8_t *, int64_t, uint16_t *) =
-        MM_X86_ONLY(mm_gemm_mx_row_to_bf16_amx);
+        MM_X86_ONLY(mm_gemm_mx_row_to_bf16_vbmi);
     /* AVX-512 + VBMI code (no tile instruction): runs without AMX too. */
     if (!row_amx || mm_cpu_isa() < MM_ISA_AVX512 || !mm_cpu_has_avx512_vbmi()) return;
     int64_t k = 64 * 2 * N_SCALES + 37, blocks = (k + 31) / 32;
@@ -146,7 +146,7 @@ static void check_rows(mm_dtype a_dtype, int finite) {
 
 int main(void) {
     if (mm_cpu_isa() < MM_ISA_AVX512 || !mm_cpu_has_avx512_vbmi())
-        mm_test_skip("amx mx decoders (activation rows mm_gemm_mx_row_to_bf16_amx, weight panels "
+        mm_test_skip("amx mx decoders (activation rows mm_gemm_mx_row_to_bf16_vbmi, weight panels "
                      "mx_decode_avx512.h): not run, %s",
                      mm_cpu_isa() < MM_ISA_AVX512 ? "no AVX-512 in use" : "the CPU lacks AVX-512 VBMI");
     if (mm_cpu_isa() < MM_ISA_AVX512) {

@@ -39,7 +39,7 @@ typedef struct registration {
 #define AVX512_MX(prepare_panel, label)                                                                      \
     {                                                                                                        \
         label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, MM_X86_ONLY(mm_ukernel_mx_avx512),           \
-            mm_gemm_mx_row_to_bf16, MM_X86_ONLY(prepare_panel), 0, NULL                                      \
+            mm_gemm_mx_row_to_bf16_avx512, MM_X86_ONLY(prepare_panel), 0, NULL                                      \
     }
 
 /* Weight-only pairs: the caller's BF16 rows, panel blocks dequantized to BF16 (weight_only_avx512.c). */
@@ -58,7 +58,7 @@ typedef struct registration {
 #define AMX_MX(prepare_panel, label)                                                                         \
     {                                                                                                        \
         label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(mm_ukernel_mx_amx),                      \
-            MM_X86_ONLY(mm_gemm_mx_row_to_bf16_amx), MM_X86_ONLY(prepare_panel), MM_GEMM_AMX_KC, NULL        \
+            MM_X86_ONLY(mm_gemm_mx_row_to_bf16_vbmi), MM_X86_ONLY(prepare_panel), MM_GEMM_AMX_KC, NULL        \
     }
 
 /* Every supported pair, reference first. The FP8 pairs cover the mixed E4M3/E5M2 cases that an
@@ -124,7 +124,7 @@ typedef struct few_rows_registration {
 #define AVX512_MX_SMALL(label)                                                                               \
     {                                                                                                        \
         label "_avx512_small_4x32", MM_ISA_AVX512, MM_GEMM_MX_SMALL_MR,                                      \
-            MM_X86_ONLY(mm_ukernel_mx_small_avx512), mm_gemm_mx_row_to_bf16, NULL, MM_GEMM_MX_SMALL_KC, NULL \
+            MM_X86_ONLY(mm_ukernel_mx_small_avx512), mm_gemm_mx_row_to_bf16_avx512, NULL, MM_GEMM_MX_SMALL_KC, NULL \
     }
 /* FP8 x FP4 with few rows: FP4 codes to BF16 by word permutes, rows prepared in quad order. */
 #define AVX512_FP8_FP4_SMALL(label)                                                                          \
@@ -138,7 +138,7 @@ typedef struct few_rows_registration {
 #define AMX_MX_FEW(label)                                                                                    \
     {                                                                                                        \
         label "_amx_few_16x32", MM_ISA_AMX, MM_GEMM_MX_FEW_AMX_MR, MM_X86_ONLY(mm_ukernel_mx_few_amx),       \
-            MM_X86_ONLY(mm_gemm_mx_row_to_bf16_amx), NULL, MM_GEMM_MX_FEW_AMX_KC, NULL                       \
+            MM_X86_ONLY(mm_gemm_mx_row_to_bf16_vbmi), NULL, MM_GEMM_MX_FEW_AMX_KC, NULL                       \
     }
 /* Weight-only with few rows: each K pair decoded in registers into vdpbf16ps, the caller's BF16 rows. */
 #define AVX512_WEIGHT_ONLY_SMALL(fn, label)                                                                  \

@@ -21,6 +21,10 @@ void mm_ukernel_bf16_weight_only_ref(const mm_ukernel_args *args);
 /* Activation preparation (portable, prepare_rows.c): an MX row to BF16 with its scales folded in. */
 void mm_gemm_mx_row_to_bf16(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
                             uint16_t *out);
+/* The rows of the AVX-512 MX kernels: mm_gemm_mx_row_to_bf16_vbmi where the CPU has AVX512_VBMI, else
+ * mm_gemm_mx_row_to_bf16 (call only when mm_cpu_isa() >= MM_ISA_AVX512). */
+void mm_gemm_mx_row_to_bf16_avx512(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
+                                   uint16_t *out);
 
 /* AVX-512 set (files kernels/avx512/NAME_avx512.c): call only when mm_cpu_isa() >= MM_ISA_AVX512. */
 #define MM_GEMM_AVX512_MR 8
@@ -103,8 +107,9 @@ void mm_prepare_panel_i4_amx(const mm_ukernel_args *args, uint8_t *block);
  * AMX CPU has). */
 void mm_ukernel_mx_amx(const mm_ukernel_args *args);
 void mm_prepare_panel_fp8_amx(const mm_ukernel_args *args, uint8_t *block);
-/* Activation rows of the AMX MX kernels: mm_gemm_mx_row_to_bf16, vectorized (zeros become +0). */
-void mm_gemm_mx_row_to_bf16_amx(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
+/* mm_gemm_mx_row_to_bf16 vectorized with AVX512_VBMI (mx_amx_avx512.c, no tile instruction: it runs on
+ * every CPU with AVX-512 VBMI; zeros become +0, which changes no sum): the AMX MX kernels' rows. */
+void mm_gemm_mx_row_to_bf16_vbmi(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
                                 uint16_t *out);
 void mm_prepare_panel_fp4_amx(const mm_ukernel_args *args, uint8_t *block);
 /* MX pairs with few rows (m <= MM_GEMM_MX_FEW_AMX_MR, mx_amx_avx512.c): each K block of 32 decoded from

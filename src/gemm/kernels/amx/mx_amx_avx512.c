@@ -170,22 +170,20 @@ void mm_ukernel_mx_few_amx(const mm_ukernel_args *p) {
     }
 }
 
-/* Activation rows for the AMX MX kernels: as mm_gemm_mx_row_to_bf16 (prepare_rows.c), 64 values (two
- * MX blocks) at a time with the decoder above (each block's scale as one subtraction); chunks with a
- * scale outside the fast range or a NaN/Inf code, and the tail, take the scalar conversion. Same values,
- * except that a zero activation of either sign becomes +0 (the sign of a zero product changes no sum). */
+/* Values [begin, end) of a row (begin a multiple of 64) by the scalar conversion. */
 static void row_chunk_scalar(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t begin,
                              int64_t end, uint16_t *out) {
-    const float *lut = mm_format_lut_f32(a_dtype);
-    const float *e8m0 = mm_format_lut_f32(MM_DTYPE_E8M0);
-    int nibbles = mm_format_is_nibble(a_dtype);
-    for (int64_t i = begin; i < end; i++) {
-        uint32_t code = nibbles ? (uint32_t)(row[i >> 1] >> ((i & 1) * 4)) & 0x0Fu : row[i];
-        out[i] = mm_f32_to_bf16(lut[code] * e8m0[mx_scales[i >> 5]]);
-    }
+    int64_t first_byte = mm_format_is_nibble(a_dtype) ? begin / 2 : begin;
+    mm_gemm_mx_row_to_bf16(a_dtype, row + first_byte, mx_scales + begin / 32, end - begin, out + begin);
 }
 
-void mm_gemm_mx_row_to_bf16_amx(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
+/* Activation rows of the MX kernels with AVX512_VBMI (the AMX ones, and the AVX-512 ones through
+ * mm_gemm_mx_row_to_bf16_avx512): as mm_gemm_mx_row_to_bf16 (prepare_rows.c), 64 values (two MX blocks)
+ * at a time with the decoder above (each block's scale as one subtraction); chunks with a scale outside
+ * the fast range or a NaN/Inf code, and the tail, take the scalar conversion. Same values, except that a
+ * zero activation of either sign becomes +0 (the sign of a zero product changes no sum: the sums start
+ * from +0, and x + (-0) = x). No tile instruction: it runs on any CPU with AVX512_VBMI. */
+void mm_gemm_mx_row_to_bf16_vbmi(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
                                 uint16_t *out) {
     mx_decoder d;
     mx_decoder_make(&d, a_dtype);
@@ -235,6 +233,5 @@ void mm_gemm_mx_row_to_bf16_amx(mm_dtype a_dtype, const uint8_t *row, const uint
         _mm512_storeu_si512(out + i, w0);
         _mm512_storeu_si512(out + i + 32, w1);
     }
-    row_chunk_scalar(a_dtype, row, mx_scales, i, k, out);
-    if (k & 1) out[k] = 0;
+    row_chunk_scalar(a_dtype, row, mx_scales, i, k, out); /* with the padding value of an odd K */
 }

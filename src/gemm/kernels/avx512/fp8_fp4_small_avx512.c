@@ -47,7 +47,7 @@ int64_t mm_gemm_fp8_fp4_prepared_row_bytes(int64_t k) {
 
 void mm_gemm_fp8_fp4_prepare_row(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
                                  uint16_t *out) {
-    mm_gemm_mx_row_to_bf16(a_dtype, row, mx_scales, k, out);
+    mm_gemm_mx_row_to_bf16_avx512(a_dtype, row, mx_scales, k, out);
     for (int64_t i = k; i < k_quads(k); i++) out[i] = 0;
     for (int64_t q = 0; q < k; q += 4) {
         uint16_t second = out[q + 1];
