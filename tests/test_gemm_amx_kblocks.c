@@ -110,8 +110,8 @@ static int check_amx_decoders_standin(const mm_dtype (*pairs)[2], size_t n_pairs
         mm_gemm_kernel stand_in = *base;
         stand_in.name = "amx mx decoders + avx512 mx tile (stand-in)";
         stand_in.prepare_rows = MM_X86_ONLY(mm_gemm_mx_row_to_bf16_vbmi);
-        stand_in.prepare_panel = w == MM_DTYPE_FP4_E2M1 ? MM_X86_ONLY(mm_prepare_panel_fp4_amx)
-                                                        : MM_X86_ONLY(mm_prepare_panel_fp8_amx);
+        stand_in.prepare_panel = w == MM_DTYPE_FP4_E2M1 ? MM_X86_ONLY(mm_prepare_panel_fp4_vbmi)
+                                                        : MM_X86_ONLY(mm_prepare_panel_fp8_vbmi);
         stand_in.kc = MM_GEMM_AMX_KC;
         const int64_t kc = MM_GEMM_AMX_KC, ks[] = {kc - 1, kc, kc + 1, 2 * kc - 1, 2 * kc + 65};
         const int64_t rows[] = {3, 9, 17};

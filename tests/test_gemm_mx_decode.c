@@ -53,14 +53,14 @@ static const mm_gemm_kernel *amx_decoder(mm_dtype w_dtype, mm_gemm_kernel *stand
     memset(stand_in, 0, sizeof *stand_in);
     stand_in->name = "amx mx weight decoder (mx_decode_avx512.h) on avx512, no amx";
     stand_in->isa = MM_ISA_AMX;
-    stand_in->prepare_panel = w_dtype == MM_DTYPE_FP4_E2M1 ? MM_X86_ONLY(mm_prepare_panel_fp4_amx)
-                                                           : MM_X86_ONLY(mm_prepare_panel_fp8_amx);
+    stand_in->prepare_panel = w_dtype == MM_DTYPE_FP4_E2M1 ? MM_X86_ONLY(mm_prepare_panel_fp4_vbmi)
+                                                           : MM_X86_ONLY(mm_prepare_panel_fp8_vbmi);
     return stand_in->prepare_panel ? stand_in : NULL;
 }
 
-static void check_format(const mm_gemm_kernel *kernel, mm_dtype w_dtype, int finite) {
+/* zero_any_sign: the decoder may give +0 for a zero weight of either sign (the VBMI decoder). */
+static void check_format(const mm_gemm_kernel *kernel, mm_dtype w_dtype, int finite, int zero_any_sign) {
     if (!kernel || !kernel->prepare_panel) return;
-    mm_isa isa = kernel->isa;
     mm_error err_storage, *err = &err_storage;
     int64_t n = MM_GEMM_NR, k = 32 * N_SCALES, pairs = (k + 63) / 64;
     /* Stored (N, K), element (k, c) holds code_of(k, c). */
@@ -92,9 +92,9 @@ static void check_format(const mm_gemm_kernel *kernel, mm_dtype w_dtype, int fin
                 int nan;
                 uint16_t want = expected_bf16(w_dtype, code_of(w_dtype, kk, c, finite),
                                               mx[c * pairs * 2 + kk / 32], &nan);
-                /* The AMX decoder gives +0 for a zero weight of either sign (mx_decode_avx512.h: the sign
+                /* The VBMI decoder gives +0 for a zero weight of either sign (mx_decode_avx512.h: the sign
                  * of a zero product changes no sum); everything else bit for bit. */
-                int zero_either_sign = isa == MM_ISA_AMX && (want & 0x7FFF) == 0 && (got & 0x7FFF) == 0;
+                int zero_either_sign = zero_any_sign && (want & 0x7FFF) == 0 && (got & 0x7FFF) == 0;
                 int ok =
                     nan ? (got & 0x7F80) == 0x7F80 && (got & 0x7F) != 0 : got == want || zero_either_sign;
                 checked++;
@@ -167,19 +167,27 @@ int main(void) {
         check_rows(MM_DTYPE_FP8_E5M2, finite);
         check_rows(MM_DTYPE_FP4_E2M1, finite);
     }
-    /* The AVX-512 decoder (mx_avx512.c), where the CPU allows it, and the AMX one (mx_decode_avx512.h),
-     * on AMX or, without AMX, on its own (amx_decoder). */
+    /* The AVX-512 MX kernels' decoder as registered (mx_avx512.c: the VBMI one where the CPU has VBMI), the
+     * decoder they use without VBMI on its own (bit for bit, -0 included), and the AMX one
+     * (mx_decode_avx512.h), on AMX or, without AMX, on its own (amx_decoder). */
     static const mm_dtype formats[] = {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E5M2, MM_DTYPE_FP4_E2M1};
     if (mm_cpu_isa() < MM_ISA_AVX512 || !mm_gemm_kernel_lookup(MM_ISA_AVX512, formats[0], formats[0]))
         mm_test_skip("avx512 MX weight decoder: not run, %s",
                      mm_cpu_supports(MM_ISA_AVX512) ? "MEGAMOE_ISA caps the ISA" : "the CPU lacks it");
     for (int finite = 0; finite < 2; finite++)
         for (int f = 0; f < 3; f++) {
-            mm_gemm_kernel stand_in;
-            if (mm_cpu_isa() >= MM_ISA_AVX512)
-                check_format(mm_gemm_kernel_lookup(MM_ISA_AVX512, formats[f], formats[f]), formats[f],
-                             finite);
-            check_format(amx_decoder(formats[f], &stand_in), formats[f], finite);
+            mm_gemm_kernel stand_in, exact_avx512 = {0};
+            if (mm_cpu_isa() >= MM_ISA_AVX512) {
+                check_format(mm_gemm_kernel_lookup(MM_ISA_AVX512, formats[f], formats[f]), formats[f], finite,
+                             mm_cpu_has_avx512_vbmi());
+                exact_avx512.name = "avx512 mx weight decoder without vbmi (weight_only_decode_avx512.h)";
+                exact_avx512.isa = MM_ISA_AVX512;
+                exact_avx512.prepare_panel = formats[f] == MM_DTYPE_FP4_E2M1
+                                                 ? MM_X86_ONLY(mm_prepare_panel_fp4_avx512)
+                                                 : MM_X86_ONLY(mm_prepare_panel_fp8_avx512);
+                check_format(&exact_avx512, formats[f], finite, 0);
+            }
+            check_format(amx_decoder(formats[f], &stand_in), formats[f], finite, 1);
         }
     return mm_test_finish("test_gemm_mx_decode");
 }

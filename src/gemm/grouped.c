@@ -136,8 +136,25 @@ static void run_task(void *ctx, int64_t task) {
             kernel->prepare_panel(&args, block);
             args.b_block = block;
         }
+        /* The next K block's panel bytes, split among the M-block's tiles (kernel.h: prefetch). With one
+         * tile the kernel streams the weights itself. */
+        int64_t tiles = (row_end - row_begin + kernel->mr - 1) / kernel->mr, next_lines = 0, tile_lines = 0;
+        const uint8_t *next_block = NULL;
+        if (tiles > 1 && args.k_end < w->k) {
+            int64_t pair_bytes = w->panel_bytes / ((w->k + 1) / 2);
+            int64_t next_end = w->k - args.k_end < kc ? w->k : args.k_end + kc;
+            next_block = args.b + args.k_end / 2 * pair_bytes;
+            next_lines = ((next_end + 1) / 2 - args.k_end / 2) * pair_bytes / 64;
+            tile_lines = (next_lines + tiles - 1) / tiles;
+        }
         for (int64_t row0 = row_begin; row0 < row_end; row0 += kernel->mr) {
             int64_t tile = (row0 - row_begin) / kernel->mr;
+            args.prefetch = next_block ? next_block + tile * tile_lines * 64 : NULL;
+            args.prefetch_lines =
+                next_block ? (next_lines - tile * tile_lines < tile_lines ? next_lines - tile * tile_lines
+                                                                          : tile_lines)
+                           : 0;
+            if (args.prefetch_lines < 0) args.prefetch_lines = 0;
             args.partial = partial + tile * MM_GEMM_MR_MAX * MM_GEMM_NR;
             args.m = (int)(row_end - row0 < kernel->mr ? row_end - row0 : kernel->mr);
             args.a = (const uint8_t *)g->a + row0 * g->a_stride;

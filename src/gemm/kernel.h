@@ -54,6 +54,11 @@ typedef struct mm_ukernel_args {
     int64_t block_k;             /* K per block scale */
     float *c;                    /* output element (row 0, column 0) of the tile */
     int64_t ldc;                 /* floats between output rows */
+    /* A hint, never needed for the result: cache lines of the panel's next K block for this tile to fetch
+     * into L2 while it computes (grouped.c splits the block among an M-block's tiles, so that the weights
+     * stream from memory while the tiles after the first compute; 0 lines: none). */
+    const uint8_t *prefetch;
+    int64_t prefetch_lines;
 } mm_ukernel_args;
 
 typedef void (*mm_ukernel_fn)(const mm_ukernel_args *args);

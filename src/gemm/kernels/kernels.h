@@ -36,8 +36,14 @@ void mm_ukernel_bf16_bf16_avx512(const mm_ukernel_args *args);
 #define MM_GEMM_AVX512_INT_KC 8192
 void mm_ukernel_i8_i8_avx512(const mm_ukernel_args *args);
 void mm_ukernel_i8_i4_avx512(const mm_ukernel_args *args);
-/* MX pairs: BF16 dot products over prepared rows (mm_gemm_mx_row_to_bf16) and prepared panel blocks. */
+/* MX pairs: BF16 dot products over prepared rows (mm_gemm_mx_row_to_bf16_avx512) and prepared panel
+ * blocks (the *_mx_avx512 prepares): mm_prepare_panel_*_vbmi where the CPU has AVX512_VBMI (the same
+ * values but +0 for a zero weight of either sign, which changes no sum), else mm_prepare_panel_*_avx512,
+ * the decoder of weight_only_decode_avx512.h (bit for bit; the FP4 one is also the weight-only FP4
+ * pair's prepare). */
 void mm_ukernel_mx_avx512(const mm_ukernel_args *args);
+void mm_prepare_panel_fp8_mx_avx512(const mm_ukernel_args *args, uint8_t *block);
+void mm_prepare_panel_fp4_mx_avx512(const mm_ukernel_args *args, uint8_t *block);
 void mm_prepare_panel_fp8_avx512(const mm_ukernel_args *args, uint8_t *block);
 void mm_prepare_panel_fp4_avx512(const mm_ukernel_args *args, uint8_t *block);
 /* Weight-only pairs (weight_only_avx512.c): BF16 activation rows as given, panel blocks prepared to
@@ -102,16 +108,16 @@ void mm_ukernel_i8_i8_amx(const mm_ukernel_args *args);
 /* INT8 x INT4: the INT8 tile over panel blocks decoded to INT8 by mm_prepare_panel_i4_amx. */
 void mm_ukernel_i8_i4_amx(const mm_ukernel_args *args);
 void mm_prepare_panel_i4_amx(const mm_ukernel_args *args, uint8_t *block);
-/* MX pairs: the BF16 tile over prepared rows and panel blocks decoded by mm_prepare_panel_*_amx
+/* MX pairs: the BF16 tile over prepared rows and panel blocks decoded by mm_prepare_panel_*_vbmi
  * (mx_amx_avx512.c: lookups in registers, scale as an exponent subtraction; needs AVX512_VBMI, which every
- * AMX CPU has). */
+ * AMX CPU has, and no tile instruction: the AVX-512 MX kernels use them too where the CPU has VBMI). */
 void mm_ukernel_mx_amx(const mm_ukernel_args *args);
-void mm_prepare_panel_fp8_amx(const mm_ukernel_args *args, uint8_t *block);
+void mm_prepare_panel_fp8_vbmi(const mm_ukernel_args *args, uint8_t *block);
 /* mm_gemm_mx_row_to_bf16 vectorized with AVX512_VBMI (mx_amx_avx512.c, no tile instruction: it runs on
  * every CPU with AVX-512 VBMI; zeros become +0, which changes no sum): the AMX MX kernels' rows. */
 void mm_gemm_mx_row_to_bf16_vbmi(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
-                                uint16_t *out);
-void mm_prepare_panel_fp4_amx(const mm_ukernel_args *args, uint8_t *block);
+                                 uint16_t *out);
+void mm_prepare_panel_fp4_vbmi(const mm_ukernel_args *args, uint8_t *block);
 /* MX pairs with few rows (m <= MM_GEMM_MX_FEW_AMX_MR, mx_amx_avx512.c): each K block of 32 decoded from
  * the raw panel into two B tiles in L1 and multiplied at once, no prepared block. */
 #define MM_GEMM_MX_FEW_AMX_MR 16

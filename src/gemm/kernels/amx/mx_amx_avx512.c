@@ -40,10 +40,10 @@ static inline __attribute__((always_inline)) void prepare_panel(const mm_ukernel
     }
 }
 
-void mm_prepare_panel_fp8_amx(const mm_ukernel_args *p, uint8_t *block) {
+void mm_prepare_panel_fp8_vbmi(const mm_ukernel_args *p, uint8_t *block) {
     prepare_panel(p, block);
 }
-void mm_prepare_panel_fp4_amx(const mm_ukernel_args *p, uint8_t *block) {
+void mm_prepare_panel_fp4_vbmi(const mm_ukernel_args *p, uint8_t *block) {
     prepare_panel(p, block);
 }
 
@@ -184,7 +184,7 @@ static void row_chunk_scalar(mm_dtype a_dtype, const uint8_t *row, const uint8_t
  * zero activation of either sign becomes +0 (the sign of a zero product changes no sum: the sums start
  * from +0, and x + (-0) = x). No tile instruction: it runs on any CPU with AVX512_VBMI. */
 void mm_gemm_mx_row_to_bf16_vbmi(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
-                                uint16_t *out) {
+                                 uint16_t *out) {
     mx_decoder d;
     mx_decoder_make(&d, a_dtype);
     __m512i fp4_hi = _mm512_setzero_si512(), fp4_lo = fp4_hi, fp4_idx = fp4_hi;

@@ -16,6 +16,7 @@
  * F32 rounding per addition, in a different grouping (pairs), so as for BF16:
  *   |c_avx512 - c_ref| <= 2 * K * 2^-24 * sum_k |a'_k * w'_k|
  * plus, only for scales that push a value below 2^-126, the flushing of BF16 subnormals. */
+#include "core/cpu.h"
 #include "gemm/kernels/avx512/bf16_tile_avx512.h"
 #include "gemm/kernels/avx512/weight_only_decode_avx512.h"
 
@@ -25,10 +26,29 @@ void mm_ukernel_mx_avx512(const mm_ukernel_args *p) {
     bf16_tile_run(p, (const __m512i *)(const void *)p->b_block, n_pairs, NULL);
 }
 
-/* The panel decode is weight_only_decode_avx512.h's (shared with the weight-only kernels). */
+/* The panel decode of weight_only_decode_avx512.h (shared with the weight-only kernels), exact to the bit
+ * (-0 stays -0). */
 void mm_prepare_panel_fp8_avx512(const mm_ukernel_args *p, uint8_t *block) {
     wo_prepare_block(p, WO_MX_FP8, block);
 }
 void mm_prepare_panel_fp4_avx512(const mm_ukernel_args *p, uint8_t *block) {
     wo_prepare_block(p, WO_FP4, block);
+}
+
+/* The MX kernels' panel decode: with AVX512_VBMI the AMX kernels' decoder (mx_decode_avx512.h: two
+ * byte-table lookups and a saturating subtraction per 64 codes, where the one above spends ~2.5x the
+ * instructions): a 64-row FP8 x FP8 GEMM of K 7168 x N 4096 takes 10.0 instead of 11.1 ms on one Zen 5
+ * core, once the next K block's codes come in while the tiles run (grouped.c). It writes +0 for a zero
+ * weight of either sign, which changes no sum. */
+void mm_prepare_panel_fp8_mx_avx512(const mm_ukernel_args *p, uint8_t *block) {
+    if (mm_cpu_has_avx512_vbmi())
+        mm_prepare_panel_fp8_vbmi(p, block);
+    else
+        mm_prepare_panel_fp8_avx512(p, block);
+}
+void mm_prepare_panel_fp4_mx_avx512(const mm_ukernel_args *p, uint8_t *block) {
+    if (mm_cpu_has_avx512_vbmi())
+        mm_prepare_panel_fp4_vbmi(p, block);
+    else
+        mm_prepare_panel_fp4_avx512(p, block);
 }
