@@ -132,10 +132,6 @@ static void run_task(void *ctx, int64_t task) {
         args.k_end = w->k - k_begin < kc ? w->k : k_begin + kc;
         args.first = k_begin == 0;
         args.last = args.k_end == w->k;
-        if (kernel->prepare_panel) {
-            kernel->prepare_panel(&args, block);
-            args.b_block = block;
-        }
         /* The next K block's panel bytes, split among the M-block's tiles (kernel.h: prefetch). With one
          * tile the kernel streams the weights itself. */
         int64_t tiles = (row_end - row_begin + kernel->mr - 1) / kernel->mr, next_lines = 0, tile_lines = 0;
@@ -146,6 +142,12 @@ static void run_task(void *ctx, int64_t task) {
             next_block = args.b + args.k_end / 2 * pair_bytes;
             next_lines = ((next_end + 1) / 2 - args.k_end / 2) * pair_bytes / 64;
             tile_lines = (next_lines + tiles - 1) / tiles;
+        }
+        args.prefetch = next_block; /* for the prepare: whether the tiles will fetch the next block */
+        args.prefetch_lines = 0;
+        if (kernel->prepare_panel) {
+            kernel->prepare_panel(&args, block);
+            args.b_block = block;
         }
         for (int64_t row0 = row_begin; row0 < row_end; row0 += kernel->mr) {
             int64_t tile = (row0 - row_begin) / kernel->mr;
