@@ -29,17 +29,14 @@ typedef struct registration {
     { label "_ref_4x32", MM_ISA_REF, MM_GEMM_REF_MR, fn, NULL, NULL, 0, NULL }
 #define AVX512(fn, label)                                                                                    \
     { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, MM_X86_ONLY(fn), NULL, NULL, 0, NULL }
-/* INT on vpdpbusd: the whole K (up to MM_GEMM_AVX512_INT_KC) per call. */
-#define AVX512_INT(fn, label)                                                                                \
-    {                                                                                                        \
-        label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, MM_X86_ONLY(fn), NULL, NULL,                 \
-            MM_GEMM_AVX512_INT_KC, NULL                                                                      \
-    }
+/* INT on vpdpbusd: K blocks of kc (kernels.h: MM_GEMM_AVX512_INT_KC, the whole K; INT8 x INT8 2048). */
+#define AVX512_INT(fn, label, kc)                                                                            \
+    { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, MM_X86_ONLY(fn), NULL, NULL, kc, NULL }
 /* MX on BF16 dot products: rows decoded once per call, panels once per K block. */
 #define AVX512_MX(prepare_panel, label)                                                                      \
     {                                                                                                        \
         label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, MM_X86_ONLY(mm_ukernel_mx_avx512),           \
-            mm_gemm_mx_row_to_bf16_avx512, MM_X86_ONLY(prepare_panel), 0, NULL                                      \
+            mm_gemm_mx_row_to_bf16_avx512, MM_X86_ONLY(prepare_panel), 0, NULL                               \
     }
 
 /* Weight-only pairs: the caller's BF16 rows, panel blocks dequantized to BF16 (weight_only_avx512.c). */
@@ -58,7 +55,7 @@ typedef struct registration {
 #define AMX_MX(prepare_panel, label)                                                                         \
     {                                                                                                        \
         label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(mm_ukernel_mx_amx),                      \
-            MM_X86_ONLY(mm_gemm_mx_row_to_bf16_vbmi), MM_X86_ONLY(prepare_panel), MM_GEMM_AMX_KC, NULL        \
+            MM_X86_ONLY(mm_gemm_mx_row_to_bf16_vbmi), MM_X86_ONLY(prepare_panel), MM_GEMM_AMX_KC, NULL       \
     }
 
 /* Every supported pair, reference first. The FP8 pairs cover the mixed E4M3/E5M2 cases that an
@@ -78,8 +75,8 @@ static const registration registrations[] = {
     {MM_DTYPE_BF16, MM_DTYPE_FP4_E2M1, REF(mm_ukernel_bf16_weight_only_ref, "bf16xfp4")},
     {MM_DTYPE_BF16, MM_DTYPE_UINT4, REF(mm_ukernel_bf16_weight_only_ref, "bf16xuint4")},
     {MM_DTYPE_BF16, MM_DTYPE_BF16, AVX512(mm_ukernel_bf16_bf16_avx512, "bf16xbf16")},
-    {MM_DTYPE_I8, MM_DTYPE_I8, AVX512_INT(mm_ukernel_i8_i8_avx512, "i8xi8")},
-    {MM_DTYPE_I8, MM_DTYPE_INT4, AVX512_INT(mm_ukernel_i8_i4_avx512, "i8xi4")},
+    {MM_DTYPE_I8, MM_DTYPE_I8, AVX512_INT(mm_ukernel_i8_i8_avx512, "i8xi8", MM_GEMM_AVX512_I8_KC)},
+    {MM_DTYPE_I8, MM_DTYPE_INT4, AVX512_INT(mm_ukernel_i8_i4_avx512, "i8xi4", MM_GEMM_AVX512_INT_KC)},
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, AVX512_MX(mm_prepare_panel_fp8_mx_avx512, "e4m3xe4m3")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, AVX512_MX(mm_prepare_panel_fp8_mx_avx512, "e5m2xe5m2")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, AVX512_MX(mm_prepare_panel_fp8_mx_avx512, "e5m2xe4m3")},
@@ -124,7 +121,8 @@ typedef struct few_rows_registration {
 #define AVX512_MX_SMALL(label)                                                                               \
     {                                                                                                        \
         label "_avx512_small_4x32", MM_ISA_AVX512, MM_GEMM_MX_SMALL_MR,                                      \
-            MM_X86_ONLY(mm_ukernel_mx_small_avx512), mm_gemm_mx_row_to_bf16_avx512, NULL, MM_GEMM_MX_SMALL_KC, NULL \
+            MM_X86_ONLY(mm_ukernel_mx_small_avx512), mm_gemm_mx_row_to_bf16_avx512, NULL,                    \
+            MM_GEMM_MX_SMALL_KC, NULL                                                                        \
     }
 /* FP8 x FP4 with few rows: FP4 codes to BF16 by word permutes, rows prepared in quad order. */
 #define AVX512_FP8_FP4_SMALL(label)                                                                          \
@@ -138,7 +136,7 @@ typedef struct few_rows_registration {
 #define AMX_MX_FEW(label)                                                                                    \
     {                                                                                                        \
         label "_amx_few_16x32", MM_ISA_AMX, MM_GEMM_MX_FEW_AMX_MR, MM_X86_ONLY(mm_ukernel_mx_few_amx),       \
-            MM_X86_ONLY(mm_gemm_mx_row_to_bf16_vbmi), NULL, MM_GEMM_MX_FEW_AMX_KC, NULL                       \
+            MM_X86_ONLY(mm_gemm_mx_row_to_bf16_vbmi), NULL, MM_GEMM_MX_FEW_AMX_KC, NULL                      \
     }
 /* Weight-only with few rows: each K pair decoded in registers into vdpbf16ps, the caller's BF16 rows. */
 #define AVX512_WEIGHT_ONLY_SMALL(fn, label)                                                                  \

@@ -62,11 +62,9 @@ bf16_tile_body(const mm_ukernel_args *p, const __m512i *b, int64_t n_pairs, cons
     __m512 acc[BF16_TILE_MR][2];
     const uint8_t *row[BF16_TILE_MR];
     bf16_tile_start(p, rows, acc, row);
-    /* Lines of the next K block to fetch per pair (kernel.h: prefetch), at least one while any is left. */
-    int64_t pf_step = n_pairs > 0 ? (p->prefetch_lines + n_pairs - 1) / n_pairs : 0;
+    int64_t pf_per_step = tile_prefetch_per_step(p, n_pairs);
     for (int64_t i = 0; i < n_pairs; i++) {
-        for (int64_t j = i * pf_step; j < (i + 1) * pf_step && j < p->prefetch_lines; j++)
-            _mm_prefetch((const char *)(p->prefetch + 64 * j), _MM_HINT_T1);
+        tile_prefetch_step(p, i, pf_per_step);
         /* With few rows this loop streams the weights: fetch 2 KiB ahead of the hardware prefetcher
          * (measured: docs/gemm.md, 'AVX-512 prefetch distance'). */
         _mm_prefetch((const char *)(b + 2 * i + 32), _MM_HINT_T0);

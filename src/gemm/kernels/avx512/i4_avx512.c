@@ -55,8 +55,10 @@ static inline __attribute__((always_inline)) void i4_body(const mm_ukernel_args 
     }
     const __m512i flip = _mm512_set1_epi32((int)0x80808080u);
     const __m512i *b = (const __m512i *)(const void *)p->b;
-    int64_t groups = p->k_end / 8;
-    for (int64_t g = p->k_begin / 8; g < groups; g++) {
+    int64_t groups = p->k_end / 8, first_group = p->k_begin / 8;
+    int64_t pf_per_step = tile_prefetch_per_step(p, groups - first_group);
+    for (int64_t g = first_group; g < groups; g++) {
+        tile_prefetch_step(p, g - first_group, pf_per_step);
         __m512i w0[2], w1[2];
         decode_nibbles(_mm512_load_si512(b + 2 * g), w0);
         decode_nibbles(_mm512_load_si512(b + 2 * g + 1), w1);

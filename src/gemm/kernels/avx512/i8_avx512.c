@@ -43,8 +43,10 @@ static inline __attribute__((always_inline)) void i8_body(const mm_ukernel_args 
     }
     const __m512i flip = _mm512_set1_epi32((int)0x80808080u);
     const __m512i *b = (const __m512i *)(const void *)p->b;
-    int64_t quads = p->k_end / 4;
-    for (int64_t q = p->k_begin / 4; q < quads; q++) {
+    int64_t quads = p->k_end / 4, first_quad = p->k_begin / 4;
+    int64_t pf_per_step = tile_prefetch_per_step(p, quads - first_quad);
+    for (int64_t q = first_quad; q < quads; q++) {
+        tile_prefetch_step(p, q - first_quad, pf_per_step);
         /* Prefetch: few rows do little work per weight byte, and the hardware prefetcher alone keeps
          * too few reads in flight to reach the streaming bandwidth (2 KiB ahead; measured: docs/gemm.md,
          * 'AVX-512 prefetch distance'). */

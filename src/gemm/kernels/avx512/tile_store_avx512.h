@@ -22,6 +22,17 @@ static inline __mmask16 tile_mask_hi(int64_t n) {
     return n >= 32 ? (__mmask16)0xFFFF : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
 }
 
+/* Lines of the next K block (kernel.h: prefetch) to fetch per step of a kernel's loop of `steps` steps, so
+ * that its share is spread over the whole loop; at least one per step while any is left. */
+static inline int64_t tile_prefetch_per_step(const mm_ukernel_args *p, int64_t steps) {
+    return steps > 0 ? (p->prefetch_lines + steps - 1) / steps : 0;
+}
+/* The lines of step `step` (0-based) into L2. */
+static inline void tile_prefetch_step(const mm_ukernel_args *p, int64_t step, int64_t per_step) {
+    for (int64_t j = step * per_step; j < (step + 1) * per_step && j < p->prefetch_lines; j++)
+        _mm_prefetch((const char *)(p->prefetch + 64 * j), _MM_HINT_T1);
+}
+
 /* F32 running sums of `rows` rows x 32 columns kept in memory by a kernel (the few-rows MX kernels add
  * one block at a time): start from zero or from `partial`, end into `partial` or C. */
 static inline void tile_f32_start(const mm_ukernel_args *p, int rows, float (*sum)[MM_GEMM_NR]) {
