@@ -96,7 +96,7 @@ static void check_avx512_int(uint64_t *seed) {
 }
 
 /* Without AMX, the AMX MX kernels' parts that are plain AVX-512 VBMI code: their activation-row and weight
- * decoders (mm_gemm_mx_row_to_bf16_vbmi, mm_prepare_panel_*_amx) and their K blocks of MM_GEMM_AMX_KC
+ * decoders (mm_gemm_mx_row_to_bf16_vbmi, mm_prepare_panel_*_vbmi) and their K blocks of MM_GEMM_AMX_KC
  * (prepared blocks beyond the stack block, in the thread's scratch), on a stand-in kernel whose products
  * are the AVX-512 MX tile, which reads the same prepared BF16 pair layout as the AMX tile. Checked like
  * the AMX kernels (bound, thread count, kc = MM_GEMM_KC). Returns how many pairs ran. */

@@ -59,8 +59,8 @@ static inline __m512i encode16(const group_coder *c, __m512i v, int b) {
     __m512i idx =
         _mm512_add_epi32(_mm512_slli_epi32(_mm512_sub_epi32(scaled, _mm512_set1_epi32(t->min_exp)), 7),
                          _mm512_and_si512(v, _mm512_set1_epi32(0x7F)));
-    /* 4 bytes read at a byte offset of at most (max_exp - min_exp) * 128 + 127: within the table row array
-     * plus the struct's tail, see mx_code_table.h */
+    /* 4 bytes read at a byte offset of at most (max_exp - min_exp) * 128 + 127: inside the row array, which
+     * has MM_MX_TABLE_MAX_EXPS rows, more than any type uses (E5M2: 33 of 34) */
     __m512i code = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), looked_up, idx, t->code, 1);
     code = _mm512_and_si512(code, _mm512_set1_epi32(0xFF));
     code = _mm512_mask_or_epi32(code, negative & (__mmask16)~zero, code, _mm512_set1_epi32(t->sign_bit));

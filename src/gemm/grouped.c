@@ -143,7 +143,7 @@ static void run_task(void *ctx, int64_t task) {
             next_lines = ((next_end + 1) / 2 - args.k_end / 2) * pair_bytes / 64;
             tile_lines = (next_lines + tiles - 1) / tiles;
         }
-        args.prefetch = next_block; /* for the prepare: whether the tiles will fetch the next block */
+        args.prefetch = tiles > 1 ? args.b : NULL; /* for the prepare: several tiles (kernel.h) */
         args.prefetch_lines = 0;
         if (kernel->prepare_panel) {
             kernel->prepare_panel(&args, block);

@@ -57,8 +57,8 @@ typedef struct mm_ukernel_args {
     /* A hint, never needed for the result: cache lines of the panel's next K block for this tile to fetch
      * into L2 while it computes (grouped.c splits the block among an M-block's tiles, so that the weights
      * stream from memory while the tiles after the first compute; 0 lines: none). prepare_panel sees
-     * prefetch != NULL (and 0 lines) when the tiles will fetch the next block, NULL when it is the loop
-     * that streams the weights (one tile per task). */
+     * prefetch != NULL (and 0 lines) when the task has more than one M tile (whose AVX-512 kernels fetch
+     * each next K block), NULL with one tile, where the prepare is the loop that streams the weights. */
     const uint8_t *prefetch;
     int64_t prefetch_lines;
 } mm_ukernel_args;

@@ -29,8 +29,8 @@ void mm_gemm_mx_row_to_bf16_avx512(mm_dtype a_dtype, const uint8_t *row, const u
 /* AVX-512 set (files kernels/avx512/NAME_avx512.c): call only when mm_cpu_isa() >= MM_ISA_AVX512. */
 #define MM_GEMM_AVX512_MR 8
 void mm_ukernel_bf16_bf16_avx512(const mm_ukernel_args *args);
-/* K per call of the AVX-512 INT kernels (INT8, INT4, few-rows INT4): any K up to 8192 in one call. A call
- * moves its INT32 sums through `partial` and pays its dispatch, while the vpdpbusd kernels gain nothing
+/* K per call of the AVX-512 INT kernels (INT4, few-rows INT4; INT8: below): any K up to 8192 in one call. A
+ * call moves its INT32 sums through `partial` and pays its dispatch, while the vpdpbusd kernels gain nothing
  * from a 256-K slice in L1 (at 64 rows the slice is read from L2 at well below its bandwidth; measured:
  * docs/gemm.md, 'K per call'). */
 #define MM_GEMM_AVX512_INT_KC 8192
@@ -42,9 +42,9 @@ void mm_ukernel_i8_i8_avx512(const mm_ukernel_args *args);
 void mm_ukernel_i8_i4_avx512(const mm_ukernel_args *args);
 /* MX pairs: BF16 dot products over prepared rows (mm_gemm_mx_row_to_bf16_avx512) and prepared panel
  * blocks (the *_mx_avx512 prepares): mm_prepare_panel_*_vbmi where the CPU has AVX512_VBMI (the same
- * values but +0 for a zero weight of either sign, which changes no sum), else mm_prepare_panel_*_avx512,
- * the decoder of weight_only_decode_avx512.h (bit for bit; the FP4 one is also the weight-only FP4
- * pair's prepare). */
+ * values but +0 for a zero weight of either sign, which changes no nonzero sum), else
+ * mm_prepare_panel_*_avx512, the decoder of weight_only_decode_avx512.h (bit for bit; the FP4 one is also the
+ * weight-only FP4 pair's prepare). */
 void mm_ukernel_mx_avx512(const mm_ukernel_args *args);
 void mm_prepare_panel_fp8_mx_avx512(const mm_ukernel_args *args, uint8_t *block);
 void mm_prepare_panel_fp4_mx_avx512(const mm_ukernel_args *args, uint8_t *block);
@@ -122,6 +122,9 @@ void mm_prepare_panel_fp8_vbmi(const mm_ukernel_args *args, uint8_t *block);
 void mm_gemm_mx_row_to_bf16_vbmi(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
                                  uint16_t *out);
 void mm_prepare_panel_fp4_vbmi(const mm_ukernel_args *args, uint8_t *block);
+/* The same decoders prefetching ahead, for a task of one M tile (the AVX-512 MX kernels). */
+void mm_prepare_panel_fp8_vbmi_ahead(const mm_ukernel_args *args, uint8_t *block);
+void mm_prepare_panel_fp4_vbmi_ahead(const mm_ukernel_args *args, uint8_t *block);
 /* MX pairs with few rows (m <= MM_GEMM_MX_FEW_AMX_MR, mx_amx_avx512.c): each K block of 32 decoded from
  * the raw panel into two B tiles in L1 and multiplied at once, no prepared block. */
 #define MM_GEMM_MX_FEW_AMX_MR 16

@@ -33,28 +33,37 @@
 #define FEW_PREFETCH    2048
 #define FEW_PREFETCH_L2 8192
 
-static inline __attribute__((always_inline)) void prepare_panel(const mm_ukernel_args *p, uint8_t *block) {
+/* ahead: whether the decode is the loop that streams the weights (see mm_prepare_panel_*_vbmi_ahead). */
+static inline __attribute__((always_inline)) void prepare_panel(const mm_ukernel_args *p, uint8_t *block,
+                                                                int ahead) {
     mx_decoder d;
     mx_decoder_make(&d, p->w_dtype);
     int64_t first_pair = p->k_begin / 2, end_pair = (p->k_end + 1) / 2;
-    /* With one M tile per task (kernel.h: prefetch is NULL) the decode is the loop that streams the
-     * weights: fetch ahead as the few-rows kernel does (8 rows, K 7168 x N 4096, one Zen 5 core: 2.97
-     * -> 2.11 ms). With more tiles they fetch the next block while they run, and prefetching here too
-     * was slower (10.2 -> 10.7 ms at 64 rows). */
-    int ahead = p->prefetch ? 0 : FEW_PREFETCH, ahead_l2 = p->prefetch ? 0 : FEW_PREFETCH_L2;
     for (int64_t kp0 = first_pair; kp0 < end_pair; kp0 += 16) {
         int64_t kb = kp0 / 16;
         int n = end_pair - kp0 < 16 ? (int)(end_pair - kp0) : 16;
         mx_decode_block(&d, p->b, kp0, n, p->b_mx_e8m0 + kb * MM_GEMM_NR, p->b_mx_scale + kb * MM_GEMM_NR,
-                        block + (kp0 - first_pair) * 128, ahead, ahead_l2);
+                        block + (kp0 - first_pair) * 128, ahead ? FEW_PREFETCH : 0,
+                        ahead ? FEW_PREFETCH_L2 : 0);
     }
 }
 
+/* The AMX MX kernels (many rows: the decode is not the streaming loop, the hardware prefetcher suffices). */
 void mm_prepare_panel_fp8_vbmi(const mm_ukernel_args *p, uint8_t *block) {
-    prepare_panel(p, block);
+    prepare_panel(p, block, 0);
 }
 void mm_prepare_panel_fp4_vbmi(const mm_ukernel_args *p, uint8_t *block) {
-    prepare_panel(p, block);
+    prepare_panel(p, block, 0);
+}
+/* With one M tile per task the decode is the loop that streams the weights: it fetches ahead as the
+ * few-rows kernel does (the AVX-512 MX kernels, 8 rows, K 7168 x N 4096, one Zen 5 core: 2.95 -> 2.21
+ * ms). With more tiles the AVX-512 tiles fetch each next block while they run, and prefetching here too
+ * was slower (10.2 -> 10.7 ms at 64 rows). */
+void mm_prepare_panel_fp8_vbmi_ahead(const mm_ukernel_args *p, uint8_t *block) {
+    prepare_panel(p, block, 1);
+}
+void mm_prepare_panel_fp4_vbmi_ahead(const mm_ukernel_args *p, uint8_t *block) {
+    prepare_panel(p, block, 1);
 }
 
 /* Decodes step s (pairs first_pair + 16 s ...) of the kernel's K range into b, zeros past the end. */
@@ -185,8 +194,9 @@ static void row_chunk_scalar(mm_dtype a_dtype, const uint8_t *row, const uint8_t
  * mm_gemm_mx_row_to_bf16_avx512): as mm_gemm_mx_row_to_bf16 (prepare_rows.c), 64 values (two MX blocks)
  * at a time with the decoder above (each block's scale as one subtraction); chunks with a scale outside
  * the fast range or a NaN/Inf code, and the tail, take the scalar conversion. Same values, except that a
- * zero activation of either sign becomes +0 (the sign of a zero product changes no sum: the sums start
- * from +0, and x + (-0) = x). No tile instruction: it runs on any CPU with AVX512_VBMI. */
+ * zero activation of either sign becomes +0 (the sign of a zero product changes no nonzero sum, x + (-0) =
+ * x; only a sum that is itself -0, e.g. a flushed tiny negative one, may come out +0). No tile
+ * instruction: it runs on any CPU with AVX512_VBMI. */
 void mm_gemm_mx_row_to_bf16_vbmi(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
                                  uint16_t *out) {
     mx_decoder d;

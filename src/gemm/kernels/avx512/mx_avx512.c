@@ -39,16 +39,21 @@ void mm_prepare_panel_fp4_avx512(const mm_ukernel_args *p, uint8_t *block) {
  * byte-table lookups and a saturating subtraction per 64 codes, where the one above spends ~2.5x the
  * instructions): a 64-row FP8 x FP8 GEMM of K 7168 x N 4096 takes 10.0 instead of 11.1 ms on one Zen 5
  * core, once the next K block's codes come in while the tiles run (grouped.c). It writes +0 for a zero
- * weight of either sign, which changes no sum. */
+ * weight of either sign, which changes no nonzero sum. */
+/* p->prefetch is NULL when the task has one M tile (kernel.h): the decode then streams the weights. */
 void mm_prepare_panel_fp8_mx_avx512(const mm_ukernel_args *p, uint8_t *block) {
-    if (mm_cpu_has_avx512_vbmi())
+    if (!mm_cpu_has_avx512_vbmi())
+        mm_prepare_panel_fp8_avx512(p, block);
+    else if (p->prefetch)
         mm_prepare_panel_fp8_vbmi(p, block);
     else
-        mm_prepare_panel_fp8_avx512(p, block);
+        mm_prepare_panel_fp8_vbmi_ahead(p, block);
 }
 void mm_prepare_panel_fp4_mx_avx512(const mm_ukernel_args *p, uint8_t *block) {
-    if (mm_cpu_has_avx512_vbmi())
+    if (!mm_cpu_has_avx512_vbmi())
+        mm_prepare_panel_fp4_avx512(p, block);
+    else if (p->prefetch)
         mm_prepare_panel_fp4_vbmi(p, block);
     else
-        mm_prepare_panel_fp4_avx512(p, block);
+        mm_prepare_panel_fp4_vbmi_ahead(p, block);
 }

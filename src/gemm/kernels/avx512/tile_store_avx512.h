@@ -24,11 +24,13 @@ static inline __mmask16 tile_mask_hi(int64_t n) {
 
 /* Lines of the next K block (kernel.h: prefetch) to fetch per step of a kernel's loop of `steps` steps, so
  * that its share is spread over the whole loop; at least one per step while any is left. */
-static inline int64_t tile_prefetch_per_step(const mm_ukernel_args *p, int64_t steps) {
+static inline __attribute__((always_inline)) int64_t tile_prefetch_per_step(const mm_ukernel_args *p,
+                                                                            int64_t steps) {
     return steps > 0 ? (p->prefetch_lines + steps - 1) / steps : 0;
 }
 /* The lines of step `step` (0-based) into L2. */
-static inline void tile_prefetch_step(const mm_ukernel_args *p, int64_t step, int64_t per_step) {
+static inline __attribute__((always_inline)) void tile_prefetch_step(const mm_ukernel_args *p, int64_t step,
+                                                                     int64_t per_step) {
     for (int64_t j = step * per_step; j < (step + 1) * per_step && j < p->prefetch_lines; j++)
         _mm_prefetch((const char *)(p->prefetch + 64 * j), _MM_HINT_T1);
 }
