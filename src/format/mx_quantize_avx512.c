@@ -38,7 +38,6 @@ static inline uint16_t max_magnitude(__m512i v) {
 typedef struct group_coder {
     const mm_mx_code_table *table;
     mm_dtype elem;
-    int emax;
     uint8_t zero_code[2]; /* codes of +0 and -0 (the scalar encoder's) */
 } group_coder;
 
@@ -94,7 +93,7 @@ static inline void store_codes(int nibbles, __m512i lo, __m512i hi, uint8_t *q) 
 
 void mm_mx_quantize_groups_avx512(const uint16_t *x_bf16, const float *x_f32, int64_t n_groups, mm_dtype elem,
                                   int emax, uint8_t *q, uint8_t *scales) {
-    group_coder c = {mm_mx_code_table_of(elem), elem, emax, {0, 0}};
+    group_coder c = {mm_mx_code_table_of(elem), elem, {0, 0}};
     c.zero_code[0] = mm_mx_encode_element(elem, c.table, 0x0000, 127);
     c.zero_code[1] = mm_mx_encode_element(elem, c.table, 0x8000, 127);
     int nibbles = c.table->sign_bit == 0x08;

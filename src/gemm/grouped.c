@@ -126,24 +126,26 @@ static void run_task(void *ctx, int64_t task) {
     if (w->block_scale) args.b_block_scale = w->block_scale + panel * w->scale_blocks * MM_GEMM_NR;
     if (w->block_zero) args.b_block_zero = w->block_zero + panel * w->scale_blocks * MM_GEMM_NR;
     args.block_k = w->block_k;
+    int64_t tiles = (row_end - row_begin + kernel->mr - 1) / kernel->mr;
+    args.streams_weights = tiles == 1;
     /* K outer, M tiles inner: the panel's K block stays in cache while the tiles stream past it. */
     for (int64_t k_begin = 0; k_begin < w->k; k_begin += kc) {
         args.k_begin = k_begin;
         args.k_end = w->k - k_begin < kc ? w->k : k_begin + kc;
         args.first = k_begin == 0;
         args.last = args.k_end == w->k;
-        /* The next K block's panel bytes, split among the M-block's tiles (kernel.h: prefetch). With one
-         * tile the kernel streams the weights itself. */
-        int64_t tiles = (row_end - row_begin + kernel->mr - 1) / kernel->mr, next_lines = 0, tile_lines = 0;
+        /* The next K block's panel lines, split among the M-block's tiles (kernel.h: prefetch). With one
+         * tile the kernel or the prepare streams the weights itself. */
+        int64_t next_lines = 0, tile_lines = 0;
         const uint8_t *next_block = NULL;
-        if (tiles > 1 && args.k_end < w->k) {
+        if (!args.streams_weights && args.k_end < w->k) {
             int64_t pair_bytes = w->panel_bytes / ((w->k + 1) / 2);
             int64_t next_end = w->k - args.k_end < kc ? w->k : args.k_end + kc;
             next_block = args.b + args.k_end / 2 * pair_bytes;
             next_lines = ((next_end + 1) / 2 - args.k_end / 2) * pair_bytes / 64;
             tile_lines = (next_lines + tiles - 1) / tiles;
         }
-        args.prefetch = tiles > 1 ? args.b : NULL; /* for the prepare: several tiles (kernel.h) */
+        args.prefetch = NULL; /* the tiles of the last K block fetch nothing */
         args.prefetch_lines = 0;
         if (kernel->prepare_panel) {
             kernel->prepare_panel(&args, block);
@@ -151,12 +153,11 @@ static void run_task(void *ctx, int64_t task) {
         }
         for (int64_t row0 = row_begin; row0 < row_end; row0 += kernel->mr) {
             int64_t tile = (row0 - row_begin) / kernel->mr;
-            args.prefetch = next_block ? next_block + tile * tile_lines * 64 : NULL;
-            args.prefetch_lines =
-                next_block ? (next_lines - tile * tile_lines < tile_lines ? next_lines - tile * tile_lines
-                                                                          : tile_lines)
-                           : 0;
-            if (args.prefetch_lines < 0) args.prefetch_lines = 0;
+            if (next_block) {
+                int64_t first_line = tile * tile_lines, left = next_lines - first_line;
+                args.prefetch = next_block + first_line * 64;
+                args.prefetch_lines = left < 0 ? 0 : left < tile_lines ? left : tile_lines;
+            }
             args.partial = partial + tile * MM_GEMM_MR_MAX * MM_GEMM_NR;
             args.m = (int)(row_end - row0 < kernel->mr ? row_end - row0 : kernel->mr);
             args.a = (const uint8_t *)g->a + row0 * g->a_stride;

@@ -122,9 +122,9 @@ void mm_prepare_panel_fp8_vbmi(const mm_ukernel_args *args, uint8_t *block);
 void mm_gemm_mx_row_to_bf16_vbmi(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
                                  uint16_t *out);
 void mm_prepare_panel_fp4_vbmi(const mm_ukernel_args *args, uint8_t *block);
-/* The same decoders prefetching ahead, for a task of one M tile (the AVX-512 MX kernels). */
-void mm_prepare_panel_fp8_vbmi_ahead(const mm_ukernel_args *args, uint8_t *block);
-void mm_prepare_panel_fp4_vbmi_ahead(const mm_ukernel_args *args, uint8_t *block);
+/* Their body, for FP8 and FP4 weights alike; stream: prefetch ahead (a task of one M tile, whose decode
+ * streams the weights: the AVX-512 MX kernels pass args->streams_weights). */
+void mm_prepare_panel_mx_vbmi(const mm_ukernel_args *args, uint8_t *block, int stream);
 /* MX pairs with few rows (m <= MM_GEMM_MX_FEW_AMX_MR, mx_amx_avx512.c): each K block of 32 decoded from
  * the raw panel into two B tiles in L1 and multiplied at once, no prepared block. */
 #define MM_GEMM_MX_FEW_AMX_MR 16

@@ -33,9 +33,12 @@
 #define FEW_PREFETCH    2048
 #define FEW_PREFETCH_L2 8192
 
-/* ahead: whether the decode is the loop that streams the weights (see mm_prepare_panel_*_vbmi_ahead). */
-static inline __attribute__((always_inline)) void prepare_panel(const mm_ukernel_args *p, uint8_t *block,
-                                                                int ahead) {
+/* stream: the decode is the loop that streams the weights (one M tile per task): it fetches ahead as the
+ * few-rows kernel does (the AVX-512 MX kernels, 8 rows, K 7168 x N 4096, one Zen 5 core: 2.95 -> 2.21
+ * ms). With more tiles the AVX-512 tiles fetch each next block while they run, and prefetching here too
+ * was slower (10.2 -> 10.7 ms at 64 rows); the AMX MX kernels (many rows) leave it to the hardware
+ * prefetcher. */
+void mm_prepare_panel_mx_vbmi(const mm_ukernel_args *p, uint8_t *block, int stream) {
     mx_decoder d;
     mx_decoder_make(&d, p->w_dtype);
     int64_t first_pair = p->k_begin / 2, end_pair = (p->k_end + 1) / 2;
@@ -43,27 +46,16 @@ static inline __attribute__((always_inline)) void prepare_panel(const mm_ukernel
         int64_t kb = kp0 / 16;
         int n = end_pair - kp0 < 16 ? (int)(end_pair - kp0) : 16;
         mx_decode_block(&d, p->b, kp0, n, p->b_mx_e8m0 + kb * MM_GEMM_NR, p->b_mx_scale + kb * MM_GEMM_NR,
-                        block + (kp0 - first_pair) * 128, ahead ? FEW_PREFETCH : 0,
-                        ahead ? FEW_PREFETCH_L2 : 0);
+                        block + (kp0 - first_pair) * 128, stream ? FEW_PREFETCH : 0,
+                        stream ? FEW_PREFETCH_L2 : 0);
     }
 }
 
-/* The AMX MX kernels (many rows: the decode is not the streaming loop, the hardware prefetcher suffices). */
 void mm_prepare_panel_fp8_vbmi(const mm_ukernel_args *p, uint8_t *block) {
-    prepare_panel(p, block, 0);
+    mm_prepare_panel_mx_vbmi(p, block, 0);
 }
 void mm_prepare_panel_fp4_vbmi(const mm_ukernel_args *p, uint8_t *block) {
-    prepare_panel(p, block, 0);
-}
-/* With one M tile per task the decode is the loop that streams the weights: it fetches ahead as the
- * few-rows kernel does (the AVX-512 MX kernels, 8 rows, K 7168 x N 4096, one Zen 5 core: 2.95 -> 2.21
- * ms). With more tiles the AVX-512 tiles fetch each next block while they run, and prefetching here too
- * was slower (10.2 -> 10.7 ms at 64 rows). */
-void mm_prepare_panel_fp8_vbmi_ahead(const mm_ukernel_args *p, uint8_t *block) {
-    prepare_panel(p, block, 1);
-}
-void mm_prepare_panel_fp4_vbmi_ahead(const mm_ukernel_args *p, uint8_t *block) {
-    prepare_panel(p, block, 1);
+    mm_prepare_panel_mx_vbmi(p, block, 0);
 }
 
 /* Decodes step s (pairs first_pair + 16 s ...) of the kernel's K range into b, zeros past the end. */

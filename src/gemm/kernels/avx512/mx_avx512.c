@@ -40,20 +40,16 @@ void mm_prepare_panel_fp4_avx512(const mm_ukernel_args *p, uint8_t *block) {
  * instructions): a 64-row FP8 x FP8 GEMM of K 7168 x N 4096 takes 10.0 instead of 11.1 ms on one Zen 5
  * core, once the next K block's codes come in while the tiles run (grouped.c). It writes +0 for a zero
  * weight of either sign, which changes no nonzero sum. */
-/* p->prefetch is NULL when the task has one M tile (kernel.h): the decode then streams the weights. */
-void mm_prepare_panel_fp8_mx_avx512(const mm_ukernel_args *p, uint8_t *block) {
-    if (!mm_cpu_has_avx512_vbmi())
-        mm_prepare_panel_fp8_avx512(p, block);
-    else if (p->prefetch)
-        mm_prepare_panel_fp8_vbmi(p, block);
+static void prepare_mx(const mm_ukernel_args *p, uint8_t *block,
+                       void (*without_vbmi)(const mm_ukernel_args *, uint8_t *)) {
+    if (mm_cpu_has_avx512_vbmi())
+        mm_prepare_panel_mx_vbmi(p, block, p->streams_weights);
     else
-        mm_prepare_panel_fp8_vbmi_ahead(p, block);
+        without_vbmi(p, block);
+}
+void mm_prepare_panel_fp8_mx_avx512(const mm_ukernel_args *p, uint8_t *block) {
+    prepare_mx(p, block, mm_prepare_panel_fp8_avx512);
 }
 void mm_prepare_panel_fp4_mx_avx512(const mm_ukernel_args *p, uint8_t *block) {
-    if (!mm_cpu_has_avx512_vbmi())
-        mm_prepare_panel_fp4_avx512(p, block);
-    else if (p->prefetch)
-        mm_prepare_panel_fp4_vbmi(p, block);
-    else
-        mm_prepare_panel_fp4_vbmi_ahead(p, block);
+    prepare_mx(p, block, mm_prepare_panel_fp4_avx512);
 }
