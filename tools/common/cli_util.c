@@ -14,13 +14,18 @@
 #include "core/error.h"
 #include "megamoe/comm.h"
 
-/* Diagnostics must stay one line whatever the message holds, so control characters are flattened. */
+/* Diagnostics must stay one line whatever the message holds, so control characters are flattened; the
+ * line is composed first and written by one call, since stderr is unbuffered: written piece by piece,
+ * the lines of the ranks under mpirun interleaved character by character. */
 static void print_one_line(const char *command, const char *message, const char *suffix) {
-    fputs("megamoe: ", stderr);
-    if (command) fprintf(stderr, "%s: ", command);
-    for (const char *p = message; *p; p++) fputc((*p == '\n' || *p == '\r') ? ' ' : *p, stderr);
-    if (suffix) fputs(suffix, stderr);
-    fputc('\n', stderr);
+    char line[2048];
+    int n = snprintf(line, sizeof line, "megamoe: %s%s%s%s\n", command ? command : "", command ? ": " : "",
+                     message, suffix ? suffix : "");
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+    for (size_t i = 0; i + 1 < len; i++)
+        if (line[i] == '\n' || line[i] == '\r') line[i] = ' ';
+    if (len > 0) line[len - 1] = '\n'; /* also when the line was cut */
+    fwrite(line, 1, len, stderr);
 }
 
 void cli_error(const char *command, const char *fmt, ...) {
