@@ -203,8 +203,13 @@ WO_ALWAYS_INLINE void mx_panel_block_load(const mm_ukernel_args *p, const mx_pan
     __m512i delta = _mm512_slli_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(s), _mm512_set1_epi16(127)), 7);
     b->delta_pairs[0] = _mm512_permutexvar_epi16(dup_lo, delta);
     b->delta_pairs[1] = _mm512_permutexvar_epi16(dup_hi, delta);
-    b->scales[0] = _mm512_loadu_ps(p->b_mx_scale + kb * MM_GEMM_NR);
-    b->scales[1] = _mm512_loadu_ps(p->b_mx_scale + kb * MM_GEMM_NR + 16);
+    /* The F32 scales only where the slow path needs them: they are 4 bytes per column and block against
+     * the codes' 16 (FP4), a stream of their own that no prefetch covers. */
+    b->scales[0] = b->scales[1] = _mm512_setzero_ps();
+    if (!b->safe) {
+        b->scales[0] = _mm512_loadu_ps(p->b_mx_scale + kb * MM_GEMM_NR);
+        b->scales[1] = _mm512_loadu_ps(p->b_mx_scale + kb * MM_GEMM_NR + 16);
+    }
 }
 
 /* Fast path: multiply by 2^delta (delta << 7 per lane) by exponent addition on finite nonzero values. */
@@ -223,10 +228,14 @@ WO_ALWAYS_INLINE void mx_panel_pair(const uint8_t *panel, int64_t kp, const mx_p
     __m512i codes[2];
     panel_pair_codes(panel, kp, is_fp4, codes);
     for (int h = 0; h < 2; h++) {
-        if (safe)
-            out[h] = mx_panel_scale_bf16(is_fp4 ? _mm512_permutexvar_epi16(codes[h], table[0])
-                                                : panel_decode_fp8(codes[h], table),
-                                         b->delta_pairs[h]);
+        if (safe && is_fp4) {
+            /* An E2M1 code is zero exactly when its magnitude bits are (codes 0 and 8); every other code
+             * is finite and nonzero, so its mask is that of mx_panel_scale_bf16 at one instruction. */
+            __m512i v = _mm512_permutexvar_epi16(codes[h], table[0]);
+            __mmask32 nonzero = _mm512_test_epi16_mask(codes[h], _mm512_set1_epi16(0x7));
+            out[h] = _mm512_mask_add_epi16(v, nonzero, v, b->delta_pairs[h]);
+        } else if (safe)
+            out[h] = mx_panel_scale_bf16(panel_decode_fp8(codes[h], table), b->delta_pairs[h]);
         else
             out[h] = panel_decode_scaled_f32(codes[h], is_fp4, f->f32, b->scales[h]);
     }
