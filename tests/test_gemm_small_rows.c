@@ -222,6 +222,22 @@ static void set_scales(gemm_case *c, int ea, int ew, uint64_t *rng) {
         }
 }
 
+/* Weight scale byte 0 (2^-127, the F32 subnormal of the packed F32 array) in every block, with
+ * activations scaled up by 2^73 (byte 200, low enough that the block sums of a' * q stay finite for E5M2
+ * weights, the kernels' documented limit): every product a' * w' is a normal number, so a kernel that read
+ * scale byte 0 as zero (the few-rows kernels compute the F32 scale from the E8M0 byte) would give 0 where
+ * the expectation is of order 2^-54 or more. */
+static void test_weight_scale_zero_byte(int p, const mm_gemm_kernel *small) {
+    uint64_t rng = 515 + (uint64_t)p;
+    for (int64_t rows = 1; rows <= small->mr && rows <= 4; rows += 3) {
+        gemm_case c;
+        gemm_case_make(&c, pairs[p][0], pairs[p][1], rows, 200, 40, 0, 0, 8100 + (uint64_t)p);
+        set_scales(&c, 200, 0, &rng);
+        check_case("weight scale byte 0", &c, small, 0, NULL, -1);
+        gemm_case_free(&c);
+    }
+}
+
 /* 0 finite, 1 +Inf, 2 -Inf, 3 NaN. */
 static int value_class(float v) {
     return isnan(v) ? 3 : isinf(v) ? (v > 0 ? 1 : 2) : 0;
@@ -302,6 +318,7 @@ int main(void) {
             test_shapes(p, few, mm_gemm_kernel_lookup(MM_ISA_REF, pairs[p][0], pairs[p][1]));
             test_extreme_scales(p, few, 0);
             test_extreme_scales(p, few, 1);
+            test_weight_scale_zero_byte(p, few);
             if (is_fp4_fp4(p) && strstr(few->name, "_int_")) {
                 test_fp4_scale_edges(few, mm_gemm_kernel_lookup(MM_ISA_REF, pairs[p][0], pairs[p][1]));
                 test_many_rows(few);

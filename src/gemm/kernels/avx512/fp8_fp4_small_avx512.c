@@ -108,13 +108,13 @@ static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_ar
             step(at + 64, table, rows, row, k0 + 4 * i + 4, acc, split ? 4 : 0);
         }
         if (i < steps) step(at, table, rows, row, k0 + 4 * i, acc, 0);
-        const float *w_scale = p->b_mx_scale + b * MM_GEMM_NR;
+        const __m512 w_scale[2] = {panel_e8m0_f32(p->b_mx_e8m0 + b * MM_GEMM_NR),
+                                   panel_e8m0_f32(p->b_mx_e8m0 + b * MM_GEMM_NR + 16)};
         for (int r = 0; r < rows; r++)
             for (int h = 0; h < 2; h++) {
                 __m512 block = _mm512_add_ps(_mm512_add_ps(acc[r][h], acc[r][h + 2]),
                                              _mm512_add_ps(acc[r][h + 4], acc[r][h + 6]));
-                __m512 running = _mm512_fmadd_ps(block, _mm512_loadu_ps(w_scale + 16 * h),
-                                                 _mm512_load_ps(sum[r] + 16 * h));
+                __m512 running = _mm512_fmadd_ps(block, w_scale[h], _mm512_load_ps(sum[r] + 16 * h));
                 _mm512_store_ps(sum[r] + 16 * h, running);
             }
     }

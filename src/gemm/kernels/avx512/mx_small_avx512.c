@@ -31,6 +31,7 @@
 
 #include "format/decode_tables.h"
 #include "format/format_table.h"
+#include "gemm/kernels/avx512/panel_codes_avx512.h"
 #include "gemm/kernels/kernels.h"
 
 #define MR MM_GEMM_MX_SMALL_MR
@@ -112,8 +113,8 @@ static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_ar
     for (int64_t kp0 = first_pair; kp0 < end_pair; kp0 += 16) {
         int64_t kb = kp0 / 16, kp_end = kp0 + 16 < end_pair ? kp0 + 16 : end_pair;
         /* The block's weight scales in accumulator order. */
-        const float *scales32 = p->b_mx_scale + kb * MM_GEMM_NR;
-        __m512 lo = _mm512_loadu_ps(scales32), hi = _mm512_loadu_ps(scales32 + 16);
+        const uint8_t *e8m0 = p->b_mx_e8m0 + kb * MM_GEMM_NR;
+        __m512 lo = panel_e8m0_f32(e8m0), hi = panel_e8m0_f32(e8m0 + 16);
         __m512 scale[2] = {_mm512_permutex2var_ps(lo, idx[0], hi), _mm512_permutex2var_ps(lo, idx[1], hi)};
         __m512 acc[MR][4];
         for (int r = 0; r < rows; r++)

@@ -9,6 +9,21 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+/* 16 E8M0 scale bytes -> their F32 values, bit for bit those of the packed F32 scale array
+ * (mm_e8m0_to_f32): b << 23 for 1..254, 2^-127 (the subnormal 0x00400000) for 0, the quiet NaN for 255.
+ * The few-rows kernels compute them from the E8M0 bytes instead of reading the F32 array: at decode the
+ * kernels stream their weights, and the F32 array is 4 bytes per column and block where the E8M0 one is 1
+ * (FP4 codes: 16). */
+static inline __m512 panel_e8m0_f32(const uint8_t *bytes) {
+    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)bytes));
+    __m512i bits = _mm512_slli_epi32(b, 23);
+    bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(b, _mm512_setzero_si512()),
+                                 _mm512_set1_epi32(0x00400000));
+    bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(b, _mm512_set1_epi32(0xFF)),
+                                 _mm512_set1_epi32(0x7FC00000));
+    return _mm512_castsi512_ps(bits);
+}
+
 /* The codes of K pair kp as two vectors of 32 16-bit lanes in BF16 pair order (lane 2c + k%2): [0]
  * columns 0..15, [1] columns 16..31. nibbles: the FP4 / UINT4 layout, else one byte per code. */
 static inline void panel_pair_codes(const uint8_t *panel, int64_t kp, int nibbles, __m512i codes[2]) {
