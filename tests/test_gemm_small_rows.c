@@ -226,7 +226,7 @@ static void set_scales(gemm_case *c, int ea, int ew, uint64_t *rng) {
  * activations scaled up by 2^73 (byte 200, low enough that the block sums of a' * q stay finite for E5M2
  * weights, the kernels' documented limit): every product a' * w' is a normal number, so a kernel that read
  * scale byte 0 as zero (the few-rows kernels compute the F32 scale from the E8M0 byte) would give 0 where
- * the expectation is of order 2^-54 or more. */
+ * the expectation is not (products from about 2^-86 up, all normal). */
 static void test_weight_scale_zero_byte(int p, const mm_gemm_kernel *small) {
     uint64_t rng = 515 + (uint64_t)p;
     for (int64_t rows = 1; rows <= small->mr && rows <= 4; rows += 3) {

@@ -9,11 +9,12 @@
 #include <immintrin.h>
 #include <stdint.h>
 
-/* 16 E8M0 scale bytes -> their F32 values, bit for bit those of the packed F32 scale array
- * (mm_e8m0_to_f32): b << 23 for 1..254, 2^-127 (the subnormal 0x00400000) for 0, the quiet NaN for 255.
- * The few-rows kernels compute them from the E8M0 bytes instead of reading the F32 array: at decode the
- * kernels stream their weights, and the F32 array is 4 bytes per column and block where the E8M0 one is 1
- * (FP4 codes: 16). */
+/* 16 E8M0 scale bytes -> their F32 values: b << 23 for 1..254, 2^-127 (the subnormal 0x00400000) for
+ * 0, the quiet NaN for 255; for every valid column bit for bit the packed F32 scale array
+ * (mm_e8m0_to_f32; padding columns hold 0 there and byte 127 here, and their codes are 0). The few-rows
+ * kernels compute them from the E8M0 bytes instead of reading the F32 array: at decode the kernels
+ * stream their weights, and the F32 array is 4 bytes per column and block where the E8M0 one is 1
+ * (codes: 32 FP8, 16 FP4). */
 static inline __m512 panel_e8m0_f32(const uint8_t *bytes) {
     __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)bytes));
     __m512i bits = _mm512_slli_epi32(b, 23);
