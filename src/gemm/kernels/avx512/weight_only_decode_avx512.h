@@ -204,7 +204,7 @@ WO_ALWAYS_INLINE void mx_panel_block_load(const mm_ukernel_args *p, const mx_pan
     b->delta_pairs[0] = _mm512_permutexvar_epi16(dup_lo, delta);
     b->delta_pairs[1] = _mm512_permutexvar_epi16(dup_hi, delta);
     /* The F32 scales only where the slow path needs them: they are 4 bytes per column and block against
-     * the codes' 16 (FP4), a stream of their own that no prefetch covers. */
+     * the codes' 16 (FP4) or 32 (FP8), a stream of their own that no prefetch covers. */
     b->scales[0] = b->scales[1] = _mm512_setzero_ps();
     if (!b->safe) {
         b->scales[0] = _mm512_loadu_ps(p->b_mx_scale + kb * MM_GEMM_NR);
