@@ -500,6 +500,68 @@ static void check_few_rows(void) {
 #endif
 }
 
+/* FP8 blocks with one scale for a whole panel of 32 columns (block_n 32 and 64), which CPUs with
+ * AVX512_VBMI decode by byte tables of the 128 scaled magnitudes plus the code's sign (on other CPUs the
+ * same cases check the other decoders): every code of E4M3 in every block, per matrix
+ * one scale of both signs and zeros, F32 subnormal (1e-40), products below the F32 normal range (1e-41
+ * times small codes) and beyond it (3e38), the scales of the exact path (300, -1000); a last panel with 6
+ * columns (padding), odd K and both layouts; the NaN codes in two columns of a matrix of their own; with
+ * the caller's MXCSR set to DAZ; and block_k 9 with scales alternating per K block (a table per block,
+ * the pair that straddles two blocks decoded the general way). Rows 1..8 (the few-rows kernels) and 11
+ * (the general kernel), each against the BF16 GEMM on w', and against float64 where every w' is finite. */
+static void check_fp8_panel_scales(void) {
+    static const float panel_scales[] = {0.03f,  -2.5f,    0.0f,  -0.0f, 1e-40f, 1e-41f,
+                                         300.0f, -1000.0f, 3e38f, 0.5f,  0.5f,   0.03f};
+    enum {
+        N_SCALES = sizeof panel_scales / sizeof panel_scales[0],
+        NAN_CASE = N_SCALES - 3,
+        DAZ_CASE = N_SCALES - 2,
+        STRADDLE_CASE = N_SCALES - 1
+    };
+    level lv[MAX_LEVELS];
+    int n_levels = levels_of(MM_DTYPE_FP8_E4M3FN, lv);
+    for (int c = 0; c < N_SCALES; c++) {
+        wcase w;
+        wcase_make(&w, MM_DTYPE_FP8_E4M3FN, 301, 70, c & 1 ? 64 : 32,
+                   c == STRADDLE_CASE ? 9
+                   : c & 2            ? 128
+                                      : 64,
+                   c & 1, 0x5CA1Eull + (uint64_t)c);
+        for (int64_t i = 0; i < (w.n + w.block_n - 1) / w.block_n * scale_blocks_k(&w); i++)
+            w.scales[i] = c == STRADDLE_CASE && i % 2 ? -2.5f : panel_scales[c];
+        for (int64_t k = 0; k < w.k; k++)
+            for (int64_t n = 0; n < w.n; n++) {
+                uint8_t code = (uint8_t)(k * 7 + n * 13 + c);
+                if ((code & 0x7F) == 0x7F) code = c == NAN_CASE && (n == 5 || n == 37) ? code : code ^ 1;
+                put_code(&w, k, n, code);
+            }
+        wcase_dequantize(&w);
+        uint16_t *a = random_rows(11, w.k, 0xFACEull + (uint64_t)c);
+        int finite = c != NAN_CASE && panel_scales[c] < 1e4f && panel_scales[c] > -1e4f;
+#if defined(__x86_64__)
+        unsigned csr = _mm_getcsr();
+        if (c == DAZ_CASE) _mm_setcsr(csr | 0x40);
+#endif
+        int bad = 0;
+        for (int rows = 1; rows <= 11; rows += rows < 8 ? 1 : 3)
+            for (int l = 0; l < n_levels; l++)
+                bad += check_kernel(lv[l].kernel, lv[l].bf16, &w, a, rows, finite, 0);
+#if defined(__x86_64__)
+        _mm_setcsr(csr);
+#endif
+        if (!bad) mm_test_passed++;
+        /* The NaN codes make their two columns NaN and no other (the activations are nonzero). */
+        if (c == NAN_CASE && n_levels > 0) {
+            float out[11 * 71];
+            mm_gemm_weight_desc d = wcase_desc(&w);
+            if (run(&d, NULL, lv[n_levels - 1].kernel, a, 1, out, 71))
+                for (int64_t n = 0; n < w.n; n++) CHECK(!!isnan(out[n]) == (n == 5 || n == 37));
+        }
+        free(a);
+        wcase_free(&w);
+    }
+}
+
 static void expect_pack_error(const mm_gemm_weight_desc *d, const char *needle) {
     mm_error err;
     mm_gemm_packed_weights *pw = NULL;
@@ -583,6 +645,7 @@ int main(void) {
     check_random();
     check_extremes();
     check_few_rows();
+    check_fp8_panel_scales();
     printf("cpu isa %s\n", mm_isa_name(mm_cpu_isa()));
     return mm_test_finish("test_gemm_weight_only");
 }

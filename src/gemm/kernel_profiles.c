@@ -81,12 +81,16 @@ mm_kernel_kind mm_kernel_rule_choose(const mm_kernel_rule *r, unsigned available
             { 0, MM_KIND_REF }                                                                               \
         }                                                                                                    \
     }
-/* The weight-only classes (a16-fp8b, a16-mxfp4, a16-uint4) on every CPU: the few-rows kernel up to the
- * crossovers measured on Zen 5 (docs/gemm.md, 'Weight-only formats at decode'; not measured elsewhere),
- * the prepared-block kernel above; there is no AMX kernel. */
+/* The weight-only classes (a16-fp8b, a16-mxfp4, a16-uint4): the few-rows kernel up to the crossovers
+ * measured on Zen 5 before its FP8 byte tables (docs/gemm.md, 'Weight-only formats at decode'; not
+ * measured elsewhere), the prepared-block kernel above; there is no AMX kernel. */
 #define WEIGHT_ONLY_RULES                                                                                    \
     RULE(MM_WO_SMALL_MAX_ROWS_FP8B, 0, MM_ROWS_NEVER), RULE(MM_WO_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER),         \
         RULE(MM_WO_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER)
+/* Zen 4 / 5: as measured there with the FP8 byte tables (kernel_profiles.h). */
+#define ZEN5_WEIGHT_ONLY_RULES                                                                               \
+    RULE(MM_WO_SMALL_MAX_ROWS_FP8B_ZEN5, 0, MM_ROWS_NEVER),                                                  \
+        RULE(MM_WO_SMALL_MAX_ROWS_FP4_ZEN5, 0, MM_ROWS_NEVER), RULE(MM_WO_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER)
 /* The thresholds measured on an AMX Xeon (docs/gemm.md, 'AMX row thresholds'). */
 #define XEON_AMX_RULES                                                                                       \
     {                                                                                                        \
@@ -100,13 +104,14 @@ mm_kernel_kind mm_kernel_rule_choose(const mm_kernel_rule *r, unsigned available
  * docs/gemm.md, 'CPU profiles and the tune cache' and 'MX few-rows kernels on Zen 5'): no AMX; INT8 x
  * INT4's few-rows kernel as on the Xeon (faster up to 32 rows, kept at 10); the FP8-activation MX
  * few-rows kernels (FP8 and FP4 weights) faster than the general one up to 8 rows; MXFP4 x MXFP4's
- * integer kernel faster at every row count measured (1..256). */
+ * integer kernel faster at every row count measured (1..256); a16-fp8b's and a16-mxfp4's few-rows
+ * kernels up to 32 and 16 rows. */
 #define ZEN5_RULES                                                                                           \
     {                                                                                                        \
         RULE(0, 0, MM_ROWS_NEVER), RULE(0, 0, MM_ROWS_NEVER), RULE(MM_I4_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER),  \
             RULE(MM_MX_SMALL_MAX_ROWS_ZEN5, 0, MM_ROWS_NEVER),                                               \
             RULE(MM_MX_SMALL_MAX_ROWS_ZEN5, 0, MM_ROWS_NEVER), RULE(MM_ROWS_ALL, 0, MM_ROWS_NEVER),          \
-            WEIGHT_ONLY_RULES                                                                                \
+            ZEN5_WEIGHT_ONLY_RULES                                                                           \
     }
 
 typedef struct model_range {

@@ -39,6 +39,12 @@
  * decode'). */
 #define MM_WO_SMALL_MAX_ROWS      8
 #define MM_WO_SMALL_MAX_ROWS_FP8B 4
+/* On Zen 5 (AVX512_VBMI: FP8 blocks with one scale per panel decode by byte tables, and MX FP4 decodes
+ * without its F32 scale stream), the few-rows kernels of a16-fp8b and a16-mxfp4 stay faster than the
+ * prepared-block kernel beyond one tile: to 32 and 16 rows (measured: docs/gemm.md, 'Weight-only formats
+ * at decode'). UINT4 keeps MM_WO_SMALL_MAX_ROWS. */
+#define MM_WO_SMALL_MAX_ROWS_FP8B_ZEN5 32
+#define MM_WO_SMALL_MAX_ROWS_FP4_ZEN5  16
 /* amx_min of a class that never takes the general AMX kernel. */
 #define MM_ROWS_NEVER INT32_MAX
 /* avx512_few_max of a class whose few-rows kernel takes groups of any size. */

@@ -55,6 +55,10 @@ void mm_prepare_panel_fp4_avx512(const mm_ukernel_args *args, uint8_t *block);
 void mm_ukernel_bf16_prepared_avx512(const mm_ukernel_args *args);
 void mm_prepare_panel_fp8_block_avx512(const mm_ukernel_args *args, uint8_t *block);
 void mm_prepare_panel_uint4_avx512(const mm_ukernel_args *args, uint8_t *block);
+/* The FP8 ones above on a CPU with AVX512_VBMI (weight_only_vbmi_avx512.c): scale blocks with one finite
+ * scale per panel decode by byte tables, the same bits. The *_avx512 functions call them on such CPUs. */
+void mm_prepare_panel_fp8_block_vbmi(const mm_ukernel_args *args, uint8_t *block);
+void mm_ukernel_bf16_fp8_block_small_vbmi(const mm_ukernel_args *args);
 /* FP8 x FP8 with few rows (m <= MM_GEMM_MX_SMALL_MR, mx_small_avx512.c): BF16 dot products over prepared
  * rows and the raw packed panel (FP8 codes looked up to BF16 in registers, scales per K block). Also
  * needs AVX512_VBMI. K per call: MM_GEMM_MX_SMALL_KC (a call builds its lookup tables). */

@@ -200,7 +200,7 @@ void mm_gemm_mx_row_to_bf16_vbmi(mm_dtype a_dtype, const uint8_t *row, const uin
         /* Byte 2j and 2j + 1 of the duplicated row = code byte j, taken in the order that makes vpunpck
          * give values in order (the FP8 decoder's permutation). */
         _Alignas(64) uint8_t perm[64], idx[64];
-        _mm512_store_si512(perm, mx_decoder_perm());
+        _mm512_store_si512(perm, panel_fp8_unpack_order());
         for (int i = 0; i < 64; i++) idx[i] = (uint8_t)(perm[i] / 2);
         fp4_idx = _mm512_load_si512(idx);
     }

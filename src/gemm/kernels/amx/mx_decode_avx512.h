@@ -50,19 +50,6 @@ static inline __m512i mx_biased_patterns(__m512i v, uint16_t s_max) {
     return _mm512_mask_mov_epi16(b, special, _mm512_set1_epi16(0x7FC1));
 }
 
-/* The vpermb index that makes vpunpck{l,h}bw of 64 looked-up bytes give words 0..31 / 32..63 in order:
- * vpunpcklbw takes bytes 0..7 of each 128-bit lane L, vpunpckhbw bytes 8..15, so lane L of the low
- * result must hold bytes 8L..8L+7 and of the high result bytes 32 + 8L..32 + 8L + 7. */
-static inline __m512i mx_decoder_perm(void) {
-    _Alignas(64) uint8_t perm[64];
-    for (int lane = 0; lane < 4; lane++)
-        for (int i = 0; i < 8; i++) {
-            perm[16 * lane + i] = (uint8_t)(8 * lane + i);
-            perm[16 * lane + 8 + i] = (uint8_t)(32 + 8 * lane + i);
-        }
-    return _mm512_load_si512(perm);
-}
-
 static inline void mx_decoder_make(mx_decoder *d, mm_dtype w_dtype) {
     const uint16_t *lut = mm_format_lut_bf16(w_dtype);
     d->f32 = mm_format_lut_f32(w_dtype);
@@ -86,7 +73,7 @@ static inline void mx_decoder_make(mx_decoder *d, mm_dtype w_dtype) {
     d->t[1] = _mm512_inserti64x4(_mm512_castsi256_si512(hi[2]), hi[3], 1);
     d->t[2] = _mm512_inserti64x4(_mm512_castsi256_si512(lo[0]), lo[1], 1);
     d->t[3] = _mm512_inserti64x4(_mm512_castsi256_si512(lo[2]), lo[3], 1);
-    d->perm = mx_decoder_perm();
+    d->perm = panel_fp8_unpack_order();
 }
 
 /* The per-word exponent shifts (s_max - b) << 7 of one block's 32 columns in pair order ([0] columns

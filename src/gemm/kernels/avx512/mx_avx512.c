@@ -29,10 +29,10 @@ void mm_ukernel_mx_avx512(const mm_ukernel_args *p) {
 /* The panel decode of weight_only_decode_avx512.h (shared with the weight-only kernels), exact to the bit
  * (-0 stays -0). */
 void mm_prepare_panel_fp8_avx512(const mm_ukernel_args *p, uint8_t *block) {
-    wo_prepare_block(p, WO_MX_FP8, block);
+    wo_prepare_block(p, WO_MX_FP8, 0, block);
 }
 void mm_prepare_panel_fp4_avx512(const mm_ukernel_args *p, uint8_t *block) {
-    wo_prepare_block(p, WO_FP4, block);
+    wo_prepare_block(p, WO_FP4, 0, block);
 }
 
 /* The MX kernels' panel decode: with AVX512_VBMI the AMX kernels' decoder (mx_decode_avx512.h: two

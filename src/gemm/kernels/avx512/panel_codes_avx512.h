@@ -25,6 +25,21 @@ static inline __m512 panel_e8m0_f32(const uint8_t *bytes) {
     return _mm512_castsi512_ps(bits);
 }
 
+/* The vpermb index that makes vpunpck{l,h}bw of 64 bytes looked up per FP8 code give the codes' words
+ * 0..31 / 32..63 in order: vpunpcklbw takes bytes 0..7 of each 128-bit lane L, vpunpckhbw bytes 8..15, so
+ * lane L of the low result must hold bytes 8L..8L+7 and of the high result bytes 32 + 8L..32 + 8L + 7.
+ * The byte-table FP8 decoders (mx_decode_avx512.h, weight_only_decode_avx512.h) apply it to a pair's
+ * codes before their lookups (vpermb: AVX512_VBMI, in their files). */
+static inline __m512i panel_fp8_unpack_order(void) {
+    _Alignas(64) uint8_t perm[64];
+    for (int lane = 0; lane < 4; lane++)
+        for (int i = 0; i < 8; i++) {
+            perm[16 * lane + i] = (uint8_t)(8 * lane + i);
+            perm[16 * lane + 8 + i] = (uint8_t)(32 + 8 * lane + i);
+        }
+    return _mm512_load_si512(perm);
+}
+
 /* The codes of K pair kp as two vectors of 32 16-bit lanes in BF16 pair order (lane 2c + k%2): [0]
  * columns 0..15, [1] columns 16..31. nibbles: the FP4 / UINT4 layout, else one byte per code. */
 static inline void panel_pair_codes(const uint8_t *panel, int64_t kp, int nibbles, __m512i codes[2]) {

@@ -11,6 +11,7 @@
  * with the few-rows kernels (weight_only_small_avx512.c); FP4 (MX) is prepared by mx_avx512.c. The
  * padding K of an odd K is written as 0 whatever the zero point and scale (the packed BF16 panel holds 0
  * there). */
+#include "core/cpu.h"
 #include "gemm/kernels/avx512/bf16_tile_avx512.h"
 #include "gemm/kernels/avx512/weight_only_decode_avx512.h"
 
@@ -22,9 +23,13 @@ void mm_ukernel_bf16_prepared_avx512(const mm_ukernel_args *p) {
     bf16_tile_run(p, block, full_pairs, (p->k_end & 1) ? block + 2 * full_pairs : NULL);
 }
 
+/* With AVX512_VBMI, FP8 blocks with one scale per panel decode by byte tables (weight_only_vbmi_avx512.c). */
 void mm_prepare_panel_fp8_block_avx512(const mm_ukernel_args *p, uint8_t *block) {
-    wo_prepare_block(p, WO_FP8, block);
+    if (mm_cpu_has_avx512_vbmi())
+        mm_prepare_panel_fp8_block_vbmi(p, block);
+    else
+        wo_prepare_block(p, WO_FP8, 0, block);
 }
 void mm_prepare_panel_uint4_avx512(const mm_ukernel_args *p, uint8_t *block) {
-    wo_prepare_block(p, WO_UINT4, block);
+    wo_prepare_block(p, WO_UINT4, 0, block);
 }
