@@ -500,6 +500,26 @@ static void check_few_rows(void) {
 #endif
 }
 
+/* Every level's kernels on (w, a) at rows 1..8 (the few-rows kernels) and 11 (the general kernel), with
+ * the caller's MXCSR set to DAZ if daz; returns the mismatches. */
+static int check_levels_rows(const level *lv, int n_levels, wcase *w, const uint16_t *a, int daz,
+                             int check_values) {
+#if defined(__x86_64__)
+    unsigned csr = _mm_getcsr();
+    if (daz) _mm_setcsr(csr | 0x40);
+#else
+    (void)daz;
+#endif
+    int bad = 0;
+    for (int rows = 1; rows <= 11; rows += rows < 8 ? 1 : 3)
+        for (int l = 0; l < n_levels; l++)
+            bad += check_kernel(lv[l].kernel, lv[l].bf16, w, a, rows, check_values, 0);
+#if defined(__x86_64__)
+    _mm_setcsr(csr);
+#endif
+    return bad;
+}
+
 /* FP8 blocks with one scale for a whole panel of 32 columns (block_n 32 and 64), which CPUs with
  * AVX512_VBMI decode by byte tables of the 128 scaled magnitudes plus the code's sign (on other CPUs the
  * same cases check the other decoders): every code of E4M3 in every block, per matrix
@@ -538,18 +558,7 @@ static void check_fp8_panel_scales(void) {
         wcase_dequantize(&w);
         uint16_t *a = random_rows(11, w.k, 0xFACEull + (uint64_t)c);
         int finite = c != NAN_CASE && panel_scales[c] < 1e4f && panel_scales[c] > -1e4f;
-#if defined(__x86_64__)
-        unsigned csr = _mm_getcsr();
-        if (c == DAZ_CASE) _mm_setcsr(csr | 0x40);
-#endif
-        int bad = 0;
-        for (int rows = 1; rows <= 11; rows += rows < 8 ? 1 : 3)
-            for (int l = 0; l < n_levels; l++)
-                bad += check_kernel(lv[l].kernel, lv[l].bf16, &w, a, rows, finite, 0);
-#if defined(__x86_64__)
-        _mm_setcsr(csr);
-#endif
-        if (!bad) mm_test_passed++;
+        if (!check_levels_rows(lv, n_levels, &w, a, c == DAZ_CASE, finite)) mm_test_passed++;
         /* The NaN codes make their two columns NaN and no other (the activations are nonzero). */
         if (c == NAN_CASE && n_levels > 0) {
             float out[11 * 71];
@@ -557,6 +566,57 @@ static void check_fp8_panel_scales(void) {
             if (run(&d, NULL, lv[n_levels - 1].kernel, a, 1, out, 71))
                 for (int64_t n = 0; n < w.n; n++) CHECK(!!isnan(out[n]) == (n == 5 || n == 37));
         }
+        free(a);
+        wcase_free(&w);
+    }
+}
+
+/* UINT4 with group scales that AVX-512 decodes by one fused q * scale - zero * scale (exact where zero *
+ * scale is: positive scales of at most 20 significant bits in [2^-122, 2^123), as FP16 checkpoint scales
+ * are), and the scales just outside that which keep the other decode: per matrix one scale for every
+ * group (FP16 values, 2^-122 and 1.5 * 2^122 at the edges, 2^-20 with the caller's MXCSR set to DAZ;
+ * 0.01f with its low mantissa bits, 2^-127 (F32 subnormal), 2^126 (zero * scale would overflow), a
+ * negative and a zero scale; 2^125 where zero * scale overflows but no w' does), zero
+ * points 0..15 varying per group and column, random codes; then block_k 9 with the scales of alternate K
+ * blocks inside and outside (a pair straddling two blocks decodes the other way). Against the BF16 GEMM
+ * on w' bit for bit, and float64 where the sums stay finite. */
+static void check_uint4_scales(void) {
+    static const float group_scales[] = {0.0078125f, 0.01000213623046875f, 65504.0f, 0x1p-24f,  0x1p-122f,
+                                         3.140625f,  0x1.8p122f,           0.01f,    0x1p-127f, 0x1p-20f,
+                                         0x1p126f,   -0.0078125f,          0.0f,     0x1p125f,  0.0078125f};
+    enum {
+        N_SCALES = sizeof group_scales / sizeof group_scales[0],
+        DAZ_CASE = N_SCALES - 6,
+        OVERFLOW_CASE = N_SCALES - 2,
+        STRADDLE_CASE = N_SCALES - 1
+    };
+    level lv[MAX_LEVELS];
+    int n_levels = levels_of(MM_DTYPE_UINT4, lv);
+    for (int c = 0; c < N_SCALES; c++) {
+        wcase w;
+        wcase_make(&w, MM_DTYPE_UINT4, 301, 70, 1,
+                   c == STRADDLE_CASE ? 9
+                   : c & 1            ? 128
+                                      : 32,
+                   c & 1, 0x0111ull + (uint64_t)c);
+        int64_t blocks_k = scale_blocks_k(&w);
+        for (int64_t i = 0; i < w.n * blocks_k; i++) {
+            w.scales[i] = c == STRADDLE_CASE && i % blocks_k % 2 ? 0.01f : group_scales[c];
+            w.zeros[i] = (uint8_t)((i * 7 + i / blocks_k) % 16);
+        }
+        /* 2^125 with zero 8: zero * scale = 2^128 overflows where every w' (codes 8 and one 9 per
+         * column) is 0 or 2^125, and every sum finite. */
+        if (c == OVERFLOW_CASE) {
+            for (int64_t i = 0; i < w.n * blocks_k; i++) w.zeros[i] = 8;
+            /* put_code ors nibbles in: clear the random codes first. */
+            memset(w.data, 0, (size_t)(w.transposed ? w.n * ((w.k + 1) / 2) : w.k * ((w.n + 1) / 2)));
+        }
+        for (int64_t k = 0; c == OVERFLOW_CASE && k < w.k; k++)
+            for (int64_t n = 0; n < w.n; n++) put_code(&w, k, n, k == n ? 9 : 8);
+        wcase_dequantize(&w);
+        uint16_t *a = random_rows(11, w.k, 0xC0DEull + (uint64_t)c);
+        int finite = group_scales[c] < 1e30f || c == OVERFLOW_CASE;
+        if (!check_levels_rows(lv, n_levels, &w, a, c == DAZ_CASE, finite)) mm_test_passed++;
         free(a);
         wcase_free(&w);
     }
@@ -646,6 +706,7 @@ int main(void) {
     check_extremes();
     check_few_rows();
     check_fp8_panel_scales();
+    check_uint4_scales();
     printf("cpu isa %s\n", mm_isa_name(mm_cpu_isa()));
     return mm_test_finish("test_gemm_weight_only");
 }

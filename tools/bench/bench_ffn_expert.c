@@ -4,9 +4,10 @@
  * each tile holds both halves and SwiGLU runs in its epilogue), the quantization of the activation to
  * the format's activation dtype, GEMM2 (rows x I . I x H) rounded to BF16 rows. Weights are
  * random codes of the format (no NaN codes; MX scales near 1; the weight-only formats with their block
- * scales: FP8 128 x 128, UINT4 groups of 128 along K with zero points) packed once; the content does not
- * change the speed. Several experts rotate so that each run reads weights that are not in cache, as in a MoE
- * layer with many experts. */
+ * scales: FP8 128 x 128, UINT4 groups of 128 along K with zero points and F16 scales) packed once; the
+ * content does not change the speed, except that UINT4's F16 scales take the fused decode, as real
+ * checkpoints do. Several experts rotate so that each run reads weights that are not in cache, as in a
+ * MoE layer with many experts. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,7 +109,11 @@ static mm_gemm_packed_weights *make_weights(const format_info *f, int64_t k, int
     uint8_t *zeros = calloc((size_t)n_scales, 1);
     if (data && scales && mx && zeros) {
         fill_codes(f->w, data, bytes, s, 1.0f / sqrtf((float)k));
-        for (int64_t i = 0; i < n_scales; i++) scales[i] = 1.0f / (127.0f * sqrtf((float)k));
+        /* UINT4 scales are F16 values, as GPTQ / AWQ checkpoints store them (the AVX-512 decode has a
+         * faster exact path for scales of at most 20 significant bits: docs/gemm.md). */
+        float scale = 1.0f / (127.0f * sqrtf((float)k));
+        if (f->w == MM_DTYPE_UINT4) scale = mm_f16_to_f32(mm_f32_to_f16(scale));
+        for (int64_t i = 0; i < n_scales; i++) scales[i] = scale;
         for (int64_t i = 0; i < n_scales; i++) zeros[i] = 8;
         fill_mx_scales(mx, mx_bytes, s);
         mm_gemm_weight_desc desc = {.dtype = f->w, .k = k, .n = n, .data = data};

@@ -46,13 +46,32 @@
 /* ---- block-scaled FP8 and UINT4 ---- */
 
 /* The parameters of one scale block, per dword vector j of a pair (columns 8j..8j+7, lanes in pair
- * order: lane 2c + k % 2): the F32 scales, FP8: the scales times 2^120, UINT4: 0x4B400000 - zero. */
+ * order: lane 2c + k % 2): the F32 scales, FP8: the scales times 2^120, UINT4: 0x4B400000 - zero and
+ * zero * scale. */
 typedef struct wo_block {
     __m512 scale[4];
     __m512 scale_x2p120[4];
     __m512i zero_bits[4];
-    int fp8_fast; /* FP8: no scale * 2^120 overflowed */
+    __m512 zero_scale[4];
+    int fp8_fast;    /* FP8: no scale * 2^120 overflowed */
+    int uint4_fused; /* UINT4: every scale allows wo_uint4_pair_fused */
 } wo_block;
+
+/* UINT4 scales for which zero * scale is exact for every zero 0..15 and normal: positive, at most 20
+ * significant bits (the low 4 mantissa bits zero: FP16 and BF16 scales, as GPTQ / AWQ checkpoints
+ * store them, have 11 and 8), in [2^-122, 2^123) (F32 bit patterns compared as unsigned, so a negative
+ * scale fails too: q = zero would give +0 where the rule gives -0). Above the range zero * scale could
+ * overflow; below it a subnormal scale under DAZ would again give +0 for the rule's -0. */
+static inline int wo_uint4_scales_fused(const float *s) {
+    __mmask16 ok = 0xFFFF;
+    for (int h = 0; h < 2; h++) {
+        __m512i bits = _mm512_loadu_si512(s + 16 * h);
+        ok &= _mm512_testn_epi32_mask(bits, _mm512_set1_epi32(0xF)) &
+              _mm512_cmpge_epu32_mask(bits, _mm512_set1_epi32(0x02800000)) &
+              _mm512_cmplt_epu32_mask(bits, _mm512_set1_epi32(0x7D000000));
+    }
+    return ok == 0xFFFF;
+}
 
 /* Dword lane i takes element base + i / 2 of v. */
 static inline __m512i wo_dup_pairs(__m512i v, int base) {
@@ -63,17 +82,21 @@ static inline __m512i wo_dup_pairs(__m512i v, int base) {
 WO_ALWAYS_INLINE void wo_block_load(const mm_ukernel_args *p, int64_t kb, int is_uint4, wo_block *b) {
     const float *s = p->b_block_scale + kb * MM_GEMM_NR;
     b->fp8_fast = 1;
+    b->uint4_fused = 0;
     for (int j = 0; j < 4; j++)
         b->scale[j] = panel_pair_scales(_mm512_loadu_ps(s + 16 * (j / 2)), 8 * (j % 2));
     if (is_uint4) {
+        b->uint4_fused = wo_uint4_scales_fused(s);
         for (int h = 0; h < 2; h++) {
             __m512i z = _mm512_setzero_si512();
             if (p->b_block_zero)
                 z = _mm512_cvtepu8_epi32(_mm_loadu_si128(
                     (const __m128i *)(const void *)(p->b_block_zero + kb * MM_GEMM_NR + 16 * h)));
-            for (int q = 0; q < 2; q++)
-                b->zero_bits[2 * h + q] =
-                    _mm512_sub_epi32(_mm512_set1_epi32(0x4B400000), wo_dup_pairs(z, 8 * q));
+            for (int q = 0; q < 2; q++) {
+                __m512i zero = wo_dup_pairs(z, 8 * q);
+                b->zero_bits[2 * h + q] = _mm512_sub_epi32(_mm512_set1_epi32(0x4B400000), zero);
+                b->zero_scale[2 * h + q] = _mm512_mul_ps(_mm512_cvtepi32_ps(zero), b->scale[2 * h + q]);
+            }
         }
         return;
     }
@@ -91,13 +114,15 @@ WO_ALWAYS_INLINE void wo_block_load(const mm_ukernel_args *p, int64_t kb, int is
 WO_ALWAYS_INLINE void wo_block_blend_odd(wo_block *b, const wo_block *next, int is_uint4) {
     for (int j = 0; j < 4; j++) {
         b->scale[j] = _mm512_mask_blend_ps((__mmask16)0xAAAA, b->scale[j], next->scale[j]);
-        if (is_uint4)
+        if (is_uint4) {
             b->zero_bits[j] = _mm512_mask_blend_epi32((__mmask16)0xAAAA, b->zero_bits[j], next->zero_bits[j]);
-        else
+            b->zero_scale[j] = _mm512_mask_blend_ps((__mmask16)0xAAAA, b->zero_scale[j], next->zero_scale[j]);
+        } else
             b->scale_x2p120[j] =
                 _mm512_mask_blend_ps((__mmask16)0xAAAA, b->scale_x2p120[j], next->scale_x2p120[j]);
     }
     b->fp8_fast &= next->fp8_fast;
+    b->uint4_fused &= next->uint4_fused;
 }
 
 /* Four F32 vectors (columns 0..7, 8..15, 16..23, 24..31) -> the two BF16 pair vectors. */
@@ -121,6 +146,24 @@ WO_ALWAYS_INLINE void wo_uint4_pair(const uint8_t *panel, int64_t kp, const wo_b
                                     _mm512_set1_ps(12582912.0f));
         f[j] = _mm512_mul_ps(diff, b->scale[j]);
     }
+    wo_to_bf16_pairs(f, out);
+}
+
+/* UINT4 pair kp where the block's uint4_fused holds: q as F32 by vpermps over 0..15 (which reads the low
+ * 4 bits of each index: the low nibble needs no mask), then one fused q * scale - zero * scale, whose one
+ * rounding of the exact (q - zero) * scale is the rule's F32 product (zero * scale is exact there, and
+ * q = zero gives +0 as (q - zero) * scale does for a positive scale): 14 instructions instead of 20. */
+WO_ALWAYS_INLINE void wo_uint4_pair_fused(const uint8_t *panel, int64_t kp, const wo_block *b,
+                                          __m512i out[2]) {
+    const __m512 values = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const uint8_t *at = panel + kp * 32;
+    __m512i d0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)at));
+    __m512i d1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(at + 16)));
+    __m512 q[4] = {_mm512_permutexvar_ps(d0, values), _mm512_permutexvar_ps(d1, values),
+                   _mm512_permutexvar_ps(_mm512_srli_epi32(d0, 4), values),
+                   _mm512_permutexvar_ps(_mm512_srli_epi32(d1, 4), values)};
+    __m512 f[4];
+    for (int j = 0; j < 4; j++) f[j] = _mm512_fmsub_ps(q[j], b->scale[j], b->zero_scale[j]);
     wo_to_bf16_pairs(f, out);
 }
 
@@ -329,9 +372,10 @@ typedef struct wo_pairs {
     __m512i fp8_order;
 } wo_pairs;
 
-/* WO_FP8_TABLES: the format of an FP8 segment whose it.fp8_tables is set (the callers' loops choose it
- * per segment, as they do the MX safe case). */
-enum { WO_FP8, WO_UINT4, WO_FP4, WO_MX_FP8, WO_FP8_TABLES };
+/* WO_FP8_TABLES / WO_UINT4_FUSED: the format of an FP8 segment whose it.fp8_tables is set, of a UINT4
+ * segment whose block.uint4_fused is (the callers' loops choose them per segment, as they do the MX safe
+ * case). */
+enum { WO_FP8, WO_UINT4, WO_FP4, WO_MX_FP8, WO_FP8_TABLES, WO_UINT4_FUSED };
 
 /* Pairs of a segment below which the FP8 tables (~30 instructions) cost more than they save. */
 #define WO_FP8_TABLES_MIN_PAIRS 4
@@ -394,13 +438,16 @@ WO_ALWAYS_INLINE void wo_pairs_begin(const mm_ukernel_args *p, int format, int f
  * mx_safe: it->mx_block.safe (MX only). */
 WO_ALWAYS_INLINE void wo_pair(const mm_ukernel_args *p, wo_pairs *it, int format, int mx_safe, int64_t kp,
                               __m512i v[2]) {
-    int nibbles = format == WO_UINT4 || format == WO_FP4;
+    int nibbles = format == WO_UINT4 || format == WO_UINT4_FUSED || format == WO_FP4;
     _mm_prefetch((const char *)(p->b + (kp + WO_PREFETCH_PAIRS) * (nibbles ? 32 : 64)), _MM_HINT_T0);
     if (format == WO_FP4 || format == WO_MX_FP8) {
         mx_panel_pair(p->b, kp, &it->mx, it->table, &it->mx_block, format == WO_FP4, mx_safe, v);
         return;
     }
-    if (format == WO_UINT4) wo_uint4_pair(p->b, kp, &it->block, v);
+    if (format == WO_UINT4)
+        wo_uint4_pair(p->b, kp, &it->block, v);
+    else if (format == WO_UINT4_FUSED)
+        wo_uint4_pair_fused(p->b, kp, &it->block, v);
 #ifdef __AVX512VBMI__
     else if (format == WO_FP8_TABLES)
         wo_fp8_pair_tables(p->b, kp, it->fp8_table, it->fp8_order, v);
@@ -433,6 +480,8 @@ WO_ALWAYS_INLINE void wo_prepare_block(const mm_ukernel_args *p, int format, int
         int64_t segment_end = it.renew_at < it.end_pair ? it.renew_at : it.end_pair;
         if (format == WO_FP8 && it.fp8_tables)
             wo_prepare_segment(p, &it, WO_FP8_TABLES, kp, segment_end, block);
+        else if (format == WO_UINT4 && it.block.uint4_fused)
+            wo_prepare_segment(p, &it, WO_UINT4_FUSED, kp, segment_end, block);
         else
             wo_prepare_segment(p, &it, format, kp, segment_end, block);
         kp = segment_end;

@@ -47,10 +47,12 @@ static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_ar
     for (int64_t kp = it.first_pair; kp < it.end_pair;) {
         wo_pairs_renew(p, &it, kp);
         int64_t segment_end = it.renew_at < it.end_pair ? it.renew_at : it.end_pair;
-        /* Each case a loop of its own: FP8 blocks decoded by tables, MX blocks whose scales leave the
-         * exponent-addition window. */
+        /* Each case a loop of its own: FP8 blocks decoded by tables, UINT4 blocks by the fused decode, MX
+         * blocks whose scales leave the exponent-addition window. */
         if (format == WO_FP8 && it.fp8_tables)
             small_segment(p, &it, WO_FP8_TABLES, 1, kp, segment_end, tail, rows, acc, row);
+        else if (format == WO_UINT4 && it.block.uint4_fused)
+            small_segment(p, &it, WO_UINT4_FUSED, 1, kp, segment_end, tail, rows, acc, row);
         else if (format != WO_FP4 || it.mx_block.safe)
             small_segment(p, &it, format, 1, kp, segment_end, tail, rows, acc, row);
         else
