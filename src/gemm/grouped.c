@@ -86,6 +86,20 @@ static void prepare_row_task(void *ctx, int64_t row) {
                                    dst);
 }
 
+/* The panel's own fields of a kernel call (its codes, column and block scales, valid columns). */
+static void set_panel(mm_ukernel_args *args, const mm_gemm_packed_weights *w, int64_t panel) {
+    int64_t col0 = panel * MM_GEMM_NR;
+    args->n = (int)(w->n_out - col0 < MM_GEMM_NR ? w->n_out - col0 : MM_GEMM_NR);
+    args->b = mm_packed_panel(w, panel);
+    if (w->col_scale) args->col_scale = w->col_scale + col0;
+    if (w->col_offset) args->col_offset = w->col_offset + col0;
+    if (w->col_sum_x128) args->col_sum_x128 = w->col_sum_x128 + col0;
+    if (w->mx_scale) args->b_mx_scale = w->mx_scale + panel * w->k_blocks * MM_GEMM_NR;
+    if (w->mx_scale_e8m0) args->b_mx_e8m0 = w->mx_scale_e8m0 + panel * w->k_blocks * MM_GEMM_NR;
+    if (w->block_scale) args->b_block_scale = w->block_scale + panel * w->scale_blocks * MM_GEMM_NR;
+    if (w->block_zero) args->b_block_zero = w->block_zero + panel * w->scale_blocks * MM_GEMM_NR;
+}
+
 static void run_task(void *ctx, int64_t task) {
     const grouped_job *job = ctx;
     int64_t lo = find_group(job->task_start, job->n_groups, task);
@@ -97,7 +111,7 @@ static void run_task(void *ctx, int64_t task) {
     int64_t row_begin = (local / w->n_panels) * m_block_rows(kernel);
     int64_t row_end = row_begin + m_block_rows(kernel) < g->rows ? row_begin + m_block_rows(kernel) : g->rows;
     int64_t col0 = panel * MM_GEMM_NR;
-    float scratch[MM_GEMM_MR_MAX * MM_GEMM_NR];
+    float scratch[2][MM_GEMM_MR_MAX * MM_GEMM_NR];
     /* Running accumulators of every tile of the M-block between K blocks. */
     uint32_t partial[M_BLOCK_TILES * MM_GEMM_MR_MAX * MM_GEMM_NR];
     _Alignas(64) uint8_t stack_block[MM_GEMM_PREPARED_BLOCK_BYTES];
@@ -112,22 +126,19 @@ static void run_task(void *ctx, int64_t task) {
 
     mm_ukernel_args args = {0};
     args.k = w->k;
-    args.n = (int)(w->n_out - col0 < MM_GEMM_NR ? w->n_out - col0 : MM_GEMM_NR);
     args.a_dtype = kernel->prepare_rows ? MM_DTYPE_BF16 : job->a_dtype;
     args.a_stride = g->a_stride;
     args.a_mx_stride = g->a_mx_stride;
     args.w_dtype = w->dtype;
-    args.b = mm_packed_panel(w, panel);
-    if (w->col_scale) args.col_scale = w->col_scale + col0;
-    if (w->col_offset) args.col_offset = w->col_offset + col0;
-    if (w->col_sum_x128) args.col_sum_x128 = w->col_sum_x128 + col0;
-    if (w->mx_scale) args.b_mx_scale = w->mx_scale + panel * w->k_blocks * MM_GEMM_NR;
-    if (w->mx_scale_e8m0) args.b_mx_e8m0 = w->mx_scale_e8m0 + panel * w->k_blocks * MM_GEMM_NR;
-    if (w->block_scale) args.b_block_scale = w->block_scale + panel * w->scale_blocks * MM_GEMM_NR;
-    if (w->block_zero) args.b_block_zero = w->block_zero + panel * w->scale_blocks * MM_GEMM_NR;
+    set_panel(&args, w, panel);
     args.block_k = w->block_k;
     int64_t tiles = (row_end - row_begin + kernel->mr - 1) / kernel->mr;
     args.streams_weights = tiles == 1;
+    /* A kernel that pairs panels (kernel.h) computes odd panel p + 1 in the task of even panel p when the
+     * task has one tile: the odd panel's task is then empty. */
+    int pairs = row_end - row_begin <= kernel->pairs_panels && !kernel->prepare_panel && tiles == 1;
+    if (pairs && panel % 2 == 1) return;
+    pairs = pairs && panel + 1 < w->n_panels;
     /* K outer, M tiles inner: the panel's K block stays in cache while the tiles stream past it. */
     for (int64_t k_begin = 0; k_begin < w->k; k_begin += kc) {
         args.k_begin = k_begin;
@@ -167,12 +178,27 @@ static void run_task(void *ctx, int64_t task) {
                 args.c = g->c + row0 * g->ldc + col0;
                 args.ldc = g->ldc;
             } else {
-                args.c = scratch;
+                args.c = scratch[0];
                 args.ldc = MM_GEMM_NR;
             }
+            /* The paired panel: the same rows and K block; its accumulators in the next tile's slot
+             * (this task has one tile). */
+            mm_ukernel_args second;
+            args.next_panel = NULL;
+            if (pairs) {
+                second = args;
+                set_panel(&second, w, panel + 1);
+                second.partial = partial + MM_GEMM_MR_MAX * MM_GEMM_NR;
+                second.c = g->c ? args.c + MM_GEMM_NR : scratch[1];
+                args.next_panel = &second;
+            }
             kernel->fn(&args);
-            if (args.last && job->epilogue)
+            if (args.last && job->epilogue) {
                 job->epilogue(job->epilogue_ctx, lo, row0, col0, args.m, args.n, args.c, args.ldc);
+                if (pairs)
+                    job->epilogue(job->epilogue_ctx, lo, row0, col0 + MM_GEMM_NR, second.m, second.n,
+                                  second.c, second.ldc);
+            }
         }
     }
 }

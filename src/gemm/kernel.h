@@ -62,6 +62,9 @@ typedef struct mm_ukernel_args {
     const uint8_t *prefetch;
     int64_t prefetch_lines;
     int streams_weights;
+    /* With a kernel's pairs_panels (below): the arguments of the next panel for the same rows and K
+     * block, which this call computes too (NULL: this panel alone). */
+    const struct mm_ukernel_args *next_panel;
 } mm_ukernel_args;
 
 typedef void (*mm_ukernel_fn)(const mm_ukernel_args *args);
@@ -98,6 +101,10 @@ typedef struct mm_gemm_kernel {
     /* With prepare_rows: bytes of one prepared row for K = k (NULL: BF16, K rounded up to even). A kernel
      * whose prepared rows are not BF16 (fp4_int_small_avx512.c) says how large they are. */
     int64_t (*prepared_row_bytes)(int64_t k);
+    /* > 0: for tasks of at most this many rows (one tile), the kernel computes two neighbouring panels
+     * in one call (args->next_panel), so that a decode-sized group has twice the independent accumulator
+     * chains (each column's sum keeps its order: the results do not change). 0: one panel per call. */
+    int pairs_panels;
 } mm_gemm_kernel;
 
 #endif

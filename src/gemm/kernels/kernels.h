@@ -89,6 +89,9 @@ int64_t mm_gemm_fp8_fp4_prepared_row_bytes(int64_t k);
  * general kernels' results. K per call: MM_GEMM_WO_SMALL_KC. */
 #define MM_GEMM_WO_SMALL_MR 8
 #define MM_GEMM_WO_SMALL_KC 2048
+/* Rows up to which they take two panels per call (mm_gemm_kernel.pairs_panels): with 1-2 rows the
+ * vdpbf16ps chains wait on their latency; from 3 rows, two panels streamed by one task were slower. */
+#define MM_GEMM_WO_PAIRS_MAX_ROWS 2
 void mm_ukernel_bf16_fp8_block_small_avx512(const mm_ukernel_args *args);
 void mm_ukernel_bf16_uint4_small_avx512(const mm_ukernel_args *args);
 void mm_ukernel_bf16_fp4_small_avx512(const mm_ukernel_args *args);
