@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_parallel.c: the worker pool runs every task exactly once, under concurrent submitters,
- * nested calls and a thread count of 1, and reads its thread count from MEGAMOE_NUM_THREADS. */
+ * nested calls and a thread count of 1, reads its thread count from MEGAMOE_NUM_THREADS, and (x86-64)
+ * runs every task of a call under the caller's MXCSR. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -145,12 +146,59 @@ static void test_workers_help(void) {
     CHECK(helped);
 }
 
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+
+/* Every task records the MXCSR it ran under (slow enough that the workers take some). */
+typedef struct csr_ctx {
+    unsigned seen[200];
+    atomic_int on_other_thread;
+    pthread_t caller;
+} csr_ctx;
+
+static void csr_task(void *ctx, int64_t task) {
+    csr_ctx *c = ctx;
+    volatile double x = 0;
+    for (int i = 0; i < 20000; i++) x += i * 0.5;
+    c->seen[task] = _mm_getcsr() & 0xFFC0u; /* the control bits, not the sticky exception flags */
+    if (!pthread_equal(pthread_self(), c->caller)) atomic_fetch_add(&c->on_other_thread, 1);
+}
+
+/* A caller with DAZ, FTZ and rounding up: the workers run its tasks so, then return to their own MXCSR
+ * (a later call from a caller with the default one sees the default in every task). */
+static void test_caller_mxcsr(void) {
+    static csr_ctx c;
+    unsigned own = _mm_getcsr();
+    const unsigned modes[2] = {(own & 0xFFC0u) | 0x40u | 0x8000u | 0x4000u, own & 0xFFC0u};
+    for (int m = 0; m < 2; m++) {
+        int helped = 0;
+        for (int rep = 0; rep < 20 && !helped; rep++) {
+            c.caller = pthread_self();
+            atomic_store(&c.on_other_thread, 0);
+            _mm_setcsr((own & ~0xFFC0u) | modes[m]);
+            mm_parallel_for(200, csr_task, &c);
+            unsigned after = _mm_getcsr() & 0xFFC0u;
+            _mm_setcsr(own);
+            CHECK_EQ_INT((int)after, (int)modes[m]);
+            int wrong = 0;
+            for (int t = 0; t < 200; t++) wrong += c.seen[t] != modes[m];
+            CHECK_EQ_INT(wrong, 0);
+            helped = atomic_load(&c.on_other_thread) > 0;
+        }
+        CHECK(helped);
+    }
+}
+#endif
+
 int main(void) {
     /* Read once, lazily: set before the first pool use. */
     setenv("MEGAMOE_NUM_THREADS", "4", 1);
     CHECK_EQ_INT(mm_parallel_num_threads(), 4);
     test_each_task_once();
     test_workers_help();
+#if defined(__x86_64__)
+    test_caller_mxcsr();
+#endif
     test_concurrent_submitters();
     test_nested();
     test_single_thread();

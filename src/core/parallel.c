@@ -30,6 +30,32 @@
 #include "core/cpu.h"
 #include "core/cpu_budget.h"
 
+/* The caller's floating-point control (x86-64: MXCSR, with DAZ, FTZ and the rounding mode; elsewhere
+ * the fenv environment), which the workers take on for the tasks of its job: a caller that sets DAZ or
+ * a rounding mode (e.g. PyTorch's set_flush_denormal) gets it in every task, so results do not depend on
+ * which thread ran which task. */
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+typedef unsigned fp_control;
+static fp_control fp_control_get(void) {
+    return _mm_getcsr();
+}
+static void fp_control_set(fp_control c) {
+    _mm_setcsr(c);
+}
+#else
+#include <fenv.h>
+typedef fenv_t fp_control;
+static fp_control fp_control_get(void) {
+    fenv_t e;
+    fegetenv(&e);
+    return e;
+}
+static void fp_control_set(fp_control c) {
+    fesetenv(&c);
+}
+#endif
+
 enum {
     MM_MAX_THREADS = 1024,
     /* Pause instructions long enough to catch the next call of a tight loop of parallel calls, short
@@ -49,6 +75,7 @@ typedef struct mm_job {
     atomic_int_fast64_t next;           /* next unclaimed task */
     atomic_int_fast64_t done;           /* finished tasks */
     atomic_int attached;                /* workers currently holding a pointer to this job */
+    fp_control fp;                      /* the caller's floating-point control */
     int caller_sleeping;                /* guarded by pool.mutex */
     struct mm_job *prev_job, *next_job; /* guarded by pool.mutex */
 } mm_job;
@@ -265,7 +292,10 @@ static void *worker_main(void *unused) {
         wait_for_new_job(&seen);
         /* Epoch was read before scanning, so a job submitted after the scan bumps it past `seen`. */
         for (mm_job *job = attach_to_open_job(); job; job = attach_to_open_job()) {
+            fp_control own = fp_control_get();
+            fp_control_set(job->fp);
             run_tasks(job);
+            fp_control_set(own);
             atomic_fetch_sub_explicit(&job->attached, 1, memory_order_release); /* last touch */
         }
     }
@@ -321,7 +351,7 @@ void mm_parallel_for(int64_t n_tasks, mm_task_fn fn, void *ctx) {
         return;
     }
 
-    mm_job job = {.fn = fn, .ctx = ctx, .n_tasks = n_tasks};
+    mm_job job = {.fn = fn, .ctx = ctx, .n_tasks = n_tasks, .fp = fp_control_get()};
     job.max_helpers = n_tasks - 1 < threads - 1 ? (int)(n_tasks - 1) : threads - 1;
     atomic_init(&job.next, 0);
     atomic_init(&job.done, 0);
