@@ -500,15 +500,19 @@ static void check_few_rows(void) {
 #endif
 }
 
-/* Every level's kernels on (w, a) at rows 1..8 (the few-rows kernels) and 11 (the general kernel), with
- * the caller's MXCSR set to DAZ if daz; returns the mismatches. */
-static int check_levels_rows(const level *lv, int n_levels, wcase *w, const uint16_t *a, int daz,
+/* MXCSR bits a check may set in the caller: DAZ, and rounding up (RC = 10). */
+#define CSR_DAZ      0x40u
+#define CSR_ROUND_UP 0x4000u
+
+/* Every level's kernels (general and few-rows) on (w, a) at rows 1..8 and 11, with csr_bits or-ed into
+ * the caller's MXCSR (x86-64); returns the mismatches. */
+static int check_levels_rows(const level *lv, int n_levels, wcase *w, const uint16_t *a, unsigned csr_bits,
                              int check_values) {
 #if defined(__x86_64__)
     unsigned csr = _mm_getcsr();
-    if (daz) _mm_setcsr(csr | 0x40);
+    _mm_setcsr(csr | csr_bits);
 #else
-    (void)daz;
+    (void)csr_bits;
 #endif
     int bad = 0;
     for (int rows = 1; rows <= 11; rows += rows < 8 ? 1 : 3)
@@ -526,14 +530,16 @@ static int check_levels_rows(const level *lv, int n_levels, wcase *w, const uint
  * one scale of both signs and zeros, F32 subnormal (1e-40), products below the F32 normal range (1e-41
  * times small codes) and beyond it (3e38), the scales of the exact path (300, -1000); a last panel with 6
  * columns (padding), odd K and both layouts; the NaN codes in two columns of a matrix of their own; with
- * the caller's MXCSR set to DAZ; and block_k 9 with scales alternating per K block (a table per block,
+ * the caller's MXCSR set to DAZ, and rounding up (a scale where the rule's multiply is then not
+ * symmetric in the code's sign); and block_k 9 with scales alternating per K block (a table per block,
  * the pair that straddles two blocks decoded the general way). Rows 1..8 (the few-rows kernels) and 11
  * (the general kernel), each against the BF16 GEMM on w', and against float64 where every w' is finite. */
 static void check_fp8_panel_scales(void) {
-    static const float panel_scales[] = {0.03f,  -2.5f,    0.0f,  -0.0f, 1e-40f, 1e-41f,
-                                         300.0f, -1000.0f, 3e38f, 0.5f,  0.5f,   0.03f};
+    static const float panel_scales[] = {0.03f,    -2.5f, 0.0f,           -0.0f, 1e-40f, 1e-41f, 300.0f,
+                                         -1000.0f, 3e38f, 0x1.81745ep+2f, 0.5f,  0.5f,   0.03f};
     enum {
         N_SCALES = sizeof panel_scales / sizeof panel_scales[0],
+        ROUND_UP_CASE = N_SCALES - 4,
         NAN_CASE = N_SCALES - 3,
         DAZ_CASE = N_SCALES - 2,
         STRADDLE_CASE = N_SCALES - 1
@@ -555,10 +561,20 @@ static void check_fp8_panel_scales(void) {
                 if ((code & 0x7F) == 0x7F) code = c == NAN_CASE && (n == 5 || n == 37) ? code : code ^ 1;
                 put_code(&w, k, n, code);
             }
+        /* Rounding up, the rule's multiply is not symmetric: for this scale E4M3 0x0b gives
+         * 0x1.090002p-3 and 0x8b -0x1.09p-3, which round to BF16 patterns of different magnitudes. */
+        unsigned csr_bits = c == DAZ_CASE ? CSR_DAZ : c == ROUND_UP_CASE ? CSR_ROUND_UP : 0;
+#if defined(__x86_64__)
+        unsigned csr = _mm_getcsr();
+        _mm_setcsr(csr | csr_bits);
         wcase_dequantize(&w);
+        _mm_setcsr(csr);
+#else
+        wcase_dequantize(&w);
+#endif
         uint16_t *a = random_rows(11, w.k, 0xFACEull + (uint64_t)c);
         int finite = c != NAN_CASE && panel_scales[c] < 1e4f && panel_scales[c] > -1e4f;
-        if (!check_levels_rows(lv, n_levels, &w, a, c == DAZ_CASE, finite)) mm_test_passed++;
+        if (!check_levels_rows(lv, n_levels, &w, a, csr_bits, finite)) mm_test_passed++;
         /* The NaN codes make their two columns NaN and no other (the activations are nonzero). */
         if (c == NAN_CASE && n_levels > 0) {
             float out[11 * 71];
@@ -616,7 +632,7 @@ static void check_uint4_scales(void) {
         wcase_dequantize(&w);
         uint16_t *a = random_rows(11, w.k, 0xC0DEull + (uint64_t)c);
         int finite = group_scales[c] < 1e30f || c == OVERFLOW_CASE;
-        if (!check_levels_rows(lv, n_levels, &w, a, c == DAZ_CASE, finite)) mm_test_passed++;
+        if (!check_levels_rows(lv, n_levels, &w, a, c == DAZ_CASE ? CSR_DAZ : 0, finite)) mm_test_passed++;
         free(a);
         wcase_free(&w);
     }

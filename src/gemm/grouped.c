@@ -3,7 +3,9 @@
  *
  * Work is cut into tasks of (group, N-block of one panel, M-block of up to M_BLOCK_TILES kernel tiles)
  * and handed to the process-wide pool (core/parallel.h). Inside a task the panel is the outer loop, so
- * its packed weights stay in cache while the M tiles stream past. Groups with 0 rows produce no task.
+ * its packed weights stay in cache while the M tiles stream past. Groups with 0 rows produce no task. A
+ * kernel with pairs_panels (kernel.h) computes two panels per call for a one-tile task of few rows: the
+ * even panel's task then takes the odd one too, and the odd panel's task is empty.
  * Each output element is computed by exactly one kernel call over the whole K, so the result is the
  * same for every thread count and every task schedule. */
 #include <stdlib.h>

@@ -24,7 +24,8 @@
  *     vpternlogd for the sign and two vpunpck (6 instructions for 64 weights instead of ~20): rounding to
  *     nearest even is symmetric, so w'(-x) = -w'(x), NaN codes included (a NaN operand of the multiply
  *     passes through with its sign). Infinite or NaN scales keep the decoders above (0 * Inf and a NaN
- *     scale give a NaN whose sign is not the code's).
+ *     scale give a NaN whose sign is not the code's), and so does a caller whose MXCSR rounds other
+ *     than to nearest (w'(-x) = -w'(x) needs a symmetric rounding of the multiply too).
  *   FP4 (MX): mx_avx512.c's decode, kept here as mx_panel_* (BF16 table, exponent addition inside the
  *     scale window, the F32 multiply outside it).
  * vcvtne2ps2bf16 flushes F32 subnormals to zero where the rule's BF16 rounding keeps a BF16 subnormal;
@@ -267,6 +268,13 @@ static inline int wo_daz(void) {
     return (_mm_getcsr() & 0x40) != 0;
 }
 
+/* 1 when the caller's MXCSR rounds to nearest (RC = 0): the FP8 byte tables rely on w'(-x) = -w'(x),
+ * which a directed rounding of the rule's multiply breaks (round up: -x * s rounds toward +Inf, so
+ * toward zero where x * s rounds away from it). */
+static inline int wo_round_nearest(void) {
+    return (_mm_getcsr() & 0x6000) == 0;
+}
+
 /* ---- FP4 with MX scales (and MX FP8, for mx_avx512.c) ---- */
 
 /* Per weight format: the BF16 table, the F32 table and the scale bytes b for which scaling is an
@@ -366,7 +374,7 @@ typedef struct wo_pairs {
     __m512i table[4];        /* MX: the BF16 table */
     const uint16_t *fp8_lut; /* FP8: the E4M3 BF16 table for the exact decode */
     int daz;
-    int fp8_tables_allowed; /* the caller is compiled with AVX512_VBMI and runs on a CPU with it */
+    int fp8_tables_allowed; /* compiled with AVX512_VBMI, on a CPU with it, MXCSR rounding to nearest */
     int fp8_tables;         /* the current segment is decoded by fp8_table (format WO_FP8_TABLES) */
     __m512i fp8_table[4];
     __m512i fp8_order;
@@ -414,7 +422,7 @@ WO_ALWAYS_INLINE void wo_pairs_renew(const mm_ukernel_args *p, wo_pairs *it, int
 WO_ALWAYS_INLINE void wo_pairs_begin(const mm_ukernel_args *p, int format, int fp8_tables_allowed,
                                      wo_pairs *it) {
     it->format = format;
-    it->fp8_tables_allowed = fp8_tables_allowed;
+    it->fp8_tables_allowed = fp8_tables_allowed && wo_round_nearest();
     it->fp8_tables = 0;
 #ifdef __AVX512VBMI__
     it->fp8_order = panel_fp8_unpack_order();

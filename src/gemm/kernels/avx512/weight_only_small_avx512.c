@@ -9,8 +9,9 @@
  * prepare functions) and fed to vdpbf16ps at once: one instruction per pair and accumulator, in K order,
  * the odd K's tail pair with its missing activation as 0, exactly as bf16_tile_body runs over the
  * prepared block. So the result is bit for bit that of the general kernel and of the BF16 x BF16 GEMM on
- * w'. The decode is paid once per tile, so the registry chooses these kernels only up to one tile of
- * rows (MM_GEMM_WO_SMALL_MR). */
+ * w'. The decode is paid once per tile, so the CPU profiles choose these kernels for one tile of rows
+ * (MM_GEMM_WO_SMALL_MR), or a few tiles where the decode is cheap enough (zen5: a16-fp8b to 32 rows,
+ * a16-mxfp4 to 16; kernel_profiles.h). */
 #include "core/cpu.h"
 #include "gemm/kernels/avx512/weight_only_small_avx512.h"
 
