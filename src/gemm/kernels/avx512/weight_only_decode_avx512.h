@@ -426,6 +426,8 @@ WO_ALWAYS_INLINE void wo_pairs_begin(const mm_ukernel_args *p, int format, int f
     it->fp8_tables = 0;
 #ifdef __AVX512VBMI__
     it->fp8_order = panel_fp8_unpack_order();
+    /* Set per segment where used; zeroed so that no compiler sees them read unset. */
+    for (int i = 0; i < 4; i++) it->fp8_table[i] = _mm512_setzero_si512();
 #endif
     it->mx_block.safe = 0;
     it->fp8_lut = mm_format_lut_bf16(MM_DTYPE_FP8_E4M3FN);
