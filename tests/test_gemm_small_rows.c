@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_gemm_small_rows.c: the few-rows MX kernels that the registry picks for decode-sized groups
  * without AMX: mx_small_avx512.c for FP8 weights and fp8_fp4_small_avx512.c for FP8 x FP4, 1..3
- * rows or 1..8 on Zen 4/5; the integer kernel fp4_int_small_avx512.c for FP4 x FP4, 1..8 rows or every
- * group on Zen 4/5; with AMX: mx_amx_avx512.c, 1..16 rows): which kernel is chosen for which row count,
- * and each kernel's results against the float64 expectation (sum of exact products
- * a' * w' of the dequantized values) within its documented bound 2 K 2^-24 sum |a' w'|, on every MX
- * format pair, 1..5, 7, 8, 16 rows (up to the kernel's MR), K and N around the block sizes (32-value MX
- * blocks, 256-value K blocks of the framework, 2048-value calls of the integer kernel, 32-column panels,
- * odd K), the same for the reference kernel on the same cases; and weight or activation scales outside
- * the fast range (tiny, huge, NaN), which take the kernels' slow paths where they have one: a NaN weight
- * scale gives NaN in exactly the columns that have one, a NaN activation scale in exactly the row that has
- * one, the others stay within the bound plus the flushing of values below 2^-126. */
+ * rows or on Zen 4/5 1..12 (FP8 weights) and 1..8 (FP4); the integer kernel fp4_int_small_avx512.c for FP4 x
+ * FP4, 1..8 rows or every group on Zen 4/5; with AMX: mx_amx_avx512.c, 1..16 rows): which kernel is chosen
+ * for which row count, and each kernel's results against the float64 expectation (sum of exact products a' *
+ * w' of the dequantized values) within its documented bound 2 K 2^-24 sum |a' w'|, on every MX format
+ * pair, 1..8 and 16 rows (up to the kernel's MR), K and N around the block sizes (32-value MX blocks,
+ * 256-value K blocks of the framework, 2048-value calls of the integer kernel, 32-column panels, odd K), the
+ * same for the reference kernel on the same cases; and weight or activation scales outside the fast range
+ * (tiny, huge, NaN), which take the kernels' slow paths where they have one: a NaN weight scale gives NaN in
+ * exactly the columns that have one, a NaN activation scale in exactly the row that has one, the others stay
+ * within the bound plus the flushing of values below 2^-126; and that the FP8-weight kernel gives each 4-row
+ * block of a group the bits of a GEMM of those rows alone. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -111,8 +112,8 @@ static void test_selection(void) {
             int is_small = strstr(k->name, "_small_") != NULL,
                 is_few_amx = strstr(k->name, "_amx_few_") != NULL;
             /* With AMX, up to 16 rows go to the few-rows AMX kernel; without, to the AVX-512 few-rows
-             * kernels up to the profile's rows (FP8 activations: 3, 8 on Zen 4/5; MXFP4 x MXFP4: 8, every
-             * group on Zen 4/5); more rows never go to either. */
+             * kernels up to the profile's rows (FP8 activations: 3, on Zen 4/5 12 with FP8 and 8 with FP4
+             * weights; MXFP4 x MXFP4: 8, every group on Zen 4/5); more rows never go to either. */
             CHECK_EQ_INT(is_few_amx, amx_few && rows <= MM_GEMM_MX_FEW_AMX_MR);
             /* FP8 weights: mx_small_avx512.c (VBMI); FP4 weights: fp8_fp4_small_avx512.c and
              * fp4_int_small_avx512.c (AVX-512 alone); up to the rows of the profile in use. */
@@ -136,7 +137,7 @@ static void test_shapes(int p, const mm_gemm_kernel *small, const mm_gemm_kernel
     static const int64_t ks[] = {1, 2, 3, 31, 32, 33, 63, 64, 65, 255, 256, 257, 300, 513, 2047, 2049, 4100};
     static const int64_t ns[] = {1, 15, 16, 17, 32, 33, 70};
     uint64_t seed = 1 + 1000 * (uint64_t)p;
-    static const int64_t rows_list[] = {1, 2, 3, 4, 5, 7, 8, 16};
+    static const int64_t rows_list[] = {1, 2, 3, 4, 5, 6, 7, 8, 16};
     for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0] && rows_list[ri] <= small->mr; ri++)
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
             for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
@@ -300,6 +301,45 @@ static void test_many_rows(const mm_gemm_kernel *kernel) {
         }
 }
 
+/* The FP8-weight kernel (mx_small_avx512.c, tiles of up to 8 rows) gives each row the bits it had from
+ * tiles of 4 rows: the rows of each 4-row block of a group equal a GEMM of that block's rows alone, bit
+ * for bit (a block of 1-2 rows splits its chains, one of 3-4 does not, wherever it lies in a tile). */
+static void test_row_blocks(int p, const mm_gemm_kernel *kernel) {
+    static const int64_t rows_list[] = {3, 5, 6, 7, 8, 10, 13};
+    mm_error err;
+    uint64_t seed = 700 + 1000 * (uint64_t)p;
+    for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
+        int64_t rows = rows_list[ri], k = 333, n = 40;
+        gemm_case c;
+        gemm_case_make(&c, pairs[p][0], pairs[p][1], rows, k, n, 0, 0, seed++);
+        mm_gemm_weight_desc desc = gemm_case_weights(&c);
+        mm_gemm_packed_weights *w = NULL;
+        CHECK_OK(mm_gemm_pack_weights(&desc, &w, &err), &err);
+        float *whole = malloc((size_t)(rows * n) * sizeof *whole),
+              *part = malloc((size_t)(4 * n) * sizeof *part);
+        mm_gemm_options opts = {kernel, NULL, NULL};
+        mm_gemm_group g = gemm_case_group(&c, w, whole, n);
+        CHECK_OK(mm_gemm_grouped(c.a_dtype, 1, &g, &opts, &err), &err);
+        int bad = 0;
+        for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+            mm_gemm_group b = gemm_case_group(&c, w, part, n);
+            b.rows = rows - r0 < 4 ? rows - r0 : 4;
+            b.a = (const uint8_t *)c.a + r0 * c.a_stride;
+            b.a_mx_scales = c.a_mx + r0 * c.a_mx_stride;
+            CHECK_OK(mm_gemm_grouped(c.a_dtype, 1, &b, &opts, &err), &err);
+            bad += memcmp(part, whole + r0 * n, (size_t)(b.rows * n) * sizeof *part) != 0;
+        }
+        if (bad)
+            fprintf(stderr, "row blocks %s: %lld rows differ from their 4-row blocks\n", kernel->name,
+                    (long long)rows);
+        CHECK_EQ_INT(bad, 0);
+        free(whole);
+        free(part);
+        mm_gemm_packed_free(w);
+        gemm_case_free(&c);
+    }
+}
+
 int main(void) {
     test_selection();
     /* Every few-rows MX kernel the hardware has, per pair (MXFP4 x MXFP4 has its own on AVX-512). */
@@ -319,6 +359,7 @@ int main(void) {
             test_extreme_scales(p, few, 0);
             test_extreme_scales(p, few, 1);
             test_weight_scale_zero_byte(p, few);
+            if (pairs[p][1] != MM_DTYPE_FP4_E2M1 && isa == MM_ISA_AVX512) test_row_blocks(p, few);
             if (is_fp4_fp4(p) && strstr(few->name, "_int_")) {
                 test_fp4_scale_edges(few, mm_gemm_kernel_lookup(MM_ISA_REF, pairs[p][0], pairs[p][1]));
                 test_many_rows(few);

@@ -103,13 +103,13 @@ mm_kernel_kind mm_kernel_rule_choose(const mm_kernel_rule *r, unsigned available
 /* Zen 5 (measured on an EPYC, family 0x1A, with `megamoe tune`, `megamoe bench ffn` and single GEMMs:
  * docs/gemm.md, 'CPU profiles and the tune cache' and 'MX few-rows kernels on Zen 5'): no AMX; INT8 x
  * INT4's few-rows kernel as on the Xeon (faster up to 32 rows, kept at 10); the FP8-activation MX
- * few-rows kernels (FP8 and FP4 weights) faster than the general one up to 8 rows; MXFP4 x MXFP4's
+ * few-rows kernels faster than the general one up to 12 rows (FP8 weights) and 8 rows (FP4); MXFP4 x MXFP4's
  * integer kernel faster at every row count measured (1..256); a16-fp8b's and a16-mxfp4's few-rows
  * kernels up to 32 and 16 rows. */
 #define ZEN5_RULES                                                                                           \
     {                                                                                                        \
         RULE(0, 0, MM_ROWS_NEVER), RULE(0, 0, MM_ROWS_NEVER), RULE(MM_I4_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER),  \
-            RULE(MM_MX_SMALL_MAX_ROWS_ZEN5, 0, MM_ROWS_NEVER),                                               \
+            RULE(MM_MX_FP8_SMALL_MAX_ROWS_ZEN5, 0, MM_ROWS_NEVER),                                           \
             RULE(MM_MX_SMALL_MAX_ROWS_ZEN5, 0, MM_ROWS_NEVER), RULE(MM_ROWS_ALL, 0, MM_ROWS_NEVER),          \
             ZEN5_WEIGHT_ONLY_RULES                                                                           \
     }

@@ -28,11 +28,13 @@
  * it reads each weight once; on Zen 5 it beats the general kernel at every row count (measured:
  * docs/gemm.md, 'MX few-rows kernels on Zen 5'), so that profile gives it every group (MM_ROWS_ALL). */
 #define MM_MX_FP4_SMALL_MAX_ROWS 8
-/* The MX few-rows kernels with FP8 activations (mx_small_avx512.c, fp8_fp4_small_avx512.c) on Zen 5: two
- * 4-row tiles, beyond which the general kernel is as fast (measured: docs/gemm.md, 'MX few-rows kernels
- * on Zen 5'). */
-#define MM_MX_SMALL_MAX_ROWS_ZEN5 8
-#define MM_MX_FEW_AMX_MAX_ROWS    16
+/* The MX few-rows kernels with FP8 activations on Zen 5: FP8 x FP4 (fp8_fp4_small_avx512.c) two 4-row
+ * tiles, beyond which the general kernel is as fast (measured: docs/gemm.md, 'MX few-rows kernels on
+ * Zen 5'); FP8 x FP8 (mx_small_avx512.c, 8-row tiles) faster to 12 rows, even at 16 and slower at 24
+ * (docs/gemm.md, 'FP8 x FP8 in 8-row tiles'). */
+#define MM_MX_SMALL_MAX_ROWS_ZEN5     8
+#define MM_MX_FP8_SMALL_MAX_ROWS_ZEN5 12
+#define MM_MX_FEW_AMX_MAX_ROWS        16
 /* The weight-only pairs' few-rows kernels (weight_only_small_avx512.c): at most one 8-row tile (where
  * they decode each weight once), FP8 to 4 rows, beyond which its decode and 16 vdpbf16ps per pair are
  * slower than the prepared-block kernel (measured on Zen 5: docs/gemm.md, 'Weight-only formats at

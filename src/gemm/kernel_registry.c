@@ -120,7 +120,7 @@ typedef struct few_rows_registration {
 
 #define AVX512_MX_SMALL(label)                                                                               \
     {                                                                                                        \
-        label "_avx512_small_4x32", MM_ISA_AVX512, MM_GEMM_MX_SMALL_MR,                                      \
+        label "_avx512_small_8x32", MM_ISA_AVX512, MM_GEMM_MX_SMALL_MR,                                      \
             MM_X86_ONLY(mm_ukernel_mx_small_avx512), mm_gemm_mx_row_to_bf16_avx512, NULL,                    \
             MM_GEMM_MX_SMALL_KC, NULL, 0                                                                     \
     }

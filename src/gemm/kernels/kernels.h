@@ -62,7 +62,7 @@ void mm_ukernel_bf16_fp8_block_small_vbmi(const mm_ukernel_args *args);
 /* FP8 x FP8 with few rows (m <= MM_GEMM_MX_SMALL_MR, mx_small_avx512.c): BF16 dot products over prepared
  * rows and the raw packed panel (FP8 codes looked up to BF16 in registers, scales per K block). Also
  * needs AVX512_VBMI. K per call: MM_GEMM_MX_SMALL_KC (a call builds its lookup tables). */
-#define MM_GEMM_MX_SMALL_MR 4
+#define MM_GEMM_MX_SMALL_MR 8
 #define MM_GEMM_MX_SMALL_KC 2048
 void mm_ukernel_mx_small_avx512(const mm_ukernel_args *args);
 /* MXFP4 x MXFP4 with few rows (m <= MM_GEMM_FP4_SMALL_MR, fp4_int_small_avx512.c): exact integer block

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/kernels/avx512/mx_small_avx512.c: the few-rows MX kernel for FP8 weights (FP8 x FP8, any mix of
- * E4M3 and E5M2; 1..4 rows), for decode-sized groups, whose speed is that of streaming the packed
- * weights once. (FP4 weights have their own: fp8_fp4_small_avx512.c, fp4_int_small_avx512.c.)
+ * E4M3 and E5M2; 1..8 rows), for decode-sized groups, whose speed is that of streaming the packed
+ * weights once. A tile decodes each K pair once for all its rows: with 4-row tiles, 8 rows decoded every
+ * pair twice, and the decode shares the vector pipes with vdpbf16ps (8 rows, K 7168 x N 1024, hot, 1
+ * thread on Zen 5: 0.441 -> 0.382 ms; docs/gemm.md). (FP4 weights have their own: fp8_fp4_small_avx512.c,
+ * fp4_int_small_avx512.c.)
  *
  * The general MX kernel (mx_avx512.c) writes every panel block to a BF16 buffer with the weight scales
  * folded in (a dozen vector operations per 32 codes), which is what bounds a 1-row group. Here the codes
@@ -76,23 +79,32 @@ static inline __m512 dpbf16_bcst(__m512 acc, __m512i weights, const uint8_t *pai
     return acc;
 }
 
-/* One K pair kp into chains `first` and `first + 1` of every row. */
+/* Whether row r of a tile of `rows` rows splits its dot products over 4 chains (even / odd K pairs apart)
+ * rather than 2: a row whose 4-row tile (rows 0..3, 4..7: the kernel's tiles were 4 rows before) would
+ * have had at most 2 rows, where the 2 chains wait on the vdpbf16ps latency. Kept per 4-row half so that
+ * every row gets the same bits as it did from 4-row tiles: 5 rows are rows 0..3 on 2 chains and row 4
+ * on 4. */
+static inline int row_splits(int rows, int r) {
+    return r < 4 ? rows <= 2 : rows <= 6;
+}
+
+/* One K pair kp into the chains of every row: chain 0 / 1 (the two vectors), or 2 / 3 for an odd pair of
+ * a row that splits. */
 static inline __attribute__((always_inline)) void step(const uint8_t *at, const byte_tables *bt, int rows,
                                                        const uint8_t *const *row, int64_t kp, __m512 acc[][4],
-                                                       int first) {
+                                                       int odd) {
     _mm_prefetch((const char *)at + PREFETCH_AHEAD, _MM_HINT_T0);
     __m512i w[2];
     decode_fp8(_mm512_load_si512(at), bt, w);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < rows; r++) {
+        int first = odd && row_splits(rows, r) ? 2 : 0;
         acc[r][first] = dpbf16_bcst(acc[r][first], w[0], row[r] + 4 * kp);
         acc[r][first + 1] = dpbf16_bcst(acc[r][first + 1], w[1], row[r] + 4 * kp);
     }
 }
 
 static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_args *p, int rows) {
-    /* Chains per row: 2 (the two vectors), 4 (also even / odd pairs) up to 2 rows. */
-    const int split = rows <= 2;
     byte_tables bt;
     tables_make(p->w_dtype, &bt);
     __m512i idx[2];
@@ -124,7 +136,7 @@ static inline __attribute__((always_inline)) void small_tile(const mm_ukernel_ar
         /* Two pairs per iteration, so that the chain indices are constants (registers, not memory). */
         for (; kp + 2 <= kp_end; kp += 2, at += 128) {
             step(at, &bt, rows, row, kp, acc, 0);
-            step(at + 64, &bt, rows, row, kp + 1, acc, split ? 2 : 0);
+            step(at + 64, &bt, rows, row, kp + 1, acc, 1);
         }
         if (kp < kp_end) step(at, &bt, rows, row, kp, acc, 0);
         for (int r = 0; r < rows; r++)
@@ -152,6 +164,10 @@ void mm_ukernel_mx_small_avx512(const mm_ukernel_args *p) {
     case 1: small_tile(p, 1); break;
     case 2: small_tile(p, 2); break;
     case 3: small_tile(p, 3); break;
+    case 4: small_tile(p, 4); break;
+    case 5: small_tile(p, 5); break;
+    case 6: small_tile(p, 6); break;
+    case 7: small_tile(p, 7); break;
     default: small_tile(p, MR); break;
     }
 }
