@@ -296,7 +296,7 @@ static mm_status prepare_rows(grouped_job *job, mm_gemm_group **prepared, uint8_
         if (g->rows == 0 || !job->kernels[gi]->prepare_rows) continue;
         g->a = *workspace + offset;
         g->a_stride = prepared_stride(job->kernels[gi], g->w->k);
-        g->a_row_scales = NULL;
+        /* MX scales are folded into the prepared rows; INT8 row scales stay (the rows keep their order). */
         g->a_mx_scales = NULL;
         offset += g->rows * g->a_stride;
     }
