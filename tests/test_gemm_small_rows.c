@@ -340,6 +340,37 @@ static void test_row_blocks(int p, const mm_gemm_kernel *kernel) {
     }
 }
 
+/* Which rows split their chains, by hand-computed bits (E4M3 x E4M3, K 8 = 4 pairs, one column, every row
+ * alike): the products of the pairs are 64, 2^-18, 0, 2^-18 (codes 0x50 = 8 and 0x01 = 2^-9, scales 1).
+ * On one chain 64 + 2^-18 is a tie that rounds back to 64 twice: 64. Split, the even pairs give 64 and
+ * the odd ones 2^-17, one ulp of 64: 64 + 2^-17. The rows of a 4-row block of 1-2 rows split; of 3-4 rows
+ * they do not, wherever the block lies in a tile. */
+static void test_split_rows(const mm_gemm_kernel *kernel) {
+    static const uint8_t codes[8] = {0x50, 0, 0x01, 0, 0, 0, 0x01, 0};
+    for (int64_t rows = 1; rows <= 13; rows++) {
+        gemm_case c;
+        gemm_case_make(&c, MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, rows, 8, 1, 1, 0, 1);
+        for (int64_t r = 0; r < rows; r++) {
+            memcpy(c.a + r * c.a_stride, codes, sizeof codes);
+            c.a_mx[r * c.a_mx_stride] = 127;
+        }
+        memcpy(c.w, codes, sizeof codes); /* transposed: the column's 8 codes */
+        c.w_mx[0] = 127;
+        float out[13];
+        run_kernel(&c, kernel, out, 1);
+        int bad = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t block_rows = rows - r / 4 * 4 < 4 ? rows - r / 4 * 4 : 4;
+            float expected = block_rows <= 2 ? nextafterf(64.0f, 100.0f) : 64.0f;
+            if (out[r] != expected && bad++ == 0)
+                fprintf(stderr, "split rows %s: %lld rows: row %lld = %a, expected %a\n", kernel->name,
+                        (long long)rows, (long long)r, (double)out[r], (double)expected);
+        }
+        CHECK_EQ_INT(bad, 0);
+        gemm_case_free(&c);
+    }
+}
+
 int main(void) {
     test_selection();
     /* Every few-rows MX kernel the hardware has, per pair (MXFP4 x MXFP4 has its own on AVX-512). */
@@ -360,6 +391,7 @@ int main(void) {
             test_extreme_scales(p, few, 1);
             test_weight_scale_zero_byte(p, few);
             if (pairs[p][1] != MM_DTYPE_FP4_E2M1 && isa == MM_ISA_AVX512) test_row_blocks(p, few);
+            if (p == 0 && isa == MM_ISA_AVX512) test_split_rows(few);
             if (is_fp4_fp4(p) && strstr(few->name, "_int_")) {
                 test_fp4_scale_edges(few, mm_gemm_kernel_lookup(MM_ISA_REF, pairs[p][0], pairs[p][1]));
                 test_many_rows(few);

@@ -128,7 +128,8 @@ static void run_task(void *ctx, int64_t task) {
 
     mm_ukernel_args args = {0};
     args.k = w->k;
-    args.a_dtype = kernel->prepare_rows ? MM_DTYPE_BF16 : job->a_dtype;
+    /* Prepared MX rows are BF16; prepared INT8 rows (a + 128) stay INT8 to the kernel that made them. */
+    args.a_dtype = kernel->prepare_rows && job->a_dtype != MM_DTYPE_I8 ? MM_DTYPE_BF16 : job->a_dtype;
     args.a_stride = g->a_stride;
     args.a_mx_stride = g->a_mx_stride;
     args.w_dtype = w->dtype;

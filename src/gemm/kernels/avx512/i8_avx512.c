@@ -5,8 +5,8 @@
  * sum (a + 128) * w = acc + 128 * colsum(w) on rows prepared once per GEMM call as u = a + 128 (a ^ 0x80,
  * mm_gemm_i8_flip_row, K padded to whole quads with 0x80, the flipped 0); the packed panel carries 128 *
  * colsum per column (gemm/pack.c), subtracted afterwards. Flipping each broadcast quad in the loop
- * instead cost one vector uop per row and quad next to the two vpdpbusd (64 rows, K 7168, 1 thread on
- * Zen 5: 10-15 % of the time; docs/gemm.md, 'INT8 rows flipped once'). All in INT32 and exact for
+ * instead cost one vector uop per row and quad next to the two vpdpbusd (Zen 5, 1 thread: 2-5 % of one
+ * GEMM, 3-6 % of the FFN at 64-256 rows; docs/gemm.md, 'INT8 rows flipped once'). All in INT32 and exact for
  * K <= MM_GEMM_INT_MAX_K, then scaled exactly as the reference (ref_int.c): c = ((float)acc * s_W[n]) *
  * s_X[row]. Bit-exact against the reference, by construction and by test.
  * The body is always inlined with a constant row count (the kernel dispatches on m), so each row count
