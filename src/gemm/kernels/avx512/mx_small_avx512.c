@@ -3,8 +3,8 @@
  * E4M3 and E5M2; 1..8 rows), for decode-sized groups, whose speed is that of streaming the packed
  * weights once. A tile decodes each K pair once for all its rows: with 4-row tiles, 8 rows decoded every
  * pair twice, 10 decode instructions next to 16 vdpbf16ps per pair instead of 5 (8 rows, K 7168 x N
- * 1024, hot, 1 thread on Zen 5: 0.441 -> 0.382 ms; docs/gemm.md). (FP4 weights have their own: fp8_fp4_small_avx512.c,
- * fp4_int_small_avx512.c.)
+ * 1024, hot, 1 thread on Zen 5: 0.441 -> 0.382 ms; docs/gemm.md). (FP4 weights have their own:
+ * fp8_fp4_small_avx512.c, fp4_int_small_avx512.c.)
  *
  * The general MX kernel (mx_avx512.c) writes every panel block to a BF16 buffer with the weight scales
  * folded in (a dozen vector operations per 32 codes), which is what bounds a 1-row group. Here the codes
