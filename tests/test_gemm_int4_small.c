@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_gemm_int4_small.c: the few-rows INT8 x INT4 kernel (i4_small_avx512.c) that the registry
- * picks for groups of 1..10 rows (8-row tiles): which kernel is chosen for which row count, and its
- * results bit for bit against the exact expectation (int64 sum of the integer products, then the spec's
- * F32 scaling, from test_gemm_common.h) and against the reference kernel, on edge shapes: 1..12 rows
+ * picks for groups of 1..10 rows, 1..12 on Zen 4/5 (8-row tiles): which kernel is chosen for which row count,
+ * and its results bit for bit against the exact expectation (int64 sum of the integer products, then the
+ * spec's F32 scaling, from test_gemm_common.h) and against the reference kernel, on edge shapes: 1..12 rows
  * (9 and 12 = a full 8-row tile plus a 1- or 4-row tile), K around the 8-value nibble groups, the
  * 64-byte row-sum chunks and the 256-value K blocks of the framework (odd K, K not a multiple of 4 or
  * 64), N from 1 to 70 (partial panels), both weight layouts, with and without an INT4 bias; and the
@@ -66,11 +66,14 @@ static void check_case(const char *what, const gemm_case *c, const mm_gemm_kerne
 }
 
 static void test_selection(void) {
-    for (int64_t rows = 1; rows <= 10; rows++) {
+    /* Up to the profile's rows: 10 (generic, Xeon), 12 (Zen 4/5). */
+    int64_t few_max = mm_gemm_kernel_config_get()->rules[MM_KCLASS_INT8_INT4].avx512_few_max;
+    CHECK(few_max == MM_I4_SMALL_MAX_ROWS || few_max == MM_I4_SMALL_MAX_ROWS_ZEN5);
+    for (int64_t rows = 1; rows <= few_max; rows++) {
         const mm_gemm_kernel *k = mm_gemm_kernel_select_rows(MM_DTYPE_I8, MM_DTYPE_INT4, rows);
         CHECK(k != NULL && strcmp(k->name, small_name) == 0 && k->mr == 8);
     }
-    const mm_gemm_kernel *k = mm_gemm_kernel_select_rows(MM_DTYPE_I8, MM_DTYPE_INT4, 11);
+    const mm_gemm_kernel *k = mm_gemm_kernel_select_rows(MM_DTYPE_I8, MM_DTYPE_INT4, few_max + 1);
     CHECK(k != NULL && strcmp(k->name, small_name) != 0);
     /* Other pairs are unaffected: INT8 x INT8 never takes it. */
     k = mm_gemm_kernel_select_rows(MM_DTYPE_I8, MM_DTYPE_I8, 1);

@@ -87,10 +87,12 @@ mm_kernel_kind mm_kernel_rule_choose(const mm_kernel_rule *r, unsigned available
 #define WEIGHT_ONLY_RULES                                                                                    \
     RULE(MM_WO_SMALL_MAX_ROWS_FP8B, 0, MM_ROWS_NEVER), RULE(MM_WO_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER),         \
         RULE(MM_WO_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER)
-/* Zen 5 (Zen 4 copies it, not measured there): as measured with the FP8 byte tables (kernel_profiles.h). */
+/* Zen 5 (Zen 4 copies it, not measured there): as measured with the FP8 byte tables and the fused UINT4
+ * decode (kernel_profiles.h). */
 #define ZEN5_WEIGHT_ONLY_RULES                                                                               \
     RULE(MM_WO_SMALL_MAX_ROWS_FP8B_ZEN5, 0, MM_ROWS_NEVER),                                                  \
-        RULE(MM_WO_SMALL_MAX_ROWS_FP4_ZEN5, 0, MM_ROWS_NEVER), RULE(MM_WO_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER)
+        RULE(MM_WO_SMALL_MAX_ROWS_FP4_ZEN5, 0, MM_ROWS_NEVER),                                               \
+        RULE(MM_WO_SMALL_MAX_ROWS_UINT4_ZEN5, 0, MM_ROWS_NEVER)
 /* The thresholds measured on an AMX Xeon (docs/gemm.md, 'AMX row thresholds'). */
 #define XEON_AMX_RULES                                                                                       \
     {                                                                                                        \
@@ -101,14 +103,15 @@ mm_kernel_kind mm_kernel_rule_choose(const mm_kernel_rule *r, unsigned available
             RULE(MM_MX_FP4_SMALL_MAX_ROWS, MM_MX_FEW_AMX_MAX_ROWS, 0), WEIGHT_ONLY_RULES                     \
     }
 /* Zen 5 (measured on an EPYC, family 0x1A, with `megamoe tune`, `megamoe bench ffn` and single GEMMs:
- * docs/gemm.md, 'CPU profiles and the tune cache' and 'MX few-rows kernels on Zen 5'): no AMX; INT8 x
- * INT4's few-rows kernel as on the Xeon (faster up to 32 rows, kept at 10); the FP8-activation MX
- * few-rows kernels faster than the general one up to 12 rows (FP8 weights) and 8 rows (FP4); MXFP4 x MXFP4's
- * integer kernel faster at every row count measured (1..256); a16-fp8b's and a16-mxfp4's few-rows
- * kernels up to 32 and 16 rows. */
+ * docs/gemm.md, 'CPU profiles and the tune cache', 'MX few-rows kernels on Zen 5' and 'Row thresholds
+ * re-measured on Zen 5'): no AMX; INT8 x INT4's few-rows kernel up to 12 rows; the FP8-activation MX
+ * few-rows kernels faster than the general one up to 12 rows (FP8 weights) and 8 rows (FP4); MXFP4 x
+ * MXFP4's integer kernel faster at every row count measured (1..256); the weight-only few-rows kernels up
+ * to 32 (a16-fp8b), 16 (a16-mxfp4) and 10 rows (a16-uint4). */
 #define ZEN5_RULES                                                                                           \
     {                                                                                                        \
-        RULE(0, 0, MM_ROWS_NEVER), RULE(0, 0, MM_ROWS_NEVER), RULE(MM_I4_SMALL_MAX_ROWS, 0, MM_ROWS_NEVER),  \
+        RULE(0, 0, MM_ROWS_NEVER), RULE(0, 0, MM_ROWS_NEVER),                                                \
+            RULE(MM_I4_SMALL_MAX_ROWS_ZEN5, 0, MM_ROWS_NEVER),                                               \
             RULE(MM_MX_FP8_SMALL_MAX_ROWS_ZEN5, 0, MM_ROWS_NEVER),                                           \
             RULE(MM_MX_SMALL_MAX_ROWS_ZEN5, 0, MM_ROWS_NEVER), RULE(MM_ROWS_ALL, 0, MM_ROWS_NEVER),          \
             ZEN5_WEIGHT_ONLY_RULES                                                                           \

@@ -44,9 +44,14 @@
 /* On Zen 5 (AVX512_VBMI: FP8 blocks with one scale per panel decode by byte tables, and MX FP4 decodes
  * without its F32 scale stream), the few-rows kernels of a16-fp8b and a16-mxfp4 stay faster than the
  * prepared-block kernel beyond one tile: to 32 and 16 rows (measured: docs/gemm.md, 'Weight-only formats
- * at decode'). UINT4 keeps MM_WO_SMALL_MAX_ROWS. */
+ * at decode'). UINT4: MM_WO_SMALL_MAX_ROWS_UINT4_ZEN5 below. */
 #define MM_WO_SMALL_MAX_ROWS_FP8B_ZEN5 32
 #define MM_WO_SMALL_MAX_ROWS_FP4_ZEN5  16
+/* Zen 5, `bench ffn` H 7168 with the general and the few-rows kernel forced, two runs (docs/gemm.md,
+ * 'Row thresholds re-measured on Zen 5'): INT8 x INT4's few-rows kernel 4-6 % faster at 12 rows, even at
+ * 14, slower from 16; a16-uint4's 3-5 % faster at 10 rows, even or slower from 12. */
+#define MM_I4_SMALL_MAX_ROWS_ZEN5       12
+#define MM_WO_SMALL_MAX_ROWS_UINT4_ZEN5 10
 /* amx_min of a class that never takes the general AMX kernel. */
 #define MM_ROWS_NEVER INT32_MAX
 /* avx512_few_max of a class whose few-rows kernel takes groups of any size. */
