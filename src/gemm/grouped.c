@@ -128,8 +128,7 @@ static void run_task(void *ctx, int64_t task) {
 
     mm_ukernel_args args = {0};
     args.k = w->k;
-    /* Prepared MX rows are BF16; prepared INT8 rows (a + 128) stay INT8 to the kernel that made them. */
-    args.a_dtype = kernel->prepare_rows && job->a_dtype != MM_DTYPE_I8 ? MM_DTYPE_BF16 : job->a_dtype;
+    args.a_dtype = kernel->prepare_rows ? MM_DTYPE_BF16 : job->a_dtype;
     args.a_stride = g->a_stride;
     args.a_mx_stride = g->a_mx_stride;
     args.w_dtype = w->dtype;
@@ -297,7 +296,7 @@ static mm_status prepare_rows(grouped_job *job, mm_gemm_group **prepared, uint8_
         if (g->rows == 0 || !job->kernels[gi]->prepare_rows) continue;
         g->a = *workspace + offset;
         g->a_stride = prepared_stride(job->kernels[gi], g->w->k);
-        /* MX scales are folded into the prepared rows; INT8 row scales stay (the rows keep their order). */
+        g->a_row_scales = NULL;
         g->a_mx_scales = NULL;
         offset += g->rows * g->a_stride;
     }

@@ -71,10 +71,9 @@ typedef void (*mm_ukernel_fn)(const mm_ukernel_args *args);
 
 /* Optional preparation steps, for kernels whose formats are cheaper to decode once than per tile
  * (BLIS packs both operands; here only formats that need decoding are prepared):
- * - prepare_rows converts one MX activation row into BF16 (K padded with zeros to an even count) before
- *   any tile runs; the kernel then sees a_dtype BF16 and no MX activation scales. A kernel may prepare
- *   another layout of its own (prepared_row_bytes below), which only it reads. The INT8 x INT8 AVX-512
- *   kernel prepares INT8 rows as a + 128 (unsigned bytes); it sees a_dtype I8 and its row scales.
+ * - prepare_rows converts one activation row into BF16 (K padded with zeros to an even count) before
+ *   any tile runs; the kernel then sees a_dtype BF16 and no activation scales. A kernel may prepare
+ *   another layout of its own (prepared_row_bytes below), which only it reads.
  * - prepare_panel converts the K block [k_begin, k_end) of the panel (args->b) into `block`, once per
  *   (panel, K block) of a task, before the M tiles run over it; the kernel reads it as args->b_block. */
 typedef void (*mm_gemm_prepare_rows_fn)(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales,

@@ -75,12 +75,7 @@ static const registration registrations[] = {
     {MM_DTYPE_BF16, MM_DTYPE_FP4_E2M1, REF(mm_ukernel_bf16_weight_only_ref, "bf16xfp4")},
     {MM_DTYPE_BF16, MM_DTYPE_UINT4, REF(mm_ukernel_bf16_weight_only_ref, "bf16xuint4")},
     {MM_DTYPE_BF16, MM_DTYPE_BF16, AVX512(mm_ukernel_bf16_bf16_avx512, "bf16xbf16")},
-    /* INT8 x INT8 on rows prepared as a + 128 (the unsigned side of vpdpbusd), flipped once per call. */
-    {MM_DTYPE_I8,
-     MM_DTYPE_I8,
-     {"i8xi8_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, MM_X86_ONLY(mm_ukernel_i8_i8_avx512),
-      MM_X86_ONLY(mm_gemm_i8_flip_row), NULL, MM_GEMM_AVX512_I8_KC, MM_X86_ONLY(mm_gemm_i8_flipped_row_bytes),
-      0}},
+    {MM_DTYPE_I8, MM_DTYPE_I8, AVX512_INT(mm_ukernel_i8_i8_avx512, "i8xi8", MM_GEMM_AVX512_I8_KC)},
     {MM_DTYPE_I8, MM_DTYPE_INT4, AVX512_INT(mm_ukernel_i8_i4_avx512, "i8xi4", MM_GEMM_AVX512_INT_KC)},
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, AVX512_MX(mm_prepare_panel_fp8_mx_avx512, "e4m3xe4m3")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, AVX512_MX(mm_prepare_panel_fp8_mx_avx512, "e5m2xe5m2")},

@@ -39,10 +39,6 @@ void mm_ukernel_bf16_bf16_avx512(const mm_ukernel_args *args);
  * (INT8 x INT4, whose weights are half the bytes, was faster with the whole K: 4.7 vs 5.0 ms). */
 #define MM_GEMM_AVX512_I8_KC 2048
 void mm_ukernel_i8_i8_avx512(const mm_ukernel_args *args);
-/* Its prepared rows: u = a ^ 0x80 (the unsigned side of vpdpbusd), K padded to whole quads with 0x80. */
-void mm_gemm_i8_flip_row(mm_dtype a_dtype, const uint8_t *row, const uint8_t *mx_scales, int64_t k,
-                         uint16_t *out);
-int64_t mm_gemm_i8_flipped_row_bytes(int64_t k);
 void mm_ukernel_i8_i4_avx512(const mm_ukernel_args *args);
 /* MX pairs: BF16 dot products over prepared rows (mm_gemm_mx_row_to_bf16_avx512) and prepared panel
  * blocks (the *_mx_avx512 prepares): mm_prepare_panel_*_vbmi where the CPU has AVX512_VBMI (the same
