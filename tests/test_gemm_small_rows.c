@@ -11,7 +11,8 @@
  * (tiny, huge, NaN), which take the kernels' slow paths where they have one: a NaN weight scale gives NaN in
  * exactly the columns that have one, a NaN activation scale in exactly the row that has one, the others stay
  * within the bound plus the flushing of values below 2^-126; and that the FP8-weight kernel gives each 4-row
- * block of a group the bits of a GEMM of those rows alone. */
+ * block of a group the bits of a GEMM of those rows alone, with the rows that split their accumulator
+ * chains pinned by hand-computed bits (test_split_rows). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

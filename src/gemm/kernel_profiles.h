@@ -23,7 +23,10 @@
 #define MM_AMX_MIN_ROWS_BF16 4
 #define MM_AMX_MIN_ROWS_INT8 3
 #define MM_I4_SMALL_MAX_ROWS 10
-#define MM_MX_SMALL_MAX_ROWS 3
+/* Zen 5, measured the same way (docs/gemm.md, 'Row thresholds re-measured on Zen 5'): INT8 x INT4's
+ * few-rows kernel 4-6 % faster than the general one at 12 rows, even at 14, slower from 16. */
+#define MM_I4_SMALL_MAX_ROWS_ZEN5 12
+#define MM_MX_SMALL_MAX_ROWS      3
 /* MXFP4 x MXFP4's few-rows kernel (fp4_int_small_avx512.c, integer block sums): one 8-row tile, where
  * it reads each weight once; on Zen 5 it beats the general kernel at every row count (measured:
  * docs/gemm.md, 'MX few-rows kernels on Zen 5'), so that profile gives it every group (MM_ROWS_ALL). */
@@ -47,10 +50,8 @@
  * at decode'). UINT4: MM_WO_SMALL_MAX_ROWS_UINT4_ZEN5 below. */
 #define MM_WO_SMALL_MAX_ROWS_FP8B_ZEN5 32
 #define MM_WO_SMALL_MAX_ROWS_FP4_ZEN5  16
-/* Zen 5, `bench ffn` H 7168 with the general and the few-rows kernel forced, two runs (docs/gemm.md,
- * 'Row thresholds re-measured on Zen 5'): INT8 x INT4's few-rows kernel 4-6 % faster at 12 rows, even at
- * 14, slower from 16; a16-uint4's 3-5 % faster at 10 rows, even or slower from 12. */
-#define MM_I4_SMALL_MAX_ROWS_ZEN5       12
+/* Zen 5, `bench ffn` H 7168 with both kernels forced, two runs (docs/gemm.md, 'Row thresholds
+ * re-measured on Zen 5'): a16-uint4's few-rows kernel 3-5 % faster at 10 rows, even or slower from 12. */
 #define MM_WO_SMALL_MAX_ROWS_UINT4_ZEN5 10
 /* amx_min of a class that never takes the general AMX kernel. */
 #define MM_ROWS_NEVER INT32_MAX
