@@ -29,9 +29,10 @@ typedef struct registration {
     { label "_ref_4x32", MM_ISA_REF, MM_GEMM_REF_MR, fn, NULL, NULL, 0, NULL, 0 }
 #define AVX512(fn, label)                                                                                    \
     { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, MM_X86_ONLY(fn), NULL, NULL, 0, NULL, 0 }
-/* INT on vpdpbusd: K blocks of kc (kernels.h: MM_GEMM_AVX512_INT_KC, the whole K; INT8 x INT8 2048). */
-#define AVX512_INT(fn, label, kc)                                                                            \
-    { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, MM_X86_ONLY(fn), NULL, NULL, kc, NULL, 0 }
+/* INT on vpdpbusd: tiles of mr rows (the label says it), K blocks of kc (kernels.h: MM_GEMM_AVX512_INT_KC,
+ * the whole K; INT8 x INT8 12 rows and K 2048). */
+#define AVX512_INT(fn, label, mr, kc)                                                                        \
+    { label, MM_ISA_AVX512, mr, MM_X86_ONLY(fn), NULL, NULL, kc, NULL, 0 }
 /* MX on BF16 dot products: rows decoded once per call, panels once per K block. */
 #define AVX512_MX(prepare_panel, label)                                                                      \
     {                                                                                                        \
@@ -75,8 +76,10 @@ static const registration registrations[] = {
     {MM_DTYPE_BF16, MM_DTYPE_FP4_E2M1, REF(mm_ukernel_bf16_weight_only_ref, "bf16xfp4")},
     {MM_DTYPE_BF16, MM_DTYPE_UINT4, REF(mm_ukernel_bf16_weight_only_ref, "bf16xuint4")},
     {MM_DTYPE_BF16, MM_DTYPE_BF16, AVX512(mm_ukernel_bf16_bf16_avx512, "bf16xbf16")},
-    {MM_DTYPE_I8, MM_DTYPE_I8, AVX512_INT(mm_ukernel_i8_i8_avx512, "i8xi8", MM_GEMM_AVX512_I8_KC)},
-    {MM_DTYPE_I8, MM_DTYPE_INT4, AVX512_INT(mm_ukernel_i8_i4_avx512, "i8xi4", MM_GEMM_AVX512_INT_KC)},
+    {MM_DTYPE_I8, MM_DTYPE_I8,
+     AVX512_INT(mm_ukernel_i8_i8_avx512, "i8xi8_avx512_12x32", MM_GEMM_AVX512_I8_MR, MM_GEMM_AVX512_I8_KC)},
+    {MM_DTYPE_I8, MM_DTYPE_INT4,
+     AVX512_INT(mm_ukernel_i8_i4_avx512, "i8xi4_avx512_8x32", MM_GEMM_AVX512_MR, MM_GEMM_AVX512_INT_KC)},
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, AVX512_MX(mm_prepare_panel_fp8_mx_avx512, "e4m3xe4m3")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, AVX512_MX(mm_prepare_panel_fp8_mx_avx512, "e5m2xe5m2")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, AVX512_MX(mm_prepare_panel_fp8_mx_avx512, "e5m2xe4m3")},

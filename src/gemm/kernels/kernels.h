@@ -38,6 +38,11 @@ void mm_ukernel_bf16_bf16_avx512(const mm_ukernel_args *args);
  * they compute (kernel.h: prefetch): 64 rows, K 7168 x N 4096, one Zen 5 core, 5.5-6.5 -> 5.3-5.8 ms
  * (INT8 x INT4, whose weights are half the bytes, was faster with the whole K: 4.7 vs 5.0 ms). */
 #define MM_GEMM_AVX512_I8_KC 2048
+/* Rows per tile of the INT8 x INT8 kernel: 12 (24 accumulators), where the other AVX-512 kernels take 8.
+ * Each K quad then loads its two weight vectors for 24 vpdpbusd instead of 16: one Zen 5 core, K 7168 x
+ * N 4096, 256 rows, cold weights, 742 -> 816-820 GOP/s; 8 rows were kept for BF16, which gained nothing
+ * (docs/gemm.md, 'INT8 in 12-row tiles'). */
+#define MM_GEMM_AVX512_I8_MR 12
 void mm_ukernel_i8_i8_avx512(const mm_ukernel_args *args);
 void mm_ukernel_i8_i4_avx512(const mm_ukernel_args *args);
 /* MX pairs: BF16 dot products over prepared rows (mm_gemm_mx_row_to_bf16_avx512) and prepared panel

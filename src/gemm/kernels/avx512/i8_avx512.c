@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* gemm/kernels/avx512/i8_avx512.c: INT8 x INT8 micro-kernel, 8 x 32 tile, vpdpbusd.
+/* gemm/kernels/avx512/i8_avx512.c: INT8 x INT8 micro-kernel, 12 x 32 tile, vpdpbusd.
  *
  * vpdpbusd multiplies unsigned by signed bytes. The activations are signed, so each broadcast quad is
  * flipped to u = a + 128 (xor 0x80) and the kernel computes sum (a + 128) * w = acc + 128 * colsum(w);
@@ -14,7 +14,7 @@
 #include "gemm/kernels/avx512/tile_store_avx512.h"
 #include "gemm/kernels/kernels.h"
 
-#define MR MM_GEMM_AVX512_MR
+#define MR MM_GEMM_AVX512_I8_MR
 
 /* acc + dot(u8 a, s8 b) per 32-bit lane. Written as inline asm because GCC 12 does not tie the
  * accumulator of _mm512_dpbusd_epi32 to its destination and copies all 16 accumulators every
@@ -54,7 +54,7 @@ static inline __attribute__((always_inline)) void i8_body(const mm_ukernel_args 
         _mm_prefetch((const char *)(b + 2 * q) + 2048 + 64, _MM_HINT_T0);
         __m512i b0 = _mm512_load_si512(b + 2 * q);
         __m512i b1 = _mm512_load_si512(b + 2 * q + 1);
-#pragma GCC unroll 8
+#pragma GCC unroll 12
         for (int r = 0; r < rows; r++) {
             __m512i a = broadcast_quad(row[r] + 4 * q, 4, flip);
             acc[r][0] = dpbusd(acc[r][0], a, b0);
@@ -91,6 +91,10 @@ void mm_ukernel_i8_i8_avx512(const mm_ukernel_args *p) {
     case 5: i8_body(p, 5); break;
     case 6: i8_body(p, 6); break;
     case 7: i8_body(p, 7); break;
+    case 8: i8_body(p, 8); break;
+    case 9: i8_body(p, 9); break;
+    case 10: i8_body(p, 10); break;
+    case 11: i8_body(p, 11); break;
     default: i8_body(p, MR); break;
     }
 }
