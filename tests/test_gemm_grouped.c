@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_gemm_grouped.c: mm_gemm_grouped over several experts: zero-row experts, a hot expert
  * larger than one M-block, results per group against the independent expectation, identical bits with
- * 1 and 2 threads, the epilogue hook (with and without an output matrix), and validation before any
- * computation. */
+ * 1 and 2 threads (and so with different numbers of panels per task), the epilogue hook (with and without an
+ * output matrix), and validation before any computation. */
 #include <stdatomic.h>
 
 #include "core/parallel.h"
@@ -174,6 +174,13 @@ int main(void) {
     check_pair(MM_DTYPE_I8, MM_DTYPE_I8, 515, 33);
     check_pair(MM_DTYPE_I8, MM_DTYPE_I8, 75, 66);
     check_pair(MM_DTYPE_I8, MM_DTYPE_INT4, 71, 33);
+    /* 21 panels (the last one partial) x 2-3 M-blocks: the AVX-512 kernels take several adjacent panels
+     * per task, 5-7 with one thread and 2-3 with two (grouped.c: panels_per_task), so the bits of two
+     * different groupings are compared, each against the expectation; INT8 with K 2100 also crosses a
+     * K block (2048) before prefetching the next panel. */
+    check_pair(MM_DTYPE_BF16, MM_DTYPE_BF16, 130, 650);
+    check_pair(MM_DTYPE_I8, MM_DTYPE_I8, 2100, 650);
+    check_pair(MM_DTYPE_I8, MM_DTYPE_INT4, 130, 650);
     check_pair(MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, 70, 40);
     check_pair(MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP4_E2M1, 69, 35);
     check_pair(MM_DTYPE_FP4_E2M1, MM_DTYPE_FP4_E2M1, 65, 31);

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gemm/grouped.c: mm_gemm_grouped, the framework loops around the micro-kernels.
  *
- * Work is cut into tasks of (group, N-block of one panel, M-block of up to M_BLOCK_TILES kernel tiles)
- * and handed to the process-wide pool (core/parallel.h). Inside a task the panel is the outer loop, so
- * its packed weights stay in cache while the M tiles stream past. Groups with 0 rows produce no task. A
- * kernel with pairs_panels (kernel.h) computes two panels per call for a one-tile task of few rows: the
- * even panel's task then takes the odd one too, and the odd panel's task is empty.
- * Each output element is computed by exactly one kernel call over the whole K, so the result is the
+ * Work is cut into tasks of (group, N-block of one or more adjacent panels, M-block of up to
+ * M_BLOCK_TILES kernel tiles) and handed to the process-wide pool (core/parallel.h). Inside a task each
+ * panel in turn is the outer loop, so its packed weights stay in cache while the M tiles stream past. Groups
+ * with 0 rows produce no task. A kernel with pairs_panels (kernel.h) computes two panels per call for a
+ * one-tile task of few rows: the even panel's task then takes the odd one too, and the odd panel's task is
+ * empty. Each output element is computed by exactly one kernel call over the whole K, so the result is the
  * same for every thread count and every task schedule. */
 #include <stdlib.h>
 
@@ -31,6 +31,7 @@ typedef struct grouped_job {
     int64_t *row_start;             /* per group: index of its first row among all prepared rows */
     const mm_gemm_kernel **kernels; /* per group */
     int64_t *task_start;            /* per group: index of its first task; [n_groups] = total */
+    int64_t *panels_per_task;       /* per group */
     int64_t n_groups;
     mm_gemm_epilogue_fn epilogue;
     void *epilogue_ctx;
@@ -50,10 +51,28 @@ static int64_t m_block_rows(const mm_gemm_kernel *kernel) {
     return (int64_t)kernel->mr * M_BLOCK_TILES;
 }
 
-static int64_t task_count(const mm_gemm_group *g, const mm_gemm_kernel *kernel) {
+static int64_t m_blocks_of(const mm_gemm_group *g, const mm_gemm_kernel *kernel) {
+    return (g->rows + m_block_rows(kernel) - 1) / m_block_rows(kernel);
+}
+
+/* Panels per task. A task of several tiles computes up to MAX_PANELS_PER_TASK adjacent panels one after
+ * the other, and while it computes one panel's last K block its tiles prefetch the first block of the
+ * next (kernels with takes_prefetch: the general AVX-512 ones that read the panel directly), so that no panel
+ * but a task's first starts on weights still in memory. Fewer panels per task where the group would
+ * otherwise give fewer than MIN_TASKS_PER_THREAD tasks per thread, to keep the threads balanced. One-tile
+ * tasks keep one panel: their kernels stream the weights themselves (and may pair panels). Measured:
+ * docs/gemm.md, 'Adjacent panels per task'. */
+#define MAX_PANELS_PER_TASK  8
+#define MIN_TASKS_PER_THREAD 8
+static int64_t panels_per_task(const mm_gemm_group *g, const mm_gemm_kernel *kernel, int threads) {
+    if (g->rows <= kernel->mr || !kernel->takes_prefetch) return 1;
+    int64_t per = g->w->n_panels * m_blocks_of(g, kernel) / ((int64_t)MIN_TASKS_PER_THREAD * threads);
+    return per < 1 ? 1 : per > MAX_PANELS_PER_TASK ? MAX_PANELS_PER_TASK : per;
+}
+
+static int64_t task_count(const mm_gemm_group *g, const mm_gemm_kernel *kernel, int64_t panels_per_task) {
     if (g->rows == 0) return 0;
-    int64_t m_blocks = (g->rows + m_block_rows(kernel) - 1) / m_block_rows(kernel);
-    return m_blocks * g->w->n_panels;
+    return m_blocks_of(g, kernel) * ((g->w->n_panels + panels_per_task - 1) / panels_per_task);
 }
 
 /* The group whose range [start[g], start[g+1]) holds `index`; empty groups are skipped naturally. */
@@ -102,16 +121,11 @@ static void set_panel(mm_ukernel_args *args, const mm_gemm_packed_weights *w, in
     if (w->block_zero) args->b_block_zero = w->block_zero + panel * w->scale_blocks * MM_GEMM_NR;
 }
 
-static void run_task(void *ctx, int64_t task) {
-    const grouped_job *job = ctx;
-    int64_t lo = find_group(job->task_start, job->n_groups, task);
+static void run_panel(const grouped_job *job, int64_t lo, int64_t panel, int64_t row_begin, int64_t row_end,
+                      int64_t following_panel) {
     const mm_gemm_group *g = &job->groups[lo];
     const mm_gemm_kernel *kernel = job->kernels[lo];
     const mm_gemm_packed_weights *w = g->w;
-    int64_t local = task - job->task_start[lo];
-    int64_t panel = local % w->n_panels;
-    int64_t row_begin = (local / w->n_panels) * m_block_rows(kernel);
-    int64_t row_end = row_begin + m_block_rows(kernel) < g->rows ? row_begin + m_block_rows(kernel) : g->rows;
     int64_t col0 = panel * MM_GEMM_NR;
     float scratch[2][MM_GEMM_MR_MAX * MM_GEMM_NR];
     /* Running accumulators of every tile of the M-block between K blocks. */
@@ -156,6 +170,12 @@ static void run_task(void *ctx, int64_t task) {
             int64_t next_end = w->k - args.k_end < kc ? w->k : args.k_end + kc;
             next_block = args.b + args.k_end / 2 * pair_bytes;
             next_lines = ((next_end + 1) / 2 - args.k_end / 2) * pair_bytes / 64;
+            tile_lines = (next_lines + tiles - 1) / tiles;
+        } else if (!args.streams_weights && following_panel >= 0) {
+            int64_t pair_bytes = w->panel_bytes / ((w->k + 1) / 2);
+            int64_t next_end = w->k < kc ? w->k : kc;
+            next_block = mm_packed_panel(w, following_panel);
+            next_lines = (next_end + 1) / 2 * pair_bytes / 64;
             tile_lines = (next_lines + tiles - 1) / tiles;
         }
         args.prefetch = NULL; /* the tiles of the last K block fetch nothing */
@@ -203,6 +223,22 @@ static void run_task(void *ctx, int64_t task) {
             }
         }
     }
+}
+
+static void run_task(void *ctx, int64_t task) {
+    const grouped_job *job = ctx;
+    int64_t lo = find_group(job->task_start, job->n_groups, task);
+    const mm_gemm_group *g = &job->groups[lo];
+    const mm_gemm_kernel *kernel = job->kernels[lo];
+    int64_t n_panels = g->w->n_panels, per = job->panels_per_task[lo];
+    int64_t panel_tasks = (n_panels + per - 1) / per;
+    int64_t local = task - job->task_start[lo];
+    int64_t first = local % panel_tasks * per;
+    int64_t last = first + per < n_panels ? first + per : n_panels;
+    int64_t row_begin = (local / panel_tasks) * m_block_rows(kernel);
+    int64_t row_end = row_begin + m_block_rows(kernel) < g->rows ? row_begin + m_block_rows(kernel) : g->rows;
+    for (int64_t panel = first; panel < last; panel++)
+        run_panel(job, lo, panel, row_begin, row_end, panel + 1 < last ? panel + 1 : -1);
 }
 
 static mm_status validate_group(mm_dtype a_dtype, int64_t gi, const mm_gemm_group *g,
@@ -322,14 +358,19 @@ mm_status mm_gemm_grouped(mm_dtype a_dtype, int64_t n_groups, const mm_gemm_grou
                        (long long)n_groups);
     job.kernels = calloc((size_t)n_groups, sizeof *job.kernels);
     job.task_start = calloc((size_t)n_groups + 1, sizeof *job.task_start);
-    if (!job.kernels || !job.task_start) {
+    job.panels_per_task = calloc((size_t)n_groups, sizeof *job.panels_per_task);
+    if (!job.kernels || !job.task_start || !job.panels_per_task) {
         st = mm_fail(err, MM_ERR_OUT_OF_MEMORY, "grouped GEMM task table for %lld groups: out of memory",
                      (long long)n_groups);
         goto fail;
     }
+    int threads = mm_parallel_num_threads();
     for (int64_t gi = 0; gi < n_groups; gi++) {
         if ((st = validate_group(a_dtype, gi, &groups[gi], opts, &job.kernels[gi], err)) != MM_OK) goto fail;
-        job.task_start[gi + 1] = job.task_start[gi] + task_count(&groups[gi], job.kernels[gi]);
+        job.panels_per_task[gi] =
+            groups[gi].rows > 0 ? panels_per_task(&groups[gi], job.kernels[gi], threads) : 1;
+        job.task_start[gi + 1] =
+            job.task_start[gi] + task_count(&groups[gi], job.kernels[gi], job.panels_per_task[gi]);
     }
     job.a_dtype = a_dtype;
     job.groups = groups;
@@ -343,6 +384,7 @@ mm_status mm_gemm_grouped(mm_dtype a_dtype, int64_t n_groups, const mm_gemm_grou
 fail:
     free(job.kernels);
     free(job.task_start);
+    free(job.panels_per_task);
     free(job.row_start);
     free(prepared);
     free(workspace);

@@ -105,6 +105,10 @@ typedef struct mm_gemm_kernel {
      * in one call (args->next_panel), so that a decode-sized group has twice the independent accumulator
      * chains (each column's sum keeps its order: the results do not change). 0: one panel per call. */
     int pairs_panels;
+    /* 1: the kernel fetches args->prefetch (the general AVX-512 kernels that read the packed panel
+     * directly), so grouped.c may give a task of several tiles adjacent panels, each prefetching the next
+     * one's first K block. 0 (also where an initializer leaves it out): one panel per task. */
+    int takes_prefetch;
 } mm_gemm_kernel;
 
 #endif

@@ -26,25 +26,25 @@ typedef struct registration {
 } registration;
 
 #define REF(fn, label)                                                                                       \
-    { label "_ref_4x32", MM_ISA_REF, MM_GEMM_REF_MR, fn, NULL, NULL, 0, NULL, 0 }
+    { label "_ref_4x32", MM_ISA_REF, MM_GEMM_REF_MR, fn, NULL, NULL, 0, NULL, 0, 0 }
 #define AVX512(fn, label)                                                                                    \
-    { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, MM_X86_ONLY(fn), NULL, NULL, 0, NULL, 0 }
+    { label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, MM_X86_ONLY(fn), NULL, NULL, 0, NULL, 0, 1 }
 /* INT on vpdpbusd: tiles of mr rows (the label says it), K blocks of kc (kernels.h: MM_GEMM_AVX512_INT_KC,
  * the whole K; INT8 x INT8 12 rows and K 2048). */
 #define AVX512_INT(fn, label, mr, kc)                                                                        \
-    { label, MM_ISA_AVX512, mr, MM_X86_ONLY(fn), NULL, NULL, kc, NULL, 0 }
+    { label, MM_ISA_AVX512, mr, MM_X86_ONLY(fn), NULL, NULL, kc, NULL, 0, 1 }
 /* MX on BF16 dot products: rows decoded once per call, panels once per K block. */
 #define AVX512_MX(prepare_panel, label)                                                                      \
     {                                                                                                        \
         label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR, MM_X86_ONLY(mm_ukernel_mx_avx512),           \
-            mm_gemm_mx_row_to_bf16_avx512, MM_X86_ONLY(prepare_panel), 0, NULL, 0                            \
+            mm_gemm_mx_row_to_bf16_avx512, MM_X86_ONLY(prepare_panel), 0, NULL, 0, 0                         \
     }
 
 /* Weight-only pairs: the caller's BF16 rows, panel blocks dequantized to BF16 (weight_only_avx512.c). */
 #define AVX512_WEIGHT_ONLY(prepare_panel, label)                                                             \
     {                                                                                                        \
         label "_avx512_8x32", MM_ISA_AVX512, MM_GEMM_AVX512_MR,                                              \
-            MM_X86_ONLY(mm_ukernel_bf16_prepared_avx512), NULL, MM_X86_ONLY(prepare_panel), 0, NULL, 0       \
+            MM_X86_ONLY(mm_ukernel_bf16_prepared_avx512), NULL, MM_X86_ONLY(prepare_panel), 0, NULL, 0, 0    \
     }
 
 /* AMX tiles pay off from a few rows on (INT8 from fewer than BF16, since the AMX kernels take long K
@@ -52,11 +52,14 @@ typedef struct registration {
  * which kernel is the CPU profile's or tune cache's choice (kernel_profiles.h; the crossovers measured on
  * an AMX Xeon: docs/gemm.md, 'AMX row thresholds'), not a property of the registrations. */
 #define AMX(fn, label)                                                                                       \
-    { label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(fn), NULL, NULL, MM_GEMM_AMX_KC, NULL, 0 }
+    {                                                                                                        \
+        label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(fn), NULL, NULL, MM_GEMM_AMX_KC, NULL,   \
+            0, 0                                                                                             \
+    }
 #define AMX_MX(prepare_panel, label)                                                                         \
     {                                                                                                        \
         label "_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(mm_ukernel_mx_amx),                      \
-            MM_X86_ONLY(mm_gemm_mx_row_to_bf16_vbmi), MM_X86_ONLY(prepare_panel), MM_GEMM_AMX_KC, NULL, 0    \
+            MM_X86_ONLY(mm_gemm_mx_row_to_bf16_vbmi), MM_X86_ONLY(prepare_panel), MM_GEMM_AMX_KC, NULL, 0, 0 \
     }
 
 /* Every supported pair, reference first. The FP8 pairs cover the mixed E4M3/E5M2 cases that an
@@ -94,11 +97,11 @@ static const registration registrations[] = {
     {MM_DTYPE_I8,
      MM_DTYPE_I8,
      {"i8xi8_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(mm_ukernel_i8_i8_amx), NULL, NULL,
-      MM_GEMM_AMX_INT_KC, NULL, 0}},
+      MM_GEMM_AMX_INT_KC, NULL, 0, 0}},
     {MM_DTYPE_I8,
      MM_DTYPE_INT4,
      {"i8xi4_amx_32x32", MM_ISA_AMX, MM_GEMM_AMX_MR, MM_X86_ONLY(mm_ukernel_i8_i4_amx), NULL,
-      MM_X86_ONLY(mm_prepare_panel_i4_amx), MM_GEMM_AMX_INT_KC, NULL, 0}},
+      MM_X86_ONLY(mm_prepare_panel_i4_amx), MM_GEMM_AMX_INT_KC, NULL, 0, 0}},
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, AMX_MX(mm_prepare_panel_fp8_vbmi, "e4m3xe4m3")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, AMX_MX(mm_prepare_panel_fp8_vbmi, "e5m2xe5m2")},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E4M3FN, AMX_MX(mm_prepare_panel_fp8_vbmi, "e5m2xe4m3")},
@@ -125,21 +128,21 @@ typedef struct few_rows_registration {
     {                                                                                                        \
         label "_avx512_small_8x32", MM_ISA_AVX512, MM_GEMM_MX_SMALL_MR,                                      \
             MM_X86_ONLY(mm_ukernel_mx_small_avx512), mm_gemm_mx_row_to_bf16_avx512, NULL,                    \
-            MM_GEMM_MX_SMALL_KC, NULL, 0                                                                     \
+            MM_GEMM_MX_SMALL_KC, NULL, 0, 0                                                                  \
     }
 /* FP8 x FP4 with few rows: FP4 codes to BF16 by word permutes, rows prepared in quad order. */
 #define AVX512_FP8_FP4_SMALL(label)                                                                          \
     {                                                                                                        \
         label "_avx512_small_4x32", MM_ISA_AVX512, MM_GEMM_FP8_FP4_SMALL_MR,                                 \
             MM_X86_ONLY(mm_ukernel_fp8_fp4_small_avx512), MM_X86_ONLY(mm_gemm_fp8_fp4_prepare_row), NULL,    \
-            MM_GEMM_FP8_FP4_SMALL_KC, MM_X86_ONLY(mm_gemm_fp8_fp4_prepared_row_bytes), 0                     \
+            MM_GEMM_FP8_FP4_SMALL_KC, MM_X86_ONLY(mm_gemm_fp8_fp4_prepared_row_bytes), 0, 0                  \
     }
 /* MX on AMX with few rows: K blocks decoded straight into the B tiles (mx_amx_avx512.c), one tile of up
  * to 16 rows per panel; the prepared-block kernel above takes the larger groups. */
 #define AMX_MX_FEW(label)                                                                                    \
     {                                                                                                        \
         label "_amx_few_16x32", MM_ISA_AMX, MM_GEMM_MX_FEW_AMX_MR, MM_X86_ONLY(mm_ukernel_mx_few_amx),       \
-            MM_X86_ONLY(mm_gemm_mx_row_to_bf16_vbmi), NULL, MM_GEMM_MX_FEW_AMX_KC, NULL, 0                   \
+            MM_X86_ONLY(mm_gemm_mx_row_to_bf16_vbmi), NULL, MM_GEMM_MX_FEW_AMX_KC, NULL, 0, 0                \
     }
 /* Weight-only with few rows: each K pair decoded in registers into vdpbf16ps, the caller's BF16 rows;
  * FP8 and FP4 take two panels per call for 1-2 rows (kernel.h: pairs_panels; UINT4, bound by its decode
@@ -147,7 +150,7 @@ typedef struct few_rows_registration {
 #define AVX512_WEIGHT_ONLY_SMALL(fn, label, pairs_panels)                                                    \
     {                                                                                                        \
         label "_avx512_small_8x32", MM_ISA_AVX512, MM_GEMM_WO_SMALL_MR, MM_X86_ONLY(fn), NULL, NULL,         \
-            MM_GEMM_WO_SMALL_KC, NULL, pairs_panels                                                          \
+            MM_GEMM_WO_SMALL_KC, NULL, pairs_panels, 0                                                       \
     }
 static const few_rows_registration few_rows_registrations[] = {
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, AVX512_MX_SMALL("e4m3xe4m3"), 1},
@@ -160,7 +163,7 @@ static const few_rows_registration few_rows_registrations[] = {
      MM_DTYPE_FP4_E2M1,
      {"fp4xfp4_avx512_small_int_8x32", MM_ISA_AVX512, MM_GEMM_FP4_SMALL_MR,
       MM_X86_ONLY(mm_ukernel_fp4_fp4_small_avx512), MM_X86_ONLY(mm_gemm_fp4_int_prepare_row), NULL,
-      MM_GEMM_FP4_SMALL_KC, MM_X86_ONLY(mm_gemm_fp4_int_prepared_row_bytes), 0},
+      MM_GEMM_FP4_SMALL_KC, MM_X86_ONLY(mm_gemm_fp4_int_prepared_row_bytes), 0, 0},
      0},
     {MM_DTYPE_FP8_E4M3FN, MM_DTYPE_FP8_E4M3FN, AMX_MX_FEW("e4m3xe4m3"), 1},
     {MM_DTYPE_FP8_E5M2, MM_DTYPE_FP8_E5M2, AMX_MX_FEW("e5m2xe5m2"), 1},
@@ -172,7 +175,7 @@ static const few_rows_registration few_rows_registrations[] = {
     {MM_DTYPE_I8,
      MM_DTYPE_INT4,
      {"i8xi4_avx512_small_8x32", MM_ISA_AVX512, MM_GEMM_I4_SMALL_MR,
-      MM_X86_ONLY(mm_ukernel_i8_i4_small_avx512), NULL, NULL, MM_GEMM_AVX512_INT_KC, NULL, 0},
+      MM_X86_ONLY(mm_ukernel_i8_i4_small_avx512), NULL, NULL, MM_GEMM_AVX512_INT_KC, NULL, 0, 0},
      0},
     {MM_DTYPE_BF16, MM_DTYPE_FP8_E4M3FN,
      AVX512_WEIGHT_ONLY_SMALL(mm_ukernel_bf16_fp8_block_small_avx512, "bf16xe4m3b",
