@@ -20,6 +20,7 @@
 #endif
 
 #include "core/cpu.h"
+#include "core/parallel.h"
 #include "gemm/gemm.h"
 #include "gemm/kernel_registry.h"
 #include "testlib.h"
@@ -500,6 +501,33 @@ static void check_few_rows(void) {
 #endif
 }
 
+/* Adjacent panels per task (grouped.c: panels_per_task): N 776 gives 25 panels (the last partial); with
+ * 1 thread a decode-sized task takes 3 of them, so the two-panel calls of the FP8 / FP4 few-rows kernels
+ * (pairs_panels) straddle tasks, with 3 threads 1. Every kernel at both counts, against the BF16 GEMM
+ * on w' bit for bit and the float64 sum. */
+static void check_adjacent_panels(void) {
+    int threads = mm_parallel_num_threads();
+    for (int t = 0; t < N_WEIGHT_DTYPES; t++) {
+        level lv[MAX_LEVELS];
+        int n_levels = levels_of(weight_dtypes[t], lv);
+        wcase w;
+        wcase_make(&w, weight_dtypes[t], 131, 776, 1, 32, 0, 0xAD1ull + (uint64_t)t);
+        wcase_dequantize(&w);
+        uint16_t *a = random_rows(20, w.k, 0xAD2ull + (uint64_t)t);
+        static const int thread_counts[] = {1, 3};
+        static const int64_t row_counts[] = {1, 2, 3, 20};
+        for (int c = 0; c < 2; c++) {
+            mm_parallel_set_num_threads(thread_counts[c]);
+            for (int r = 0; r < 4; r++)
+                for (int l = 0; l < n_levels; l++)
+                    if (!check_kernel(lv[l].kernel, lv[l].bf16, &w, a, row_counts[r], 1, 0)) mm_test_passed++;
+        }
+        free(a);
+        wcase_free(&w);
+    }
+    mm_parallel_set_num_threads(threads);
+}
+
 /* MXCSR bits a check may set in the caller: DAZ, and rounding up (RC = 10). */
 #define CSR_DAZ      0x40u
 #define CSR_ROUND_UP 0x4000u
@@ -721,6 +749,7 @@ int main(void) {
     check_random();
     check_extremes();
     check_few_rows();
+    check_adjacent_panels();
     check_fp8_panel_scales();
     check_uint4_scales();
     printf("cpu isa %s\n", mm_isa_name(mm_cpu_isa()));

@@ -55,17 +55,19 @@ static int64_t m_blocks_of(const mm_gemm_group *g, const mm_gemm_kernel *kernel)
     return (g->rows + m_block_rows(kernel) - 1) / m_block_rows(kernel);
 }
 
-/* Panels per task. A task of several tiles computes up to MAX_PANELS_PER_TASK adjacent panels one after
- * the other, and while it computes one panel's last K block its tiles prefetch the first block of the
- * next (kernels with takes_prefetch: the general AVX-512 ones that read the panel directly), so that no panel
- * but a task's first starts on weights still in memory. Fewer panels per task where the group would
- * otherwise give fewer than MIN_TASKS_PER_THREAD tasks per thread, to keep the threads balanced. One-tile
- * tasks keep one panel: their kernels stream the weights themselves (and may pair panels). Measured:
- * docs/gemm.md, 'Adjacent panels per task'. */
+/* Panels per task: up to MAX_PANELS_PER_TASK adjacent panels, computed one after the other, for
+ * - one-tile tasks (decode sizes), whose kernels stream the weights themselves: a thread's stream then
+ *   runs on from one panel into the next (panels are contiguous), where with one panel per task the
+ *   pool's counter gave two threads alternate panels and each task restarted the hardware prefetcher;
+ * - tasks of several tiles whose kernel fetches the prefetch hint (takes_prefetch): during a panel's
+ *   last K block the tiles prefetch the next panel's first block, so that only a task's first panel
+ *   starts on weights still in memory.
+ * Fewer panels per task where the group would otherwise give fewer than MIN_TASKS_PER_THREAD tasks per
+ * thread, to keep the threads balanced. Measured: docs/gemm.md, 'Adjacent panels per task'. */
 #define MAX_PANELS_PER_TASK  8
 #define MIN_TASKS_PER_THREAD 8
 static int64_t panels_per_task(const mm_gemm_group *g, const mm_gemm_kernel *kernel, int threads) {
-    if (g->rows <= kernel->mr || !kernel->takes_prefetch) return 1;
+    if (g->rows > kernel->mr && !kernel->takes_prefetch) return 1;
     int64_t per = g->w->n_panels * m_blocks_of(g, kernel) / ((int64_t)MIN_TASKS_PER_THREAD * threads);
     return per < 1 ? 1 : per > MAX_PANELS_PER_TASK ? MAX_PANELS_PER_TASK : per;
 }

@@ -107,7 +107,8 @@ typedef struct mm_gemm_kernel {
     int pairs_panels;
     /* 1: the kernel fetches args->prefetch (the general AVX-512 kernels that read the packed panel
      * directly), so grouped.c may give a task of several tiles adjacent panels, each prefetching the next
-     * one's first K block. 0 (also where an initializer leaves it out): one panel per task. */
+     * one's first K block. 0: one panel per task of several tiles (one-tile tasks take adjacent panels
+     * either way: grouped.c, panels_per_task). */
     int takes_prefetch;
 } mm_gemm_kernel;
 
