@@ -174,10 +174,10 @@ int main(void) {
     check_pair(MM_DTYPE_I8, MM_DTYPE_I8, 515, 33);
     check_pair(MM_DTYPE_I8, MM_DTYPE_I8, 75, 66);
     check_pair(MM_DTYPE_I8, MM_DTYPE_INT4, 71, 33);
-    /* 21 panels (the last one partial) x 2-3 M-blocks: the AVX-512 kernels take several adjacent panels
-     * per task, 5-7 with one thread and 2-3 with two (grouped.c: panels_per_task), so the bits of two
-     * different groupings are compared, each against the expectation; INT8 with K 2100 also crosses a
-     * K block (2048) before prefetching the next panel. */
+    /* 21 panels (the last one partial) per expert, 4-5 panel steps in all: the AVX-512 kernels take
+     * several adjacent panels per task, 8 with one thread and 5-6 with two (grouped.c: panels_per_task),
+     * so the bits of two different groupings are compared, each against the expectation; INT8 with K
+     * 2100 also crosses a K block (2048) before prefetching the next panel. */
     check_pair(MM_DTYPE_BF16, MM_DTYPE_BF16, 130, 650);
     check_pair(MM_DTYPE_I8, MM_DTYPE_I8, 2100, 650);
     check_pair(MM_DTYPE_I8, MM_DTYPE_INT4, 130, 650);

@@ -501,22 +501,22 @@ static void check_few_rows(void) {
 #endif
 }
 
-/* Adjacent panels per task (grouped.c: panels_per_task): N 776 gives 25 panels (the last partial); with
- * 1 thread a decode-sized task takes 3 of them, so the two-panel calls of the FP8 / FP4 few-rows kernels
- * (pairs_panels) straddle tasks, with 3 threads 1. Every kernel at both counts, against the BF16 GEMM
- * on w' bit for bit and the float64 sum. */
+/* Adjacent panels per task (grouped.c: panels_per_task): N 1550 gives 49 panels (the last partial); a
+ * decode-sized task takes 6 of them with 1 thread, 3 with 2 (4 for the 1-2 rows that the FP8 / FP4
+ * few-rows kernels compute two panels per call, pairs_panels), 1 with 7. Every kernel at each count,
+ * against the BF16 GEMM on w' bit for bit and the float64 sum. */
 static void check_adjacent_panels(void) {
     int threads = mm_parallel_num_threads();
     for (int t = 0; t < N_WEIGHT_DTYPES; t++) {
         level lv[MAX_LEVELS];
         int n_levels = levels_of(weight_dtypes[t], lv);
         wcase w;
-        wcase_make(&w, weight_dtypes[t], 131, 776, 1, 32, 0, 0xAD1ull + (uint64_t)t);
+        wcase_make(&w, weight_dtypes[t], 131, 1550, 1, 32, 0, 0xAD1ull + (uint64_t)t);
         wcase_dequantize(&w);
         uint16_t *a = random_rows(20, w.k, 0xAD2ull + (uint64_t)t);
-        static const int thread_counts[] = {1, 3};
+        static const int thread_counts[] = {1, 2, 7};
         static const int64_t row_counts[] = {1, 2, 3, 20};
-        for (int c = 0; c < 2; c++) {
+        for (int c = 0; c < 3; c++) {
             mm_parallel_set_num_threads(thread_counts[c]);
             for (int r = 0; r < 4; r++)
                 for (int l = 0; l < n_levels; l++)

@@ -5,9 +5,10 @@
  * M_BLOCK_TILES kernel tiles) and handed to the process-wide pool (core/parallel.h). Inside a task each
  * panel in turn is the outer loop, so its packed weights stay in cache while the M tiles stream past. Groups
  * with 0 rows produce no task. A kernel with pairs_panels (kernel.h) computes two panels per call for a
- * one-tile task of few rows: the even panel's task then takes the odd one too, and the odd panel's task is
- * empty. Each output element is computed by exactly one kernel call over the whole K, so the result is the
- * same for every thread count and every task schedule. */
+ * one-tile task of few rows: each even panel's step then computes the odd panel after it too (which may
+ * belong to the next task), and each odd panel's step is empty. Each output element is computed by exactly
+ * one sequence of kernel calls over the whole K, so the result is the same for every thread count and
+ * every task schedule. */
 #include <stdlib.h>
 
 #include "format/format_table.h"
@@ -62,14 +63,19 @@ static int64_t m_blocks_of(const mm_gemm_group *g, const mm_gemm_kernel *kernel)
  * - tasks of several tiles whose kernel fetches the prefetch hint (takes_prefetch): during a panel's
  *   last K block the tiles prefetch the next panel's first block, so that only a task's first panel
  *   starts on weights still in memory.
- * Fewer panels per task where the group would otherwise give fewer than MIN_TASKS_PER_THREAD tasks per
- * thread, to keep the threads balanced. Measured: docs/gemm.md, 'Adjacent panels per task'. */
+ * Fewer panels per task where the call (all its groups: per_thread_limit) would otherwise give fewer than
+ * MIN_TASKS_PER_THREAD tasks per thread, to keep the threads balanced; an even count for kernels that pair
+ * panels, so that every task computes as many. Measured: docs/gemm.md, 'Adjacent panels per task'. */
 #define MAX_PANELS_PER_TASK  8
 #define MIN_TASKS_PER_THREAD 8
-static int64_t panels_per_task(const mm_gemm_group *g, const mm_gemm_kernel *kernel, int threads) {
+static int64_t panels_per_task(const mm_gemm_group *g, const mm_gemm_kernel *kernel,
+                               int64_t per_thread_limit) {
     if (g->rows > kernel->mr && !kernel->takes_prefetch) return 1;
-    int64_t per = g->w->n_panels * m_blocks_of(g, kernel) / ((int64_t)MIN_TASKS_PER_THREAD * threads);
-    return per < 1 ? 1 : per > MAX_PANELS_PER_TASK ? MAX_PANELS_PER_TASK : per;
+    int64_t per = per_thread_limit < 1                     ? 1
+                  : per_thread_limit > MAX_PANELS_PER_TASK ? MAX_PANELS_PER_TASK
+                                                           : per_thread_limit;
+    if (g->rows <= kernel->pairs_panels && per > 1) per += per & 1; /* MAX_PANELS_PER_TASK is even */
+    return per;
 }
 
 static int64_t task_count(const mm_gemm_group *g, const mm_gemm_kernel *kernel, int64_t panels_per_task) {
@@ -152,8 +158,8 @@ static void run_panel(const grouped_job *job, int64_t lo, int64_t panel, int64_t
     args.block_k = w->block_k;
     int64_t tiles = (row_end - row_begin + kernel->mr - 1) / kernel->mr;
     args.streams_weights = tiles == 1;
-    /* A kernel that pairs panels (kernel.h) computes odd panel p + 1 in the task of even panel p when the
-     * task has one tile: the odd panel's task is then empty. */
+    /* A kernel that pairs panels (kernel.h) computes odd panel p + 1 with even panel p when the task has
+     * one tile: the odd panel's step is then empty (wherever the task boundaries fall). */
     int pairs = row_end - row_begin <= kernel->pairs_panels && !kernel->prepare_panel && tiles == 1;
     if (pairs && panel % 2 == 1) return;
     pairs = pairs && panel + 1 < w->n_panels;
@@ -180,7 +186,7 @@ static void run_panel(const grouped_job *job, int64_t lo, int64_t panel, int64_t
             next_lines = (next_end + 1) / 2 * pair_bytes / 64;
             tile_lines = (next_lines + tiles - 1) / tiles;
         }
-        args.prefetch = NULL; /* the tiles of the last K block fetch nothing */
+        args.prefetch = NULL; /* the tiles of a task's last K block fetch nothing */
         args.prefetch_lines = 0;
         if (kernel->prepare_panel) {
             kernel->prepare_panel(&args, block);
@@ -366,11 +372,17 @@ mm_status mm_gemm_grouped(mm_dtype a_dtype, int64_t n_groups, const mm_gemm_grou
                      (long long)n_groups);
         goto fail;
     }
-    int threads = mm_parallel_num_threads();
+    /* Panel steps of the whole call, for the panels-per-task limit (one count of threads for the call). */
+    int64_t panel_steps = 0;
     for (int64_t gi = 0; gi < n_groups; gi++) {
         if ((st = validate_group(a_dtype, gi, &groups[gi], opts, &job.kernels[gi], err)) != MM_OK) goto fail;
+        if (groups[gi].rows > 0)
+            panel_steps += groups[gi].w->n_panels * m_blocks_of(&groups[gi], job.kernels[gi]);
+    }
+    int64_t per_thread_limit = panel_steps / ((int64_t)MIN_TASKS_PER_THREAD * mm_parallel_num_threads());
+    for (int64_t gi = 0; gi < n_groups; gi++) {
         job.panels_per_task[gi] =
-            groups[gi].rows > 0 ? panels_per_task(&groups[gi], job.kernels[gi], threads) : 1;
+            groups[gi].rows > 0 ? panels_per_task(&groups[gi], job.kernels[gi], per_thread_limit) : 1;
         job.task_start[gi + 1] =
             job.task_start[gi] + task_count(&groups[gi], job.kernels[gi], job.panels_per_task[gi]);
     }

@@ -54,9 +54,10 @@ typedef struct mm_ukernel_args {
     int64_t block_k;             /* K per block scale */
     float *c;                    /* output element (row 0, column 0) of the tile */
     int64_t ldc;                 /* floats between output rows */
-    /* Hints, never needed for the result. prefetch: cache lines of the panel's next K block for this tile
-     * to fetch into L2 while it computes (grouped.c splits the block among an M-block's tiles, so that
-     * the weights stream from memory while the tiles after the first compute; 0 lines: none).
+    /* Hints, never needed for the result. prefetch: cache lines of the panel's next K block (in the last
+     * K block, of the next panel's first one when the task goes on to it) for this tile to fetch into L2
+     * while it computes (grouped.c splits the block among an M-block's tiles, so that the weights stream
+     * from memory while the tiles after the first compute; 0 lines: none).
      * streams_weights: 1 when the task has one M tile, so that its prepare_panel or kernel is the loop
      * that streams the weights (nobody fetches the next block for it). */
     const uint8_t *prefetch;

@@ -17,7 +17,7 @@
 #define MR MM_GEMM_AVX512_I8_MR
 
 /* acc + dot(u8 a, s8 b) per 32-bit lane. Written as inline asm because GCC 12 does not tie the
- * accumulator of _mm512_dpbusd_epi32 to its destination and copies all 16 accumulators every
+ * accumulator of _mm512_dpbusd_epi32 to its destination and copies all the accumulators every
  * iteration (measured: docs/gemm.md, 'vpdpbusd in inline asm'); the asm operand "+v" keeps each
  * accumulator in its register. */
 static inline __m512i dpbusd(__m512i acc, __m512i a, __m512i b) {
