@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tests/test_gemm_int4_small.c: the few-rows INT8 x INT4 kernel (i4_small_avx512.c) that the registry
- * picks for groups of 1..10 rows, 1..12 on Zen 4/5 (8-row tiles): which kernel is chosen for which row count,
+ * picks for groups of 1..10 rows, 1..9 on Zen 4/5 (8-row tiles): which kernel is chosen for which row count,
  * and its results bit for bit against the exact expectation (int64 sum of the integer products, then the
  * spec's F32 scaling, from test_gemm_common.h) and against the reference kernel, on edge shapes: 1..12 rows
  * (9 and 12 = a full 8-row tile plus a 1- or 4-row tile), K around the 8-value nibble groups, the

@@ -23,19 +23,21 @@
 #define MM_AMX_MIN_ROWS_BF16 4
 #define MM_AMX_MIN_ROWS_INT8 3
 #define MM_I4_SMALL_MAX_ROWS 10
-/* Zen 5, measured the same way (docs/gemm.md, 'Row thresholds re-measured on Zen 5'): INT8 x INT4's
- * few-rows kernel 4-6 % faster than the general one at 12 rows, even at 14, slower from 16. */
-#define MM_I4_SMALL_MAX_ROWS_ZEN5 12
+/* Zen 5, measured the same way: INT8 x INT4's few-rows kernel even with the general one at 9 rows and
+ * slower from 10, since the general kernel's tasks take adjacent panels (docs/gemm.md, 'Few-rows
+ * thresholds after adjacent panels'; before, the few-rows kernel was faster up to 12). */
+#define MM_I4_SMALL_MAX_ROWS_ZEN5 9
 #define MM_MX_SMALL_MAX_ROWS      3
 /* MXFP4 x MXFP4's few-rows kernel (fp4_int_small_avx512.c, integer block sums): one 8-row tile, where
  * it reads each weight once; on Zen 5 it beats the general kernel at every row count (measured:
  * docs/gemm.md, 'MX few-rows kernels on Zen 5'), so that profile gives it every group (MM_ROWS_ALL). */
 #define MM_MX_FP4_SMALL_MAX_ROWS 8
-/* The MX few-rows kernels with FP8 activations on Zen 5: FP8 x FP4 (fp8_fp4_small_avx512.c) two 4-row
- * tiles, beyond which the general kernel is as fast (measured: docs/gemm.md, 'MX few-rows kernels on
- * Zen 5'); FP8 x FP8 (mx_small_avx512.c, 8-row tiles) faster to 12 rows, even at 16 and slower at 24
- * (docs/gemm.md, 'FP8 x FP8 in 8-row tiles'). */
-#define MM_MX_SMALL_MAX_ROWS_ZEN5     8
+/* The MX few-rows kernels with FP8 activations on Zen 5: FP8 x FP4 (fp8_fp4_small_avx512.c, 4-row
+ * tiles) faster than the general kernel to 12 rows and even at 16 (docs/gemm.md, 'Few-rows thresholds
+ * after adjacent panels'; 8 rows before, 'MX few-rows kernels on Zen 5'); FP8 x FP8 (mx_small_avx512.c,
+ * 8-row tiles) faster to 12 rows, even at 16 and slower at 24 (docs/gemm.md, 'FP8 x FP8 in 8-row
+ * tiles'). */
+#define MM_MX_SMALL_MAX_ROWS_ZEN5     12
 #define MM_MX_FP8_SMALL_MAX_ROWS_ZEN5 12
 #define MM_MX_FEW_AMX_MAX_ROWS        16
 /* The weight-only pairs' few-rows kernels (weight_only_small_avx512.c): at most one 8-row tile (where
