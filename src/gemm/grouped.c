@@ -70,7 +70,7 @@ static int64_t m_blocks_of(const mm_gemm_group *g, const mm_gemm_kernel *kernel)
 #define MIN_TASKS_PER_THREAD 8
 static int64_t panels_per_task(const mm_gemm_group *g, const mm_gemm_kernel *kernel,
                                int64_t per_thread_limit) {
-    if (g->rows > kernel->mr && !kernel->takes_prefetch) return 1;
+    if (g->rows == 0 || (g->rows > kernel->mr && !kernel->takes_prefetch)) return 1;
     int64_t per = per_thread_limit < 1                     ? 1
                   : per_thread_limit > MAX_PANELS_PER_TASK ? MAX_PANELS_PER_TASK
                                                            : per_thread_limit;
@@ -163,27 +163,28 @@ static void run_panel(const grouped_job *job, int64_t lo, int64_t panel, int64_t
     int pairs = row_end - row_begin <= kernel->pairs_panels && !kernel->prepare_panel && tiles == 1;
     if (pairs && panel % 2 == 1) return;
     pairs = pairs && panel + 1 < w->n_panels;
+    int64_t pair_bytes = w->panel_bytes / ((w->k + 1) / 2); /* packed bytes per K pair of the panel */
     /* K outer, M tiles inner: the panel's K block stays in cache while the tiles stream past it. */
     for (int64_t k_begin = 0; k_begin < w->k; k_begin += kc) {
         args.k_begin = k_begin;
         args.k_end = w->k - k_begin < kc ? w->k : k_begin + kc;
         args.first = k_begin == 0;
         args.last = args.k_end == w->k;
-        /* The next K block's panel lines, split among the M-block's tiles (kernel.h: prefetch). With one
-         * tile the kernel or the prepare streams the weights itself. */
+        /* The next K block to fetch, split among the M-block's tiles (kernel.h: prefetch): the panel's
+         * next one or, in its last K block, the first of the task's following panel. With one tile the
+         * kernel or the prepare streams the weights itself. */
+        const uint8_t *next_codes = NULL; /* the panel the next block belongs to */
+        int64_t next_begin = 0;
+        if (!args.streams_weights && args.k_end < w->k)
+            next_codes = args.b, next_begin = args.k_end;
+        else if (!args.streams_weights && following_panel >= 0)
+            next_codes = mm_packed_panel(w, following_panel);
         int64_t next_lines = 0, tile_lines = 0;
         const uint8_t *next_block = NULL;
-        if (!args.streams_weights && args.k_end < w->k) {
-            int64_t pair_bytes = w->panel_bytes / ((w->k + 1) / 2);
-            int64_t next_end = w->k - args.k_end < kc ? w->k : args.k_end + kc;
-            next_block = args.b + args.k_end / 2 * pair_bytes;
-            next_lines = ((next_end + 1) / 2 - args.k_end / 2) * pair_bytes / 64;
-            tile_lines = (next_lines + tiles - 1) / tiles;
-        } else if (!args.streams_weights && following_panel >= 0) {
-            int64_t pair_bytes = w->panel_bytes / ((w->k + 1) / 2);
-            int64_t next_end = w->k < kc ? w->k : kc;
-            next_block = mm_packed_panel(w, following_panel);
-            next_lines = (next_end + 1) / 2 * pair_bytes / 64;
+        if (next_codes) {
+            int64_t next_end = w->k - next_begin < kc ? w->k : next_begin + kc;
+            next_block = next_codes + next_begin / 2 * pair_bytes;
+            next_lines = ((next_end + 1) / 2 - next_begin / 2) * pair_bytes / 64;
             tile_lines = (next_lines + tiles - 1) / tiles;
         }
         args.prefetch = NULL; /* the tiles of a task's last K block fetch nothing */
@@ -381,8 +382,7 @@ mm_status mm_gemm_grouped(mm_dtype a_dtype, int64_t n_groups, const mm_gemm_grou
     }
     int64_t per_thread_limit = panel_steps / ((int64_t)MIN_TASKS_PER_THREAD * mm_parallel_num_threads());
     for (int64_t gi = 0; gi < n_groups; gi++) {
-        job.panels_per_task[gi] =
-            groups[gi].rows > 0 ? panels_per_task(&groups[gi], job.kernels[gi], per_thread_limit) : 1;
+        job.panels_per_task[gi] = panels_per_task(&groups[gi], job.kernels[gi], per_thread_limit);
         job.task_start[gi + 1] =
             job.task_start[gi] + task_count(&groups[gi], job.kernels[gi], job.panels_per_task[gi]);
     }

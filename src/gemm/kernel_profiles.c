@@ -106,9 +106,8 @@ mm_kernel_kind mm_kernel_rule_choose(const mm_kernel_rule *r, unsigned available
  * docs/gemm.md, 'CPU profiles and the tune cache', 'MX few-rows kernels on Zen 5' and 'Row thresholds
  * re-measured on Zen 5', 'Few-rows thresholds after adjacent panels'): no AMX; INT8 x INT4's few-rows
  * kernel up to 9 rows; the FP8-activation MX few-rows kernels faster than the general one up to 12 rows
- * (FP8 and FP4 weights); MXFP4 x
- * MXFP4's integer kernel faster at every row count measured (1..256); the weight-only few-rows kernels up
- * to 32 (a16-fp8b), 16 (a16-mxfp4) and 10 rows (a16-uint4). */
+ * (FP8 and FP4 weights); MXFP4 x MXFP4's integer kernel faster at every row count measured (1..256); the
+ * weight-only few-rows kernels up to 32 (a16-fp8b), 16 (a16-mxfp4) and 10 rows (a16-uint4). */
 #define ZEN5_RULES                                                                                           \
     {                                                                                                        \
         RULE(0, 0, MM_ROWS_NEVER), RULE(0, 0, MM_ROWS_NEVER),                                                \
